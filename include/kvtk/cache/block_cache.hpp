@@ -1,0 +1,253 @@
+// kvtk/cache/block_cache.hpp — the block cache engines embed: key table + node pool + policy + pins.
+//
+// Design
+// ------
+// * Nodes live in one array of max_entries `cache_node<Policy>` allocated by the constructor; a
+//   node's index in it is its *slot*, stable while the block is resident, so a caller can keep its
+//   own payload (e.g. a GPU block id) in a parallel array indexed by slot.
+// * key_table maps a 64-bit block key to its slot (open addressing, load <= 1/2).
+// * The policy container orders the nodes (Boost.Intrusive hooks inside the nodes).
+// * Capacity is in size units: with the default size 1 per entry it counts blocks; give entries a
+//   byte size to make it a byte capacity (then set max_entries to bound the node count).
+// * Pins: a pinned entry (pins > 0) is never evicted. If the unpinned entries cannot make room the
+//   insertion is rejected and nothing changes (no policy state is touched either).
+// * OnEvict(key, slot) is called for each victim after it has left the cache and before its slot
+//   is reused, so the caller can release what it associated with the slot.
+//
+// Miss protocol (fixes the update order results depend on): policy.on_miss(key) once, then
+// policy.evict() until the new entry fits (count and units), then policy.on_insert(new node).
+// After construction no operation allocates.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "kvtk/concepts.hpp"
+#include "kvtk/detail/key_table.hpp"
+
+namespace kvtk {
+
+/// Default eviction callback: does nothing.
+struct ignore_evictions {
+  constexpr void operator()(block_key, std::uint32_t) const noexcept {}
+};
+
+enum class access_result : std::uint8_t {
+  hit,       ///< the key was resident
+  inserted,  ///< the key was missing and is now resident
+  rejected,  ///< the key was missing and could not be admitted (see block_cache::insert)
+};
+
+enum class erase_result : std::uint8_t { erased, not_found, pinned };
+
+struct access_outcome {
+  access_result result;
+  /// Slot of the entry when hit or inserted; block_cache<>::npos when rejected.
+  std::uint32_t slot;
+};
+
+/// Counters kept by every block_cache (cheap: plain increments).
+struct cache_stats {
+  std::uint64_t hits = 0, misses = 0, insertions = 0, evictions = 0, rejections = 0;
+};
+
+template <eviction_policy Policy, class OnEvict = ignore_evictions>
+class block_cache {
+ public:
+  using policy_type = Policy;
+  using node_type = cache_node<Policy>;
+  using container_type = typename Policy::template container<node_type>;
+  static constexpr std::uint32_t npos = detail::key_table::npos;
+
+  struct config {
+    /// Capacity in size units (blocks when every entry has size 1). Must be > 0.
+    std::uint64_t capacity = 0;
+    /// Maximum resident entries (node pool size). 0 = capacity (then capacity must be < 2^31).
+    std::uint32_t max_entries = 0;
+    /// Policy parameters; see the policy header for units and defaults.
+    typename Policy::config policy{};
+  };
+
+  /// Effects: allocates the node pool, key table and policy state.
+  /// Throws: std::invalid_argument for capacity 0, max_entries >= 2^31 (or 0 with capacity >=
+  /// 2^31), or a bad policy config; std::bad_alloc.
+  explicit block_cache(const config& cfg, OnEvict on_evict = {})
+      : capacity_(cfg.capacity),
+        nodes_(checked_entries(cfg)),
+        table_(static_cast<std::uint32_t>(nodes_.size())),
+        policy_(policy_params{cfg.capacity, static_cast<std::uint32_t>(nodes_.size())}, cfg.policy),
+        on_evict_(std::move(on_evict)) {
+    free_.reserve(nodes_.size());
+    for (std::size_t i = nodes_.size(); i-- > 0;) free_.push_back(static_cast<std::uint32_t>(i));
+  }
+  block_cache(const block_cache&) = delete;
+  block_cache& operator=(const block_cache&) = delete;
+
+  /// Effects: a hit updates the policy (on_hit); a miss inserts as insert() does.
+  /// Complexity: O(1) expected + the policy's cost.  Throws: nothing.
+  access_outcome access(block_key key, const access_hint& hint = {},
+                        std::uint32_t size = 1) noexcept {
+    if (const std::uint32_t s = table_.find(key); s != npos) {
+      ++stats_.hits;
+      policy_.on_hit(nodes_[s], hint);
+      return {access_result::hit, s};
+    }
+    ++stats_.misses;
+    return insert_missing(key, hint, size);
+  }
+
+  /// Effects: like access() but a resident key is left untouched (no policy update) and a missing
+  /// key is not counted as a miss. Returns hit for a resident key.
+  /// Rejected when size == 0, size > capacity, or the unpinned entries cannot make room.
+  access_outcome insert(block_key key, const access_hint& hint = {},
+                        std::uint32_t size = 1) noexcept {
+    if (const std::uint32_t s = table_.find(key); s != npos) return {access_result::hit, s};
+    return insert_missing(key, hint, size);
+  }
+
+  /// Effects: the slot of a resident key or npos; no policy update.  Complexity: O(1) expected.
+  [[nodiscard]] std::uint32_t find(block_key key) const noexcept { return table_.find(key); }
+  [[nodiscard]] bool contains(block_key key) const noexcept { return find(key) != npos; }
+
+  /// Effects: increments the pin count of a resident key. Returns false (no-op) if absent or if
+  /// the count would overflow.
+  bool pin(block_key key) noexcept {
+    const std::uint32_t s = table_.find(key);
+    if (s == npos) return false;
+    node_type& n = nodes_[s];
+    if (n.pins == std::numeric_limits<std::uint32_t>::max()) return false;
+    if (n.pins++ == 0) {
+      ++pinned_entries_;
+      pinned_units_ += n.size;
+    }
+    return true;
+  }
+  /// Effects: decrements the pin count. Returns false (no-op) if absent or not pinned.
+  bool unpin(block_key key) noexcept {
+    const std::uint32_t s = table_.find(key);
+    if (s == npos) return false;
+    node_type& n = nodes_[s];
+    if (n.pins == 0) return false;
+    if (--n.pins == 0) {
+      --pinned_entries_;
+      pinned_units_ -= n.size;
+    }
+    return true;
+  }
+  [[nodiscard]] std::uint32_t pins(block_key key) const noexcept {
+    const std::uint32_t s = table_.find(key);
+    return s == npos ? 0 : nodes_[s].pins;
+  }
+
+  /// Effects: removes a resident, unpinned key without calling OnEvict (the caller asked for it).
+  /// Returns not_found (no-op) for a missing key, pinned (no-op) for a pinned one.
+  erase_result erase(block_key key) noexcept {
+    const std::uint32_t s = table_.find(key);
+    if (s == npos) return erase_result::not_found;
+    node_type& n = nodes_[s];
+    if (n.pins != 0) return erase_result::pinned;
+    policy_.on_erase(n);
+    release(n, s);
+    return erase_result::erased;
+  }
+
+  [[nodiscard]] std::uint64_t capacity() const noexcept { return capacity_; }
+  /// Size units in use.
+  [[nodiscard]] std::uint64_t used() const noexcept { return used_; }
+  /// Resident entries.
+  [[nodiscard]] std::size_t size() const noexcept { return table_.size(); }
+  [[nodiscard]] std::uint32_t max_entries() const noexcept {
+    return static_cast<std::uint32_t>(nodes_.size());
+  }
+  [[nodiscard]] std::size_t pinned_entries() const noexcept { return pinned_entries_; }
+  [[nodiscard]] std::uint64_t pinned_units() const noexcept { return pinned_units_; }
+  [[nodiscard]] const cache_stats& stats() const noexcept { return stats_; }
+  [[nodiscard]] const container_type& policy() const noexcept { return policy_; }
+  [[nodiscard]] const node_type& node(std::uint32_t slot) const noexcept { return nodes_[slot]; }
+  [[nodiscard]] OnEvict& eviction_callback() noexcept { return on_evict_; }
+
+  /// Visits every resident node (in the policy's eviction order).
+  template <class F>
+  void for_each(F&& f) const {
+    policy_.for_each(std::forward<F>(f));
+  }
+
+ private:
+  struct unpinned {
+    bool operator()(const node_base& n) const noexcept { return n.pins == 0; }
+  };
+
+  static std::size_t checked_entries(const config& cfg) {
+    if (cfg.capacity == 0) throw std::invalid_argument("block_cache: capacity must be > 0");
+    std::uint64_t n = cfg.max_entries != 0 ? cfg.max_entries : cfg.capacity;
+    if (n >= (std::uint64_t{1} << 31)) {
+      throw std::invalid_argument(
+          "block_cache: max_entries must be < 2^31 (set max_entries when capacity is in bytes)");
+    }
+    return static_cast<std::size_t>(n);
+  }
+
+  access_outcome insert_missing(block_key key, const access_hint& hint,
+                                std::uint32_t size) noexcept {
+    // Reject before touching the policy, so a rejected insert leaves no trace.
+    const std::uint64_t unpinned_units = used_ - pinned_units_;
+    const bool units_short = size == 0 || size > capacity_ ||
+                             (used_ + size > capacity_ && used_ + size - capacity_ > unpinned_units);
+    const bool slots_short = free_.empty() && pinned_entries_ == table_.size();
+    if (units_short || slots_short) {
+      ++stats_.rejections;
+      return {access_result::rejected, npos};
+    }
+    policy_.on_miss(key, hint);
+    if (pinned_entries_ == 0) {
+      make_room(size, any_node{});
+    } else {
+      make_room(size, unpinned{});
+    }
+    const std::uint32_t s = free_.back();
+    free_.pop_back();
+    node_type& n = nodes_[s];
+    n.key = key;
+    n.size = size;
+    n.pins = 0;
+    table_.insert(key, s);
+    used_ += size;
+    ++stats_.insertions;
+    policy_.on_insert(n, hint);
+    return {access_result::inserted, s};
+  }
+
+  template <class Pred>
+  void make_room(std::uint32_t size, Pred pred) noexcept {
+    while (used_ + size > capacity_ || free_.empty()) {
+      node_type* v = policy_.evict(pred);
+      // Cannot be null: the checks in insert_missing guarantee enough unpinned entries.
+      const auto s = static_cast<std::uint32_t>(v - nodes_.data());
+      release(*v, s);
+      ++stats_.evictions;
+      on_evict_(v->key, s);
+    }
+  }
+
+  void release(node_type& n, std::uint32_t s) noexcept {
+    table_.erase(n.key);
+    used_ -= n.size;
+    free_.push_back(s);
+  }
+
+  std::uint64_t capacity_;
+  std::uint64_t used_ = 0;
+  std::vector<node_type> nodes_;
+  std::vector<std::uint32_t> free_;
+  detail::key_table table_;
+  container_type policy_;
+  std::size_t pinned_entries_ = 0;
+  std::uint64_t pinned_units_ = 0;
+  cache_stats stats_;
+  [[no_unique_address]] OnEvict on_evict_;
+};
+
+}  // namespace kvtk

@@ -1,0 +1,8 @@
+// kvtk/kvtk.hpp — umbrella header: every header-only component of kvtk.
+#pragma once
+
+#include "kvtk/cache/block_cache.hpp"
+#include "kvtk/concepts.hpp"
+#include "kvtk/offline.hpp"
+#include "kvtk/policy/policy_list.hpp"
+#include "kvtk/registry.hpp"

@@ -1,0 +1,65 @@
+// kvtk/offline.hpp — helpers for offline policies and whole-trace replays of flat key streams.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "kvtk/cache/block_cache.hpp"
+#include "kvtk/concepts.hpp"
+
+namespace kvtk {
+
+/// True for policies that need the future (hint.next_use), i.e. Belady.
+template <class P>
+inline constexpr bool is_offline_policy = requires { requires P::offline; };
+
+/// Effects: next[i] = the smallest j > i with keys[j] == keys[i], or access_hint::never.
+/// Complexity: O(n) expected; allocates O(unique keys).  Throws: std::bad_alloc.
+inline std::vector<std::uint64_t> next_use_positions(std::span<const block_key> keys) {
+  std::vector<std::uint64_t> next(keys.size(), access_hint::never);
+  std::unordered_map<block_key, std::uint64_t> seen;
+  seen.reserve(keys.size() / 2 + 1);
+  for (std::size_t i = keys.size(); i-- > 0;) {
+    auto [it, fresh] = seen.try_emplace(keys[i], i);
+    if (!fresh) {
+      next[i] = it->second;
+      it->second = i;
+    }
+  }
+  return next;
+}
+
+/// Counters of a flat (one block per request) replay.
+struct flat_replay_counts {
+  std::uint64_t requests = 0, hits = 0, misses = 0, evictions = 0;
+  [[nodiscard]] double miss_ratio() const noexcept {
+    return requests == 0 ? 0.0 : static_cast<double>(misses) / static_cast<double>(requests);
+  }
+};
+
+/// Replays keys (each a unit-size request) through a block_cache<P> built from cfg.
+/// Requires: next_use.size() == keys.size() for offline policies (else it is ignored).
+/// Throws: std::invalid_argument for a bad cfg or a missing next_use; std::bad_alloc.
+template <eviction_policy P>
+flat_replay_counts replay_flat(std::span<const block_key> keys,
+                               const typename block_cache<P>::config& cfg,
+                               std::span<const std::uint64_t> next_use = {}) {
+  if constexpr (is_offline_policy<P>) {
+    if (next_use.size() != keys.size()) {
+      throw std::invalid_argument("replay_flat: an offline policy needs next_use for every key");
+    }
+  }
+  block_cache<P> cache(cfg);
+  access_hint hint;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if constexpr (is_offline_policy<P>) hint.next_use = next_use[i];
+    cache.access(keys[i], hint);
+  }
+  const cache_stats& s = cache.stats();
+  return {keys.size(), s.hits, s.misses, s.evictions};
+}
+
+}  // namespace kvtk

@@ -1,0 +1,59 @@
+// kvtk/policy/lru.hpp — least recently used.
+//
+// One intrusive list, front = least recently used. Hit: move to back. Victim: the least recently
+// used node that is not pinned (pinned nodes are passed over in place, keeping their position).
+#pragma once
+
+#include <string_view>
+
+#include "kvtk/concepts.hpp"
+#include "kvtk/detail/intrusive.hpp"
+
+namespace kvtk {
+
+struct lru {
+  static constexpr std::string_view name = "lru";
+  /// LRU has no parameters.
+  struct config {};
+  struct hook : detail::list_hook<lru> {};
+
+  template <class Node>
+  class container {
+   public:
+    using config_type = config;
+    /// Complexity: O(1). Throws: nothing.
+    container(const policy_params&, const config&) noexcept {}
+
+    /// Effects: node becomes most recently used.  Complexity: O(1).
+    void on_insert(Node& n, const access_hint&) noexcept { list_.push_back(n); }
+    /// Effects: node becomes most recently used.  Complexity: O(1).
+    void on_hit(Node& n, const access_hint&) noexcept {
+      list_.erase(list_.iterator_to(n));
+      list_.push_back(n);
+    }
+    void on_miss(block_key, const access_hint&) noexcept {}
+    /// Effects: unlinks and returns the LRU node satisfying pred.
+    /// Complexity: O(1) + O(pinned nodes passed over).
+    template <class Pred>
+    Node* evict(Pred&& pred) noexcept {
+      Node* v = detail::first_evictable(list_, pred);
+      if (v) list_.erase(list_.iterator_to(*v));
+      return v;
+    }
+    void on_erase(Node& n) noexcept { list_.erase(list_.iterator_to(n)); }
+    [[nodiscard]] std::size_t size() const noexcept { return list_.size(); }
+
+    /// Visits resident nodes from LRU to MRU.
+    template <class F>
+    void for_each(F&& f) const {
+      for (const Node& n : list_) f(n);
+    }
+
+   private:
+    detail::intrusive_list<Node, lru> list_;
+  };
+};
+
+static_assert(eviction_policy<lru>);
+
+}  // namespace kvtk

@@ -1,0 +1,136 @@
+// kvtk/policy/two_q.hpp — 2Q, full version (Johnson & Shasha, VLDB'94).
+//
+// Three queues: A1in (FIFO of first-time entries, target Kin = kin_percent of capacity), Am (LRU of
+// entries referenced again after leaving A1in) and A1out (ghost FIFO of keys evicted from A1in,
+// at most kout_percent of capacity in weight and max_entries in count).
+//   hit in Am     -> move to Am's MRU end;   hit in A1in -> nothing (correlated reference)
+//   miss, in A1out -> the key leaves A1out (before room is made) and is admitted to Am
+//   other miss     -> admitted to A1in
+//   victim: A1in's oldest if A1in holds more than Kin (its key goes to A1out), else Am's LRU
+//           (forgotten); falls back to the other queue when one has no unpinned node.
+// Sizes are weights (node sizes in capacity units); with unit sizes this is the paper's algorithm.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string_view>
+
+#include "kvtk/concepts.hpp"
+#include "kvtk/detail/ghost_list.hpp"
+#include "kvtk/detail/intrusive.hpp"
+
+namespace kvtk {
+
+struct two_q {
+  static constexpr std::string_view name = "2q";
+  struct config {
+    /// Target share of capacity for A1in, percent (1..99). Default 25 (the paper's Kin).
+    std::uint32_t kin_percent = 25;
+    /// A1out ghost weight as percent of capacity (1..1000). Default 50 (the paper's Kout).
+    std::uint32_t kout_percent = 50;
+  };
+  struct hook : detail::list_hook<two_q> {
+    bool in_am = false;
+  };
+
+  template <class Node>
+  class container {
+   public:
+    using config_type = config;
+    /// Throws: std::invalid_argument on out-of-range percentages; std::bad_alloc.
+    container(const policy_params& p, const config& cfg) : a1out_(p.max_entries) {
+      if (cfg.kin_percent < 1 || cfg.kin_percent > 99) {
+        throw std::invalid_argument("2q: kin_percent must be in [1, 99]");
+      }
+      if (cfg.kout_percent < 1 || cfg.kout_percent > 1000) {
+        throw std::invalid_argument("2q: kout_percent must be in [1, 1000]");
+      }
+      kin_ = p.capacity * cfg.kin_percent / 100;
+      kout_ = p.capacity * cfg.kout_percent / 100;
+      if (kout_ == 0) kout_ = 1;
+    }
+
+    void on_insert(Node& n, const access_hint&) noexcept {
+      n.in_am = pending_am_;
+      pending_am_ = false;
+      if (n.in_am) {
+        am_.push_back(n);
+        am_weight_ += n.size;
+      } else {
+        a1in_.push_back(n);
+        a1in_weight_ += n.size;
+      }
+    }
+    void on_hit(Node& n, const access_hint&) noexcept {
+      if (n.in_am) {
+        am_.erase(am_.iterator_to(n));
+        am_.push_back(n);
+      }
+    }
+    /// A key found in A1out is removed from it and will be admitted to Am.
+    void on_miss(block_key k, const access_hint&) noexcept { pending_am_ = a1out_.take(k); }
+    /// Complexity: O(1) + O(pinned nodes passed over).
+    template <class Pred>
+    Node* evict(Pred&& pred) noexcept {
+      const bool from_a1in = a1in_weight_ > kin_ || am_.empty();
+      Node* v = nullptr;
+      if (from_a1in) {
+        v = detail::first_evictable(a1in_, pred);
+        if (v == nullptr) v = detail::first_evictable(am_, pred);
+      } else {
+        v = detail::first_evictable(am_, pred);
+        if (v == nullptr) v = detail::first_evictable(a1in_, pred);
+      }
+      if (v == nullptr) return nullptr;
+      unlink(*v);
+      if (!v->in_am) {
+        a1out_.push(v->key, v->size);
+        while (a1out_.weight() > kout_) a1out_.pop();
+      }
+      return v;
+    }
+    void on_erase(Node& n) noexcept { unlink(n); }
+    [[nodiscard]] std::size_t size() const noexcept { return a1in_.size() + am_.size(); }
+
+    template <class F>
+    void for_each(F&& f) const {
+      for (const Node& n : a1in_) f(n);
+      for (const Node& n : am_) f(n);
+    }
+    [[nodiscard]] const char* audit() const noexcept {
+      std::uint64_t w1 = 0, wm = 0;
+      for (const Node& n : a1in_) {
+        if (n.in_am) return "2q: Am node in A1in";
+        w1 += n.size;
+      }
+      for (const Node& n : am_) {
+        if (!n.in_am) return "2q: A1in node in Am";
+        wm += n.size;
+      }
+      if (w1 != a1in_weight_ || wm != am_weight_) return "2q: queue weights out of sync";
+      if (a1out_.weight() > kout_) return "2q: A1out over Kout";
+      return "";
+    }
+    [[nodiscard]] const detail::ghost_list& a1out() const noexcept { return a1out_; }
+
+   private:
+    void unlink(Node& n) noexcept {
+      if (n.in_am) {
+        am_.erase(am_.iterator_to(n));
+        am_weight_ -= n.size;
+      } else {
+        a1in_.erase(a1in_.iterator_to(n));
+        a1in_weight_ -= n.size;
+      }
+    }
+
+    detail::intrusive_list<Node, two_q> a1in_, am_;
+    detail::ghost_list a1out_;
+    std::uint64_t a1in_weight_ = 0, am_weight_ = 0, kin_ = 0, kout_ = 0;
+    bool pending_am_ = false;
+  };
+};
+
+static_assert(eviction_policy<two_q>);
+
+}  // namespace kvtk

@@ -1,0 +1,68 @@
+// kvtk/registry.hpp — policy name -> policy type, generated from all_policies.
+//
+// visit_policy(name, f) calls f.template operator()<P>() for the policy P named `name`, so the code
+// inside f is compiled once per policy with static dispatch (no virtual call on any hot path).
+#pragma once
+
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "kvtk/policy/policy_list.hpp"
+
+namespace kvtk {
+
+/// Thrown for a policy name that is not in the registry; what() lists the valid names.
+class unknown_policy : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+namespace detail {
+template <class... Ps>
+constexpr auto names_of(type_list<Ps...>) {
+  return std::array<std::string_view, sizeof...(Ps)>{Ps::name...};
+}
+}  // namespace detail
+
+/// Registry names in list order: lru fifo clock sieve lfu 2q arc s3fifo wtinylfu priority-lru belady.
+inline constexpr auto policy_names = detail::names_of(all_policies{});
+
+/// Whether `name` names a registered policy.
+constexpr bool is_policy_name(std::string_view name) noexcept {
+  for (std::string_view n : policy_names) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+[[noreturn]] inline void throw_unknown_policy(std::string_view name) {
+  std::string msg = "unknown policy '" + std::string(name) + "' (known:";
+  for (std::string_view n : policy_names) msg += " " + std::string(n);
+  throw unknown_policy(msg + ")");
+}
+
+/// Requires: nothing.  Effects: calls f.template operator()<P>() for the policy named `name` and
+/// returns its result (which must be default-constructible when not void).
+/// Throws: unknown_policy naming the bad name and listing the valid ones; whatever f throws.
+template <class F>
+auto visit_policy(std::string_view name, F&& f) {
+  using result = decltype(f.template operator()<lru>());
+  return [&]<class... Ps>(type_list<Ps...>) -> result {
+    if constexpr (std::is_void_v<result>) {
+      if (!((Ps::name == name ? (f.template operator()<Ps>(), true) : false) || ...)) {
+        throw_unknown_policy(name);
+      }
+    } else {
+      result out{};
+      if (!((Ps::name == name ? (out = f.template operator()<Ps>(), true) : false) || ...)) {
+        throw_unknown_policy(name);
+      }
+      return out;
+    }
+  }(all_policies{});
+}
+
+}  // namespace kvtk

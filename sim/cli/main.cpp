@@ -1,0 +1,41 @@
+// The `kvtk` executable: subcommand dispatch.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/compare.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kvtk <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  compare   replay a flat block trace through eviction policies and capacities\n"
+    "\n"
+    "'kvtk <command> --help' describes a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  try {
+    if (cmd == "compare") return kvtk::sim::run_compare(rest);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "kvtk: unknown command '%s'\n\n%s", argv[1], kUsage);
+  return 2;
+}

@@ -1,0 +1,27 @@
+# Runs the kvtk executable and checks exit codes, output and error messages.
+file(MAKE_DIRECTORY ${WORK_DIR})
+function(expect code_want pattern)
+  execute_process(COMMAND ${KVTK} ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT code EQUAL code_want)
+    message(FATAL_ERROR "kvtk ${ARGN}: exit ${code}, want ${code_want}\n${out}\n${err}")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${pattern}")
+    message(FATAL_ERROR "kvtk ${ARGN}: output does not match '${pattern}':\n${out}\n${err}")
+  endif()
+endfunction()
+
+expect(0 "commands:" --help)
+expect(2 "unknown command 'frobnicate'" frobnicate)
+expect(2 "usage:" )
+expect(0 "--capacity" compare --help)
+expect(2 "the option '--trace' is required" compare)
+expect(2 "unknown policy 'nope'" compare --trace ${TRACE} --policy lru,nope)
+expect(2 "--capacity: 'abc' is not a positive integer" compare --trace ${TRACE} --capacity abc)
+expect(2 "--capacity: '0' is not a positive integer" compare --trace ${TRACE} --capacity 0)
+expect(2 "--capacity: '-5' is not a positive integer" compare --trace ${TRACE} --capacity -5)
+expect(1 "missing.jsonl:0: cannot open file" compare --trace ${WORK_DIR}/missing.jsonl)
+file(WRITE ${WORK_DIR}/bad.jsonl "{\"hash_ids\": [1]}\n{\"hash_ids\": [1, \"x\"]}\n")
+expect(1 "bad.jsonl:2: 'hash_ids'\\[1\\] must be an integer" compare --trace ${WORK_DIR}/bad.jsonl)
+# The golden LRU count through the executable.
+expect(0 "lru,10000,288500,227579,0\\.788835" compare --trace ${TRACE} --policy lru --capacity 10000 --csv)
