@@ -21,7 +21,7 @@ void run_conformance(std::uint64_t capacity, std::uint32_t max_entries, std::uin
                      std::uint64_t seed) {
   std::vector<kvtk::block_key> victims;
   using cache_t = kvtk::block_cache<P, recorder>;
-  typename cache_t::config cfg;
+  typename cache_t::config cfg{};
   cfg.capacity = capacity;
   cfg.max_entries = max_entries;
   cache_t cache(cfg, recorder{&victims});
@@ -120,7 +120,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: byte sizes with a node bound", "[conforman
 TEMPLATE_LIST_TEST_CASE("bad configurations are rejected with an exception", "[conformance]",
                         kvtk::all_policies::tuple) {
   using cache_t = kvtk::block_cache<TestType>;
-  typename cache_t::config cfg;
+  typename cache_t::config cfg{};
   cfg.capacity = 0;
   REQUIRE_THROWS_AS(cache_t(cfg), std::invalid_argument);
   cfg.capacity = std::uint64_t{1} << 40;  // bytes, but no node bound given

@@ -20,7 +20,7 @@ const std::vector<std::uint64_t>& trace() {
 std::uint64_t misses(std::string_view policy, std::uint64_t capacity) {
   static const std::vector<std::uint64_t> next = kvtk::next_use_positions(trace());
   return kvtk::visit_policy(policy, [&]<class P>() {
-    typename kvtk::block_cache<P>::config cfg;
+    typename kvtk::block_cache<P>::config cfg{};
     cfg.capacity = capacity;
     return kvtk::replay_flat<P>(trace(), cfg, next).misses;
   });

@@ -48,7 +48,7 @@ void compare(Model model, std::size_t capacity, std::size_t n, std::uint64_t see
   const std::vector<std::uint64_t> next = kvtk::next_use_positions(keys);
   std::vector<kvtk::block_key> victims;
   using cache_t = kvtk::block_cache<P, recorder>;
-  typename cache_t::config cfg;
+  typename cache_t::config cfg{};
   cfg.capacity = capacity;
   cache_t cache(cfg, recorder{&victims});
   std::mt19937 prio_rng(static_cast<unsigned>(seed));

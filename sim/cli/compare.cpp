@@ -116,7 +116,7 @@ int run_compare(const std::vector<std::string>& args) {
         if constexpr (is_offline_policy<P>) {
           if (next_use.empty()) next_use = next_use_positions(keys);
         }
-        typename block_cache<P>::config cfg;
+        typename block_cache<P>::config cfg{};
         cfg.capacity = cap;
         return replay_flat<P>(keys, cfg, next_use);
       });

@@ -60,7 +60,7 @@ class block_cache {
   using policy_type = Policy;
   using node_type = cache_node<Policy>;
   using container_type = typename Policy::template container<node_type>;
-  static constexpr std::uint32_t npos = detail::key_table::npos;
+  static constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
 
   struct config {
     /// Capacity in size units (blocks when every entry has size 1). Must be > 0.
@@ -74,15 +74,23 @@ class block_cache {
   /// Effects: allocates the node pool, key table and policy state.
   /// Throws: std::invalid_argument for capacity 0, max_entries >= 2^31 (or 0 with capacity >=
   /// 2^31), or a bad policy config; std::bad_alloc.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+  // GCC 12 flags an empty policy config passed by const reference as "maybe uninitialized".
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   explicit block_cache(const config& cfg, OnEvict on_evict = {})
       : capacity_(cfg.capacity),
         nodes_(checked_entries(cfg)),
-        table_(static_cast<std::uint32_t>(nodes_.size())),
+        table_(static_cast<std::uint32_t>(nodes_.size()), detail::key_member<node_type>{nodes_.data()}),
         policy_(policy_params{cfg.capacity, static_cast<std::uint32_t>(nodes_.size())}, cfg.policy),
         on_evict_(std::move(on_evict)) {
     free_.reserve(nodes_.size());
     for (std::size_t i = nodes_.size(); i-- > 0;) free_.push_back(static_cast<std::uint32_t>(i));
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   block_cache(const block_cache&) = delete;
   block_cache& operator=(const block_cache&) = delete;
 
@@ -242,7 +250,7 @@ class block_cache {
   std::uint64_t used_ = 0;
   std::vector<node_type> nodes_;
   std::vector<std::uint32_t> free_;
-  detail::key_table table_;
+  detail::key_table<detail::key_member<node_type>> table_;
   container_type policy_;
   std::size_t pinned_entries_ = 0;
   std::uint64_t pinned_units_ = 0;

@@ -1,18 +1,22 @@
-// kvtk/detail/key_table.hpp — fixed-capacity open-addressing map: 64-bit key -> 32-bit index.
+// kvtk/detail/key_table.hpp — fixed-capacity open-addressing index: 64-bit key -> 32-bit index.
 //
 // Design
 // ------
-// * Layout: one array of {key, value} slots (16 bytes), size a power of two >= 2 * max_entries, so
-//   the load factor never exceeds 1/2 and a probe sequence is short (expected < 2 slots on a hit).
-// * Empty slots hold value == npos; every key (including 0 and ~0) is a valid key.
-// * Linear probing from hash(key) = (key ^ key>>29) * 2^64/phi >> shift (Fibonacci hashing: one
-//   multiply; spreads sequential ids, which flat traces are full of, across the table).
+// * The keys themselves live in the caller's pool (a node or ghost array); the table stores only
+//   8-byte slots {index, tag}, and a KeyOf functor maps an index back to its key. Half the bytes of
+//   a {key, value} slot means twice the entries per cache line: on replay workloads the table is
+//   the hottest memory and this is what keeps it in L2.
+// * h = (key ^ key>>29) * 2^64/phi (Fibonacci hashing; spreads sequential ids, which flat traces
+//   are full of). tag = the top 32 bits of h; home slot = the top log2(slots) bits of h, i.e. a
+//   prefix of the tag. A probe compares tags and confirms a tag match with KeyOf, so the pool is
+//   touched only on a (likely) hit; erase recomputes home slots from tags alone.
+// * Size: a power of two >= 2 * max_entries slots, load factor <= 1/2. Linear probing.
 // * Deletion is backward-shift (Knuth 6.4 algorithm R): no tombstones, so a table that sees
 //   billions of insert/erase pairs never degrades and never needs a rehash.
 // * All memory is allocated in the constructor; find/insert/erase never allocate.
 //
-// Invariant: for every stored key k at slot s, every slot between home(k) and s (cyclically) is
-// occupied. backward-shift deletion preserves it.
+// Invariant: for every stored entry at slot s, every slot between its home and s (cyclically) is
+// occupied. Backward-shift deletion preserves it.
 #pragma once
 
 #include <bit>
@@ -24,77 +28,63 @@
 
 namespace kvtk::detail {
 
+template <class KeyOf>
 class key_table {
  public:
   static constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
 
-  /// Requires: 0 < max_entries < 2^31.  Effects: allocates 2*max_entries slots rounded up to a
-  /// power of two.  Throws: std::invalid_argument on a bad size, std::bad_alloc.
-  explicit key_table(std::uint32_t max_entries) : max_entries_(max_entries) {
+  /// Requires: 0 < max_entries < 2^31; key_of(i) returns the key stored under index i.
+  /// Effects: allocates 2*max_entries slots rounded up to a power of two.
+  /// Throws: std::invalid_argument on a bad size, std::bad_alloc.
+  key_table(std::uint32_t max_entries, KeyOf key_of) : key_of_(key_of), max_entries_(max_entries) {
     if (max_entries == 0 || max_entries >= (1u << 31)) {
       throw std::invalid_argument("key_table: max_entries must be in [1, 2^31)");
     }
     const std::uint64_t slots = std::bit_ceil(std::uint64_t{max_entries} * 2);
-    slots_.assign(slots, slot{0, npos});
+    slots_.assign(slots, slot{npos, 0});
     mask_ = slots - 1;
-    shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots));
+    tag_shift_ = 32 - static_cast<unsigned>(std::countr_zero(slots));
   }
 
   /// Effects: the index stored for key, or npos.  Complexity: O(1) expected.
   [[nodiscard]] std::uint32_t find(std::uint64_t key) const noexcept {
-    for (std::uint64_t i = home(key);; i = (i + 1) & mask_) {
-      const slot& s = slots_[i];
-      if (s.value == npos) return npos;
-      if (s.key == key) return s.value;
+    const std::uint32_t tag = tag_of(key);
+    for (std::uint64_t i = home(tag);; i = (i + 1) & mask_) {
+      const slot s = slots_[i];
+      if (s.index == npos) return npos;
+      if (s.tag == tag && key_of_(s.index) == key) return s.index;
     }
   }
 
-  /// Requires: key absent, size() < max_entries(), value != npos.
-  /// Effects: stores key -> value.  Complexity: O(1) expected.
-  void insert(std::uint64_t key, std::uint32_t value) noexcept {
-    std::uint64_t i = home(key);
-    while (slots_[i].value != npos) i = (i + 1) & mask_;
-    slots_[i] = slot{key, value};
+  /// Requires: key absent, size() < max_entries(), index != npos, key_of(index) == key.
+  /// Effects: stores key -> index.  Complexity: O(1) expected.
+  void insert(std::uint64_t key, std::uint32_t index) noexcept {
+    const std::uint32_t tag = tag_of(key);
+    std::uint64_t i = home(tag);
+    while (slots_[i].index != npos) i = (i + 1) & mask_;
+    slots_[i] = slot{index, tag};
     ++size_;
   }
 
-  /// Effects: removes key if present; returns whether it was.  Complexity: O(1) expected.
-  bool erase(std::uint64_t key) noexcept {
-    std::uint64_t i = home(key);
-    for (;; i = (i + 1) & mask_) {
-      if (slots_[i].value == npos) return false;
-      if (slots_[i].key == key) break;
-    }
-    // Backward shift: pull later members of the cluster into the hole when their home position
-    // does not lie cyclically in (hole, j].
-    std::uint64_t hole = i;
-    for (std::uint64_t j = (i + 1) & mask_; slots_[j].value != npos; j = (j + 1) & mask_) {
-      const std::uint64_t h = home(slots_[j].key);
-      const bool stays = ((j - h) & mask_) < ((j - hole) & mask_);
-      if (!stays) {
-        slots_[hole] = slots_[j];
-        hole = j;
+  /// Effects: removes key if present and returns its index, else npos. One probe sequence.
+  /// Complexity: O(1) expected.
+  std::uint32_t take(std::uint64_t key) noexcept {
+    const std::uint32_t tag = tag_of(key);
+    for (std::uint64_t i = home(tag);; i = (i + 1) & mask_) {
+      const slot s = slots_[i];
+      if (s.index == npos) return npos;
+      if (s.tag == tag && key_of_(s.index) == key) {
+        erase_at(i);
+        return s.index;
       }
     }
-    slots_[hole].value = npos;
-    --size_;
-    return true;
   }
 
-  /// Effects: replaces the value of a present key; returns false if absent.
-  bool assign(std::uint64_t key, std::uint32_t value) noexcept {
-    for (std::uint64_t i = home(key);; i = (i + 1) & mask_) {
-      slot& s = slots_[i];
-      if (s.value == npos) return false;
-      if (s.key == key) {
-        s.value = value;
-        return true;
-      }
-    }
-  }
+  /// Effects: removes key if present; returns whether it was.
+  bool erase(std::uint64_t key) noexcept { return take(key) != npos; }
 
   void clear() noexcept {
-    for (slot& s : slots_) s.value = npos;
+    for (slot& s : slots_) s.index = npos;
     size_ = 0;
   }
 
@@ -105,19 +95,43 @@ class key_table {
 
  private:
   struct slot {
-    std::uint64_t key;
-    std::uint32_t value;
+    std::uint32_t index;
+    std::uint32_t tag;
   };
 
-  [[nodiscard]] std::uint64_t home(std::uint64_t key) const noexcept {
-    return ((key ^ (key >> 29)) * 0x9E3779B97F4A7C15ull) >> shift_;
+  static std::uint32_t tag_of(std::uint64_t key) noexcept {
+    return static_cast<std::uint32_t>(((key ^ (key >> 29)) * 0x9E3779B97F4A7C15ull) >> 32);
+  }
+  [[nodiscard]] std::uint64_t home(std::uint32_t tag) const noexcept { return tag >> tag_shift_; }
+
+  void erase_at(std::uint64_t i) noexcept {
+    // Backward shift: pull later members of the cluster into the hole unless their home lies
+    // cyclically in (hole, j].
+    std::uint64_t hole = i;
+    for (std::uint64_t j = (i + 1) & mask_; slots_[j].index != npos; j = (j + 1) & mask_) {
+      const std::uint64_t h = home(slots_[j].tag);
+      if (((j - h) & mask_) >= ((j - hole) & mask_)) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole].index = npos;
+    --size_;
   }
 
   std::vector<slot> slots_;
+  [[no_unique_address]] KeyOf key_of_;
   std::uint64_t mask_ = 0;
-  unsigned shift_ = 0;
+  unsigned tag_shift_ = 0;
   std::size_t size_ = 0;
   std::uint32_t max_entries_ = 0;
+};
+
+/// KeyOf for a pool whose elements have a `key` member.
+template <class T>
+struct key_member {
+  const T* pool;
+  std::uint64_t operator()(std::uint32_t i) const noexcept { return pool[i].key; }
 };
 
 }  // namespace kvtk::detail

@@ -43,7 +43,8 @@ struct arc {
     using config_type = config;
     /// Throws: std::bad_alloc.
     container(const policy_params& p, const config&)
-        : c_(p.capacity), b1_(p.max_entries), b2_(p.max_entries) {}
+        : c_(p.capacity), ghosts_(static_cast<std::uint32_t>(
+              std::min<std::uint64_t>(std::uint64_t{p.max_entries} * 2, (1u << 31) - 1))) {}
 
     void on_insert(Node& n, const access_hint&) noexcept {
       n.in_t2 = pending_t2_;
@@ -61,26 +62,26 @@ struct arc {
       pending_t2_ = false;
       pending_from_b2_ = false;
       evict_t1_plain_ = false;
-      const auto w1 = static_cast<double>(b1_.weight());
-      const auto w2 = static_cast<double>(b2_.weight());
-      if (b1_.contains(x)) {
+      const auto w1 = static_cast<double>(ghosts_.weight(b1));
+      const auto w2 = static_cast<double>(ghosts_.weight(b2));
+      const int ghost = ghosts_.take(x);  // |B1|, |B2| above are the sizes before x leaves
+      if (ghost == b1) {
         p_ = std::min(static_cast<double>(c_), p_ + std::max(w2 / w1, 1.0));
-        b1_.take(x);
         pending_t2_ = true;
-      } else if (b2_.contains(x)) {
+      } else if (ghost == b2) {
         p_ = std::max(0.0, p_ - std::max(w1 / w2, 1.0));
-        b2_.take(x);
         pending_t2_ = true;
         pending_from_b2_ = true;
-      } else if (t1_weight_ + b1_.weight() >= c_) {
-        if (b1_.empty()) {
+      } else if (t1_weight_ + ghosts_.weight(b1) >= c_) {
+        if (ghosts_.empty(b1)) {
           evict_t1_plain_ = true;
         } else {
-          while (!b1_.empty() && t1_weight_ + b1_.weight() >= c_) b1_.pop();
+          while (!ghosts_.empty(b1) && t1_weight_ + ghosts_.weight(b1) >= c_) ghosts_.pop(b1);
         }
       } else {
-        while (!b2_.empty() && t1_weight_ + t2_weight_ + b1_.weight() + b2_.weight() >= 2 * c_) {
-          b2_.pop();
+        while (!ghosts_.empty(b2) &&
+               t1_weight_ + t2_weight_ + ghosts_.weight(b1) + ghosts_.weight(b2) >= 2 * c_) {
+          ghosts_.pop(b2);
         }
       }
     }
@@ -99,8 +100,7 @@ struct arc {
       if (v == nullptr) v = detail::first_evictable(from_t1 ? t2_ : t1_, pred);
       if (v == nullptr) return nullptr;
       unlink(*v);
-      detail::ghost_list& ghost = v->in_t2 ? b2_ : b1_;
-      ghost.push(v->key, v->size);
+      ghosts_.push(v->in_t2 ? b2 : b1, v->key, v->size);
       return v;
     }
     void on_erase(Node& n) noexcept { unlink(n); }
@@ -126,9 +126,6 @@ struct arc {
       }
       if (w1 != t1_weight_ || w2 != t2_weight_) return "arc: list weights out of sync";
       if (p_ < 0.0 || p_ > static_cast<double>(c_)) return "arc: p outside [0, c]";
-      bool overlap = false;
-      b1_.for_each([&](std::uint64_t k, std::uint64_t) { overlap |= b2_.contains(k); });
-      if (overlap) return "arc: key in both B1 and B2";
       return "";
     }
 
@@ -156,7 +153,8 @@ struct arc {
     double p_ = 0.0;
     detail::intrusive_list<Node, arc> t1_, t2_;
     std::uint64_t t1_weight_ = 0, t2_weight_ = 0;
-    detail::ghost_list b1_, b2_;
+    static constexpr int b1 = 0, b2 = 1;  // ghost list ids
+    detail::ghost_lists<2> ghosts_;  // B1 and B2 share one table: one probe per miss
     bool pending_t2_ = false, pending_from_b2_ = false, evict_t1_plain_ = false;
   };
 };

@@ -74,7 +74,7 @@ struct s3fifo {
     void on_hit(Node& n, const access_hint&) noexcept {
       if (n.freq < 3) ++n.freq;
     }
-    void on_miss(block_key k, const access_hint&) noexcept { pending_main_ = ghost_.take(k); }
+    void on_miss(block_key k, const access_hint&) noexcept { pending_main_ = ghost_.take(k) != detail::ghost_list::none; }
     /// Complexity: amortized O(1).
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {
@@ -100,8 +100,8 @@ struct s3fifo {
             link(t);
             continue;
           }
-          ghost_.push(t.key, t.size);
-          while (ghost_.weight() > ghost_cap_) ghost_.pop();
+          ghost_.push(0, t.key, t.size);
+          while (ghost_.weight(0) > ghost_cap_) ghost_.pop(0);
           return &t;
         }
         if (Node* v = evict_main(pred)) return v;
@@ -110,8 +110,8 @@ struct s3fifo {
         Node* v = detail::first_evictable(small_, pred);
         if (v == nullptr) return nullptr;
         unlink(*v);
-        ghost_.push(v->key, v->size);
-        while (ghost_.weight() > ghost_cap_) ghost_.pop();
+        ghost_.push(0, v->key, v->size);
+        while (ghost_.weight(0) > ghost_cap_) ghost_.pop(0);
         return v;
       }
     }
@@ -136,7 +136,7 @@ struct s3fifo {
         wm += n.size;
       }
       if (ws != small_weight_ || wm != main_weight_) return "s3fifo: queue weights out of sync";
-      if (ghost_.weight() > ghost_cap_) return "s3fifo: ghost over its share";
+      if (ghost_.weight(0) > ghost_cap_) return "s3fifo: ghost over its share";
       return "";
     }
 

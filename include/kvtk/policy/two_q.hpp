@@ -68,7 +68,7 @@ struct two_q {
       }
     }
     /// A key found in A1out is removed from it and will be admitted to Am.
-    void on_miss(block_key k, const access_hint&) noexcept { pending_am_ = a1out_.take(k); }
+    void on_miss(block_key k, const access_hint&) noexcept { pending_am_ = a1out_.take(k) != detail::ghost_list::none; }
     /// Complexity: O(1) + O(pinned nodes passed over).
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {
@@ -84,8 +84,8 @@ struct two_q {
       if (v == nullptr) return nullptr;
       unlink(*v);
       if (!v->in_am) {
-        a1out_.push(v->key, v->size);
-        while (a1out_.weight() > kout_) a1out_.pop();
+        a1out_.push(0, v->key, v->size);
+        while (a1out_.weight(0) > kout_) a1out_.pop(0);
       }
       return v;
     }
@@ -108,7 +108,7 @@ struct two_q {
         wm += n.size;
       }
       if (w1 != a1in_weight_ || wm != am_weight_) return "2q: queue weights out of sync";
-      if (a1out_.weight() > kout_) return "2q: A1out over Kout";
+      if (a1out_.weight(0) > kout_) return "2q: A1out over Kout";
       return "";
     }
     [[nodiscard]] const detail::ghost_list& a1out() const noexcept { return a1out_; }
