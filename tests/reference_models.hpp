@@ -432,27 +432,36 @@ struct priority_lru_model {
   }
 };
 
-// Victim = furthest next use; among equals the smaller key.
+// Victim = furthest next use; among equals the least recently accessed.
 struct belady_model {
   explicit belady_model(std::size_t cap) : c(cap) {}
   std::size_t c;
-  std::map<model_key, std::uint64_t> next;  // resident key -> next use
+  struct e {
+    model_key k;
+    std::uint64_t next, last;
+  };
+  std::vector<e> v;
+  std::uint64_t clock = 0;
   model_step access(model_key k, const access_hint& h) {
     model_step s;
-    if (auto it = next.find(k); it != next.end()) {
-      it->second = h.next_use;
-      s.hit = true;
-      return s;
-    }
-    if (next.size() == c) {
-      auto best = next.begin();
-      for (auto it = next.begin(); it != next.end(); ++it) {
-        if (it->second > best->second) best = it;
+    ++clock;
+    for (auto& x : v) {
+      if (x.k == k) {
+        x.next = h.next_use;
+        x.last = clock;
+        s.hit = true;
+        return s;
       }
-      s.victims.push_back(best->first);
-      next.erase(best);
     }
-    next[k] = h.next_use;
+    if (v.size() == c) {
+      auto best = v.begin();
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (it->next > best->next || (it->next == best->next && it->last < best->last)) best = it;
+      }
+      s.victims.push_back(best->k);
+      v.erase(best);
+    }
+    v.push_back({k, h.next_use, clock});
     return s;
   }
 };

@@ -85,8 +85,12 @@ class block_cache {
         table_(static_cast<std::uint32_t>(nodes_.size()), detail::key_member<node_type>{nodes_.data()}),
         policy_(policy_params{cfg.capacity, static_cast<std::uint32_t>(nodes_.size())}, cfg.policy),
         on_evict_(std::move(on_evict)) {
-    free_.reserve(nodes_.size());
-    for (std::size_t i = nodes_.size(); i-- > 0;) free_.push_back(static_cast<std::uint32_t>(i));
+    // Free slots as a stack; slot 0 on top so a fresh cache fills the pool front to back.
+    free_.resize(nodes_.size());
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      free_[i] = static_cast<std::uint32_t>(nodes_.size() - 1 - i);
+    }
+    free_count_ = nodes_.size();
   }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -204,7 +208,7 @@ class block_cache {
     const std::uint64_t unpinned_units = used_ - pinned_units_;
     const bool units_short = size == 0 || size > capacity_ ||
                              (used_ + size > capacity_ && used_ + size - capacity_ > unpinned_units);
-    const bool slots_short = free_.empty() && pinned_entries_ == table_.size();
+    const bool slots_short = free_count_ == 0 && pinned_entries_ == table_.size();
     if (units_short || slots_short) {
       ++stats_.rejections;
       return {access_result::rejected, npos};
@@ -215,8 +219,7 @@ class block_cache {
     } else {
       make_room(size, unpinned{});
     }
-    const std::uint32_t s = free_.back();
-    free_.pop_back();
+    const std::uint32_t s = free_[--free_count_];
     node_type& n = nodes_[s];
     n.key = key;
     n.size = size;
@@ -230,7 +233,7 @@ class block_cache {
 
   template <class Pred>
   void make_room(std::uint32_t size, Pred pred) noexcept {
-    while (used_ + size > capacity_ || free_.empty()) {
+    while (used_ + size > capacity_ || free_count_ == 0) {
       node_type* v = policy_.evict(pred);
       // Cannot be null: the checks in insert_missing guarantee enough unpinned entries.
       const auto s = static_cast<std::uint32_t>(v - nodes_.data());
@@ -243,13 +246,14 @@ class block_cache {
   void release(node_type& n, std::uint32_t s) noexcept {
     table_.erase(n.key);
     used_ -= n.size;
-    free_.push_back(s);
+    free_[free_count_++] = s;
   }
 
   std::uint64_t capacity_;
   std::uint64_t used_ = 0;
   std::vector<node_type> nodes_;
-  std::vector<std::uint32_t> free_;
+  std::vector<std::uint32_t> free_;  // stack of free slots, free_count_ deep
+  std::size_t free_count_ = 0;
   detail::key_table<detail::key_member<node_type>> table_;
   container_type policy_;
   std::size_t pinned_entries_ = 0;

@@ -37,8 +37,9 @@ class ghost_lists {
   /// Requires: 0 < max_entries < 2^31.  Throws: std::invalid_argument, std::bad_alloc.
   explicit ghost_lists(std::uint32_t max_entries)
       : pool_(max_entries), table_(max_entries, key_member<entry>{pool_.data()}) {
-    free_.reserve(max_entries);
-    for (std::uint32_t i = max_entries; i-- > 0;) free_.push_back(i);
+    free_.resize(max_entries);
+    for (std::uint32_t i = 0; i < max_entries; ++i) free_[i] = max_entries - 1 - i;
+    free_count_ = max_entries;
   }
   ghost_lists(const ghost_lists&) = delete;
   ghost_lists& operator=(const ghost_lists&) = delete;
@@ -53,13 +54,12 @@ class ghost_lists {
   /// Effects: appends key at list l's MRU end (first dropping an oldest ghost if the pool is full).
   /// Requires: l < N, key not present.  Complexity: O(1) expected.
   void push(unsigned l, std::uint64_t key, std::uint32_t weight) noexcept {
-    if (free_.empty()) {
+    if (free_count_ == 0) {
       unsigned victim = l;
       while (lists_[victim].empty()) victim = (victim + 1) % N;
       pop(victim);
     }
-    const std::uint32_t i = free_.back();
-    free_.pop_back();
+    const std::uint32_t i = free_[--free_count_];
     entry& e = pool_[i];
     e.key = key;
     e.weight = weight;
@@ -103,12 +103,13 @@ class ghost_lists {
   void unlink(entry& e) noexcept {
     lists_[e.list].erase(lists_[e.list].iterator_to(e));
     weight_[e.list] -= e.weight;
-    free_.push_back(static_cast<std::uint32_t>(&e - pool_.data()));
+    free_[free_count_++] = static_cast<std::uint32_t>(&e - pool_.data());
   }
 
   std::vector<entry> pool_;
   key_table<key_member<entry>> table_;
-  std::vector<std::uint32_t> free_;
+  std::vector<std::uint32_t> free_;  // stack of free pool indices, free_count_ deep
+  std::size_t free_count_ = 0;
   intrusive_list<entry, entry_tag> lists_[N];
   std::uint64_t weight_[N] = {};
 };
