@@ -99,8 +99,7 @@ void bm_replay(benchmark::State& state) {
     benchmark::DoNotOptimize(misses);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(in.keys.size()));
-  state.counters["miss_ratio"] =
-      static_cast<double>(misses) / static_cast<double>(in.keys.size());
+  state.counters["miss_ratio"] = static_cast<double>(misses) / static_cast<double>(in.keys.size());
 }
 
 }  // namespace

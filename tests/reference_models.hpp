@@ -219,8 +219,8 @@ struct arc_model {
   std::list<model_key> t1, t2, b1, b2;  // front = LRU
   model_step step;
   void replace(bool x_in_b2) {
-    if (!t1.empty() && ((x_in_b2 && static_cast<double>(t1.size()) == p) ||
-                        static_cast<double>(t1.size()) > p)) {
+    if (!t1.empty() &&
+        ((x_in_b2 && static_cast<double>(t1.size()) == p) || static_cast<double>(t1.size()) > p)) {
       step.victims.push_back(t1.front());
       b1.push_back(t1.front());
       t1.pop_front();
@@ -275,7 +275,9 @@ struct arc_model {
 // S3-FIFO, the paper's Algorithm 1 with kvtk's documented defaults.
 struct s3fifo_model {
   explicit s3fifo_model(std::size_t cap)
-      : c(cap), small_target(std::max<std::size_t>(cap / 10, 1)), ghost_cap(std::max<std::size_t>(cap * 90 / 100, 1)) {}
+      : c(cap),
+        small_target(std::max<std::size_t>(cap / 10, 1)),
+        ghost_cap(std::max<std::size_t>(cap * 90 / 100, 1)) {}
   std::size_t c, small_target, ghost_cap;
   unsigned threshold = 1;
   std::deque<model_key> S, M, G;

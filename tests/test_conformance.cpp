@@ -27,7 +27,7 @@ void run_conformance(std::uint64_t capacity, std::uint32_t max_entries, std::uin
   cache_t cache(cfg, recorder{&victims});
 
   std::mt19937_64 rng(seed);
-  std::map<kvtk::block_key, std::uint32_t> pins;     // shadow pin counts
+  std::map<kvtk::block_key, std::uint32_t> pins;      // shadow pin counts
   std::map<kvtk::block_key, std::uint32_t> resident;  // shadow: key -> size
   const std::uint64_t universe = max_entries * 3ull;
   for (int op = 0; op < 20000; ++op) {
@@ -64,8 +64,8 @@ void run_conformance(std::uint64_t capacity, std::uint32_t max_entries, std::uin
           used += sz;
           if (pins[key] > 0) pinned_units += sz;
         }
-        const bool no_slot = resident.size() == max_entries &&
-                             cache.pinned_entries() == resident.size();
+        const bool no_slot =
+            resident.size() == max_entries && cache.pinned_entries() == resident.size();
         REQUIRE((pinned_units + size > capacity || no_slot));
         (void)used;
       }

@@ -36,8 +36,10 @@ TEST_CASE("mooncake flat reader names the line and the reason", "[formats]") {
   CHECK(error_of("{\"input_length\": 5}\n") == "t.jsonl:1: missing field 'hash_ids'");
   CHECK(error_of("{\"hash_ids\": 5}\n") == "t.jsonl:1: 'hash_ids' must be an array");
   CHECK(error_of("{\"hash_ids\": [1, -2]}\n") == "t.jsonl:1: 'hash_ids'[1] is negative");
-  CHECK(error_of("{\"hash_ids\": [1.5]}\n") == "t.jsonl:1: 'hash_ids'[0] must be an integer, got number");
-  CHECK(error_of("{\"hash_ids\": [\"a\"]}\n") == "t.jsonl:1: 'hash_ids'[0] must be an integer, got string");
+  CHECK(error_of("{\"hash_ids\": [1.5]}\n") ==
+        "t.jsonl:1: 'hash_ids'[0] must be an integer, got number");
+  CHECK(error_of("{\"hash_ids\": [\"a\"]}\n") ==
+        "t.jsonl:1: 'hash_ids'[0] must be an integer, got string");
   CHECK(error_of(ok + "\n" + ok) == "t.jsonl:2: empty line (expected a JSON object)");
   CHECK(error_of("{\"hash_ids\": [1]} trailing\n") == "t.jsonl:1: invalid JSON");
 }

@@ -31,7 +31,8 @@ std::vector<model_key> make_workload(std::size_t n, std::size_t capacity, std::u
       out.push_back(rng() % universe);
     } else if (mode < 95) {  // a short scan of fresh keys
       const std::uint64_t base = 1'000'000 + rng() % 1'000'000;
-      for (std::uint64_t i = 0; i < capacity / 3 + 1 && out.size() < n; ++i) out.push_back(base + i);
+      for (std::uint64_t i = 0; i < capacity / 3 + 1 && out.size() < n; ++i)
+        out.push_back(base + i);
     } else {  // a loop slightly larger than the cache
       const std::uint64_t base = rng() % universe;
       for (std::uint64_t i = 0; i < capacity + 2 && out.size() < n; ++i) {
@@ -103,7 +104,8 @@ TEST_CASE("s3fifo equals the queue model", "[reference]") {
   }
 }
 TEST_CASE("wtinylfu equals the list model", "[reference]") {
-  for (std::size_t c : {16, 200, 1000}) compare<kvtk::w_tinylfu>(w_tinylfu_model(c), c, kOps, c + 8);
+  for (std::size_t c : {16, 200, 1000})
+    compare<kvtk::w_tinylfu>(w_tinylfu_model(c), c, kOps, c + 8);
 }
 TEST_CASE("priority-lru equals the linear-scan model", "[reference]") {
   for (std::size_t c : {1, 16, 200}) {

@@ -4,8 +4,8 @@
 #include <string>
 
 TEST_CASE("registry holds exactly the documented names in order", "[registry]") {
-  const std::vector<std::string_view> want = {"lru",  "fifo", "clock",  "sieve",
-                                              "lfu",  "2q",   "arc",    "s3fifo",
+  const std::vector<std::string_view> want = {"lru",      "fifo",         "clock", "sieve",
+                                              "lfu",      "2q",           "arc",   "s3fifo",
                                               "wtinylfu", "priority-lru", "belady"};
   REQUIRE(std::vector<std::string_view>(kvtk::policy_names.begin(), kvtk::policy_names.end()) ==
           want);

@@ -14,7 +14,8 @@
 //
 //   on_insert(n, hint)  n was just admitted (key and size set, not yet linked anywhere)
 //   on_hit(n, hint)     n was resident and is accessed again
-//   on_miss(key, hint)  key is about to be inserted; called once, before the evict() calls that make
+//   on_miss(key, hint)  key is about to be inserted; called once, before the evict() calls that
+//   make
 //                       room for it (ghost lists and frequency sketches look here)
 //   evict(pred)         choose a resident node for which pred(node) is true, unlink it, return it;
 //                       nullptr only if no resident node satisfies pred
@@ -75,13 +76,19 @@ template <class C, class Node>
 concept policy_container =
     std::constructible_from<C, const policy_params&, const typename C::config_type&> &&
     requires(C c, const C cc, Node& n, const access_hint& h, block_key k) {
-      { c.on_insert(n, h) } noexcept;
-      { c.on_hit(n, h) } noexcept;
-      { c.on_miss(k, h) } noexcept;
-      { c.evict(any_node{}) } noexcept -> std::same_as<Node*>;
-      { c.on_erase(n) } noexcept;
-      { cc.size() } noexcept -> std::same_as<std::size_t>;
-    };
+  { c.on_insert(n, h) }
+  noexcept;
+  { c.on_hit(n, h) }
+  noexcept;
+  { c.on_miss(k, h) }
+  noexcept;
+  { c.evict(any_node{}) }
+  noexcept->std::same_as<Node*>;
+  { c.on_erase(n) }
+  noexcept;
+  { cc.size() }
+  noexcept->std::same_as<std::size_t>;
+};
 
 /// Satisfied by every eviction policy family in kvtk/policy/.
 template <class P>
@@ -90,7 +97,8 @@ concept eviction_policy = requires {
   typename P::config;
   typename P::hook;
   typename P::template container<cache_node<P>>;
-} && std::derived_from<cache_node<P>, typename P::hook> &&
+}
+&&std::derived_from<cache_node<P>, typename P::hook>&&
     policy_container<typename P::template container<cache_node<P>>, cache_node<P>>;
 
 }  // namespace kvtk

@@ -14,7 +14,9 @@ namespace kvtk {
 
 /// True for policies that need the future (hint.next_use), i.e. Belady.
 template <class P>
-inline constexpr bool is_offline_policy = requires { requires P::offline; };
+inline constexpr bool is_offline_policy = requires {
+  requires P::offline;
+};
 
 /// Effects: next[i] = the smallest j > i with keys[j] == keys[i], or access_hint::never.
 /// Complexity: O(n) expected; allocates O(unique keys).  Throws: std::bad_alloc.

@@ -50,8 +50,8 @@ int run_compare(const std::vector<std::string>& args) {
       "unit-size request) through each eviction policy at each capacity and print miss ratios.\n"
       "Options");
   std::string trace, policies, capacities;
-  opts.add_options()("help,h", "show this help")(
-      "trace", po::value(&trace)->required(), "Mooncake-format JSONL trace file")(
+  opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
+                                                 "Mooncake-format JSONL trace file")(
       "policy", po::value(&policies)->default_value("all"),
       "comma-separated policy names, or 'all'")(
       "capacity", po::value(&capacities)->default_value("1000,5859,10000"),
@@ -120,7 +120,8 @@ int run_compare(const std::vector<std::string>& args) {
         cfg.capacity = cap;
         return replay_flat<P>(keys, cfg, next_use);
       });
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (csv) {
         std::printf("%s,%llu,%llu,%llu,%.6f,%.6f\n", name.c_str(),
                     static_cast<unsigned long long>(cap),
@@ -128,9 +129,8 @@ int run_compare(const std::vector<std::string>& args) {
                     static_cast<unsigned long long>(r.misses), r.miss_ratio(), secs);
       } else {
         std::printf("%-14s %10llu %12llu %10.4f %10.1f\n", name.c_str(),
-                    static_cast<unsigned long long>(cap),
-                    static_cast<unsigned long long>(r.misses), r.miss_ratio(),
-                    static_cast<double>(r.requests) / secs / 1e6);
+                    static_cast<unsigned long long>(cap), static_cast<unsigned long long>(r.misses),
+                    r.miss_ratio(), static_cast<double>(r.requests) / secs / 1e6);
       }
     }
   }

@@ -16,8 +16,8 @@
 namespace kvtk::sim {
 
 /// Parses `in` (named `name` in errors). Each non-empty line must be a JSON object with a
-/// `hash_ids` array of non-negative integers (< 2^64). Throws trace_error("name:line: reason") on the first
-/// malformed line: invalid JSON, not an object, missing/ill-typed hash_ids, negative or
+/// `hash_ids` array of non-negative integers (< 2^64). Throws trace_error("name:line: reason") on
+/// the first malformed line: invalid JSON, not an object, missing/ill-typed hash_ids, negative or
 /// non-integer id, empty line.
 std::vector<std::uint64_t> parse_mooncake_flat(std::istream& in, const std::string& name);
 

@@ -1,4 +1,5 @@
-// kvtk/cache/block_cache.hpp — the block cache engines embed: key table + node pool + policy + pins.
+// kvtk/cache/block_cache.hpp — the block cache engines embed: key table + node pool + policy +
+// pins.
 //
 // Design
 // ------
@@ -82,7 +83,8 @@ class block_cache {
   explicit block_cache(const config& cfg, OnEvict on_evict = {})
       : capacity_(cfg.capacity),
         nodes_(checked_entries(cfg)),
-        table_(static_cast<std::uint32_t>(nodes_.size()), detail::key_member<node_type>{nodes_.data()}),
+        table_(static_cast<std::uint32_t>(nodes_.size()),
+               detail::key_member<node_type>{nodes_.data()}),
         policy_(policy_params{cfg.capacity, static_cast<std::uint32_t>(nodes_.size())}, cfg.policy),
         on_evict_(std::move(on_evict)) {
     // Free slots as a stack; slot 0 on top so a fresh cache fills the pool front to back.
@@ -206,8 +208,9 @@ class block_cache {
                                 std::uint32_t size) noexcept {
     // Reject before touching the policy, so a rejected insert leaves no trace.
     const std::uint64_t unpinned_units = used_ - pinned_units_;
-    const bool units_short = size == 0 || size > capacity_ ||
-                             (used_ + size > capacity_ && used_ + size - capacity_ > unpinned_units);
+    const bool units_short =
+        size == 0 || size > capacity_ ||
+        (used_ + size > capacity_ && used_ + size - capacity_ > unpinned_units);
     const bool slots_short = free_count_ == 0 && pinned_entries_ == table_.size();
     if (units_short || slots_short) {
       ++stats_.rejections;

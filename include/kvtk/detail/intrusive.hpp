@@ -16,8 +16,7 @@ using list_hook = bi::list_base_hook<bi::tag<Tag>, bi::link_mode<bi::normal_link
 
 /// Intrusive doubly-linked list of Node through its list_hook<Tag>; O(1) size.
 template <class Node, class Tag>
-using intrusive_list =
-    bi::list<Node, bi::base_hook<list_hook<Tag>>, bi::constant_time_size<true>>;
+using intrusive_list = bi::list<Node, bi::base_hook<list_hook<Tag>>, bi::constant_time_size<true>>;
 
 /// Walks `list` from its front (the eviction end in kvtk's convention) and returns the first node
 /// satisfying pred, or nullptr. Complexity: O(number of nodes passed over).

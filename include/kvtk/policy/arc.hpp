@@ -43,7 +43,8 @@ struct arc {
     using config_type = config;
     /// Throws: std::bad_alloc.
     container(const policy_params& p, const config&)
-        : c_(p.capacity), ghosts_(static_cast<std::uint32_t>(
+        : c_(p.capacity),
+          ghosts_(static_cast<std::uint32_t>(
               std::min<std::uint64_t>(std::uint64_t{p.max_entries} * 2, (1u << 31) - 1))) {}
 
     void on_insert(Node& n, const access_hint&) noexcept {
@@ -154,7 +155,7 @@ struct arc {
     detail::intrusive_list<Node, arc> t1_, t2_;
     std::uint64_t t1_weight_ = 0, t2_weight_ = 0;
     static constexpr int b1 = 0, b2 = 1;  // ghost list ids
-    detail::ghost_lists<2> ghosts_;  // B1 and B2 share one table: one probe per miss
+    detail::ghost_lists<2> ghosts_;       // B1 and B2 share one table: one probe per miss
     bool pending_t2_ = false, pending_from_b2_ = false, evict_t1_plain_ = false;
   };
 };

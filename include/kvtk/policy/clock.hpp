@@ -3,10 +3,10 @@
 // Modelled as FIFO-with-reinsertion, which is equivalent to a circular buffer with a hand: the list
 // front is the hand position. A new node enters at the back with counter 0. A hit raises the
 // counter (saturating at config.max_count; 1 = classic one-bit CLOCK). Eviction looks at the front:
-// a node with counter > 0 is decremented and moved to the back; the first node with counter 0 is the
-// victim. A pinned node at the front is moved to the back unchanged (passed over like a referenced
-// one). Terminates because the caller guarantees an unpinned node exists: each full rotation
-// lowers the counter of every unpinned node.
+// a node with counter > 0 is decremented and moved to the back; the first node with counter 0 is
+// the victim. A pinned node at the front is moved to the back unchanged (passed over like a
+// referenced one). Terminates because the caller guarantees an unpinned node exists: each full
+// rotation lowers the counter of every unpinned node.
 #pragma once
 
 #include <cstdint>

@@ -7,8 +7,8 @@
 // number of accesses since its insertion (insertion counts as 1); it is forgotten on eviction.
 // Hit: the node moves to the back of the bucket for frequency f+1, created right after its current
 // bucket if absent; an emptied bucket is released. Victim: the front of the lowest bucket, i.e.
-// least frequent, ties broken by least recent access. Buckets come from a pool sized max_entries + 1
-// (at most one bucket per resident node, plus one transient), so no operation allocates.
+// least frequent, ties broken by least recent access. Buckets come from a pool sized max_entries +
+// 1 (at most one bucket per resident node, plus one transient), so no operation allocates.
 //
 // Invariants: buckets strictly increasing in freq; no empty bucket is linked; every node's
 // `bucket` points at the bucket whose list holds it.

@@ -74,7 +74,9 @@ struct s3fifo {
     void on_hit(Node& n, const access_hint&) noexcept {
       if (n.freq < 3) ++n.freq;
     }
-    void on_miss(block_key k, const access_hint&) noexcept { pending_main_ = ghost_.take(k) != detail::ghost_list::none; }
+    void on_miss(block_key k, const access_hint&) noexcept {
+      pending_main_ = ghost_.take(k) != detail::ghost_list::none;
+    }
     /// Complexity: amortized O(1).
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {

@@ -1,9 +1,9 @@
 // kvtk/policy/sieve.hpp — SIEVE (Zhang et al., NSDI'24).
 //
 // One list, back = newest. New nodes enter at the back with visited = false; a hit sets visited
-// (no movement). A hand walks from the front (oldest) toward the back: a visited node is cleared and
-// kept in place, the first unvisited node is the victim, and the hand stays at the victim's newer
-// neighbour. Past the back the hand wraps to the front. A pinned node is passed over without
+// (no movement). A hand walks from the front (oldest) toward the back: a visited node is cleared
+// and kept in place, the first unvisited node is the victim, and the hand stays at the victim's
+// newer neighbour. Past the back the hand wraps to the front. A pinned node is passed over without
 // clearing its bit. Terminates because an unpinned node exists: one sweep clears all their bits.
 #pragma once
 

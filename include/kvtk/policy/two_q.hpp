@@ -68,7 +68,9 @@ struct two_q {
       }
     }
     /// A key found in A1out is removed from it and will be admitted to Am.
-    void on_miss(block_key k, const access_hint&) noexcept { pending_am_ = a1out_.take(k) != detail::ghost_list::none; }
+    void on_miss(block_key k, const access_hint&) noexcept {
+      pending_am_ = a1out_.take(k) != detail::ghost_list::none;
+    }
     /// Complexity: O(1) + O(pinned nodes passed over).
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {
