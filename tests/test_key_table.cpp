@@ -56,7 +56,7 @@ TEST_CASE("key_table rejects impossible sizes", "[key_table]") {
   REQUIRE_THROWS_AS(table(0, pool_key{&pool}), std::invalid_argument);
   REQUIRE_THROWS_AS(table(1u << 31, pool_key{&pool}), std::invalid_argument);
   table t(4, pool_key{&pool});
-  REQUIRE(t.slot_count() == 8);
-  REQUIRE(t.memory_bytes() == 64);
+  REQUIRE(t.slot_count() == 16);
+  REQUIRE(t.memory_bytes() == 128);
   REQUIRE_FALSE(t.erase(42));  // erase of a missing key is a no-op
 }

@@ -6,7 +6,7 @@
 // * Nodes live in one array of max_entries `cache_node<Policy>` allocated by the constructor; a
 //   node's index in it is its *slot*, stable while the block is resident, so a caller can keep its
 //   own payload (e.g. a GPU block id) in a parallel array indexed by slot.
-// * key_table maps a 64-bit block key to its slot (open addressing, load <= 1/2).
+// * key_table maps a 64-bit block key to its slot (open addressing, load <= 1/4, 8-byte slots).
 // * The policy container orders the nodes (Boost.Intrusive hooks inside the nodes).
 // * Capacity is in size units: with the default size 1 per entry it counts blocks; give entries a
 //   byte size to make it a byte capacity (then set max_entries to bound the node count).
