@@ -13,7 +13,8 @@
 // * Pins: a pinned entry (pins > 0) is never evicted. If the unpinned entries cannot make room the
 //   insertion is rejected and nothing changes (no policy state is touched either).
 // * OnEvict(key, slot) is called for each victim after it has left the cache and before its slot
-//   is reused, so the caller can release what it associated with the slot.
+//   is reused, so the caller can release what it associated with the slot. It must not throw
+//   (it runs inside noexcept operations) and must not call back into the cache.
 //
 // Miss protocol (fixes the update order results depend on): policy.on_miss(key) once, then
 // policy.evict() until the new entry fits (count and units), then policy.on_insert(new node).
@@ -100,8 +101,11 @@ class block_cache {
   block_cache(const block_cache&) = delete;
   block_cache& operator=(const block_cache&) = delete;
 
-  /// Effects: a hit updates the policy (on_hit); a miss inserts as insert() does.
-  /// Complexity: O(1) expected + the policy's cost.  Throws: nothing.
+  /// Requires: nothing (any key, hint and size).
+  /// Effects: a resident key counts a hit and updates the policy (on_hit); a missing key counts a
+  /// miss and is admitted as insert() does, evicting (and calling OnEvict for) victims as needed.
+  /// Returns hit / inserted / rejected with the entry's slot.
+  /// Complexity: O(1) expected + the policy's cost (see its header).  Throws: nothing.
   access_outcome access(block_key key, const access_hint& hint = {},
                         std::uint32_t size = 1) noexcept {
     if (const std::uint32_t s = table_.find(key); s != npos) {
@@ -113,21 +117,25 @@ class block_cache {
     return insert_missing(key, hint, size);
   }
 
-  /// Effects: like access() but a resident key is left untouched (no policy update) and a missing
-  /// key is not counted as a miss. Returns hit for a resident key.
-  /// Rejected when size == 0, size > capacity, or the unpinned entries cannot make room.
+  /// Requires: nothing.
+  /// Effects: admits a missing key without counting a miss; a resident key is left untouched (no
+  /// policy update, no hit counted) and reported as hit. Returns rejected, changing nothing, when
+  /// size == 0, size > capacity, or the unpinned entries cannot make room (units or slots).
+  /// Complexity: as access().  Throws: nothing.
   access_outcome insert(block_key key, const access_hint& hint = {},
                         std::uint32_t size = 1) noexcept {
     if (const std::uint32_t s = table_.find(key); s != npos) return {access_result::hit, s};
     return insert_missing(key, hint, size);
   }
 
-  /// Effects: the slot of a resident key or npos; no policy update.  Complexity: O(1) expected.
+  /// Effects: the slot of a resident key, or npos; no policy update, no counters.
+  /// Complexity: O(1) expected.  Throws: nothing.
   [[nodiscard]] std::uint32_t find(block_key key) const noexcept { return table_.find(key); }
   [[nodiscard]] bool contains(block_key key) const noexcept { return find(key) != npos; }
 
-  /// Effects: increments the pin count of a resident key. Returns false (no-op) if absent or if
-  /// the count would overflow.
+  /// Effects: increments the pin count of a resident key (a pinned entry is never evicted).
+  /// Returns false, changing nothing, if the key is absent or the count would overflow.
+  /// Complexity: O(1) expected.  Throws: nothing.
   bool pin(block_key key) noexcept {
     const std::uint32_t s = table_.find(key);
     if (s == npos) return false;
@@ -139,7 +147,8 @@ class block_cache {
     }
     return true;
   }
-  /// Effects: decrements the pin count. Returns false (no-op) if absent or not pinned.
+  /// Effects: decrements the pin count. Returns false, changing nothing, if the key is absent or
+  /// not pinned.  Complexity: O(1) expected.  Throws: nothing.
   bool unpin(block_key key) noexcept {
     const std::uint32_t s = table_.find(key);
     if (s == npos) return false;
@@ -158,6 +167,7 @@ class block_cache {
 
   /// Effects: removes a resident, unpinned key without calling OnEvict (the caller asked for it).
   /// Returns not_found (no-op) for a missing key, pinned (no-op) for a pinned one.
+  /// Complexity: O(1) expected + the policy's on_erase.  Throws: nothing.
   erase_result erase(block_key key) noexcept {
     const std::uint32_t s = table_.find(key);
     if (s == npos) return erase_result::not_found;
@@ -180,6 +190,7 @@ class block_cache {
   [[nodiscard]] std::uint64_t pinned_units() const noexcept { return pinned_units_; }
   [[nodiscard]] const cache_stats& stats() const noexcept { return stats_; }
   [[nodiscard]] const container_type& policy() const noexcept { return policy_; }
+  /// Requires: slot < max_entries(). The node of a free slot holds stale data.
   [[nodiscard]] const node_type& node(std::uint32_t slot) const noexcept { return nodes_[slot]; }
   [[nodiscard]] OnEvict& eviction_callback() noexcept { return on_evict_; }
 

@@ -1,0 +1,47 @@
+// After construction, no block_cache operation allocates: every policy, every operation kind,
+// including evictions, ghost traffic, sketch aging and Belady heap compaction. Global operator
+// new is replaced in this executable (and only here) to count allocations inside a window.
+#define CATCH_CONFIG_MAIN
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <kvtk/kvtk.hpp>
+#include <new>
+#include <random>
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEMPLATE_LIST_TEST_CASE("no allocation after construction", "[alloc]", kvtk::all_policies::tuple) {
+  // Inputs prepared outside the counting window.
+  std::mt19937_64 rng(7);
+  std::vector<kvtk::block_key> keys(200'000);
+  for (auto& k : keys) k = rng() % 3 == 0 ? rng() % 64 : rng() % 4096;
+  const std::vector<std::uint64_t> next = kvtk::next_use_positions(keys);
+  kvtk::block_cache<TestType> cache({.capacity = 256});
+
+  counting = true;
+  kvtk::access_hint h;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    h.next_use = next[i];
+    h.priority = static_cast<std::uint32_t>(i % 7) * 15;
+    cache.access(keys[i], h);
+    if (i % 13 == 0) cache.pin(keys[i]);
+    if (i % 13 == 5) cache.unpin(keys[i - 5]);
+    if (i % 17 == 0) cache.erase(keys[i / 2]);
+    if (i % 19 == 0) cache.insert(keys[i] + 1, h);
+  }
+  counting = false;
+  REQUIRE(allocations.load() == 0);
+  REQUIRE(cache.stats().evictions > 10'000);
+}
