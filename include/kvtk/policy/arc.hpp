@@ -26,6 +26,7 @@
 #include "kvtk/concepts.hpp"
 #include "kvtk/detail/ghost_list.hpp"
 #include "kvtk/detail/intrusive.hpp"
+#include "kvtk/detail/segmented_list.hpp"
 
 namespace kvtk {
 
@@ -34,7 +35,7 @@ struct arc {
   /// ARC is self-tuning and has no parameters.
   struct config {};
   struct hook : detail::list_hook<arc> {
-    bool in_t2 = false;
+    std::uint8_t segment = 0;  // t1 or t2
   };
 
   template <class Node>
@@ -48,17 +49,12 @@ struct arc {
               std::min<std::uint64_t>(std::uint64_t{p.max_entries} * 2, (1u << 31) - 1))) {}
 
     void on_insert(Node& n, const access_hint&) noexcept {
-      n.in_t2 = pending_t2_;
-      link(n);
+      lists_.push_back(n, pending_t2_ ? t2 : t1);
       pending_t2_ = false;
       pending_from_b2_ = false;
       evict_t1_plain_ = false;
     }
-    void on_hit(Node& n, const access_hint&) noexcept {
-      unlink(n);
-      n.in_t2 = true;
-      link(n);
-    }
+    void on_hit(Node& n, const access_hint&) noexcept { lists_.move_to_back(n, t2); }
     void on_miss(block_key x, const access_hint&) noexcept {
       pending_t2_ = false;
       pending_from_b2_ = false;
@@ -73,15 +69,18 @@ struct arc {
         p_ = std::max(0.0, p_ - std::max(w1 / w2, 1.0));
         pending_t2_ = true;
         pending_from_b2_ = true;
-      } else if (t1_weight_ + ghosts_.weight(b1) >= c_) {
+      } else if (lists_.weight(t1) + ghosts_.weight(b1) >= c_) {
         if (ghosts_.empty(b1)) {
           evict_t1_plain_ = true;
         } else {
-          while (!ghosts_.empty(b1) && t1_weight_ + ghosts_.weight(b1) >= c_) ghosts_.pop(b1);
+          while (!ghosts_.empty(b1) && lists_.weight(t1) + ghosts_.weight(b1) >= c_) {
+            ghosts_.pop(b1);
+          }
         }
       } else {
         while (!ghosts_.empty(b2) &&
-               t1_weight_ + t2_weight_ + ghosts_.weight(b1) + ghosts_.weight(b2) >= 2 * c_) {
+               lists_.weight(t1) + lists_.weight(t2) + ghosts_.weight(b1) + ghosts_.weight(b2) >=
+                   2 * c_) {
           ghosts_.pop(b2);
         }
       }
@@ -90,70 +89,41 @@ struct arc {
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {
       if (evict_t1_plain_) {
-        Node* v = detail::first_evictable(t1_, pred);
-        if (v == nullptr) v = detail::first_evictable(t2_, pred);
-        if (v) unlink(*v);
+        Node* v = detail::first_evictable(lists_[t1], pred);
+        if (v == nullptr) v = detail::first_evictable(lists_[t2], pred);
+        if (v) lists_.erase(*v);
         return v;
       }
-      const auto t1w = static_cast<double>(t1_weight_);
-      const bool from_t1 = !t1_.empty() && (t1w > p_ || (pending_from_b2_ && t1w == p_));
-      Node* v = detail::first_evictable(from_t1 ? t1_ : t2_, pred);
-      if (v == nullptr) v = detail::first_evictable(from_t1 ? t2_ : t1_, pred);
+      const auto t1w = static_cast<double>(lists_.weight(t1));
+      const bool from_t1 = !lists_[t1].empty() && (t1w > p_ || (pending_from_b2_ && t1w == p_));
+      Node* v = detail::first_evictable(lists_[from_t1 ? t1 : t2], pred);
+      if (v == nullptr) v = detail::first_evictable(lists_[from_t1 ? t2 : t1], pred);
       if (v == nullptr) return nullptr;
-      unlink(*v);
-      ghosts_.push(v->in_t2 ? b2 : b1, v->key, v->size);
+      lists_.erase(*v);
+      ghosts_.push(v->segment == t2 ? b2 : b1, v->key, v->size);
       return v;
     }
-    void on_erase(Node& n) noexcept { unlink(n); }
-    [[nodiscard]] std::size_t size() const noexcept { return t1_.size() + t2_.size(); }
+    void on_erase(Node& n) noexcept { lists_.erase(n); }
+    [[nodiscard]] std::size_t size() const noexcept { return lists_.size(); }
 
     /// The adaptive target for T1, in capacity units.
     [[nodiscard]] double target_t1() const noexcept { return p_; }
 
     template <class F>
     void for_each(F&& f) const {
-      for (const Node& n : t1_) f(n);
-      for (const Node& n : t2_) f(n);
+      lists_.for_each(f);
     }
     [[nodiscard]] const char* audit() const noexcept {
-      std::uint64_t w1 = 0, w2 = 0;
-      for (const Node& n : t1_) {
-        if (n.in_t2) return "arc: T2 node in T1";
-        w1 += n.size;
-      }
-      for (const Node& n : t2_) {
-        if (!n.in_t2) return "arc: T1 node in T2";
-        w2 += n.size;
-      }
-      if (w1 != t1_weight_ || w2 != t2_weight_) return "arc: list weights out of sync";
+      if (!lists_.consistent()) return "arc: T1/T2 membership or weights out of sync";
       if (p_ < 0.0 || p_ > static_cast<double>(c_)) return "arc: p outside [0, c]";
       return "";
     }
 
    private:
-    void link(Node& n) noexcept {
-      if (n.in_t2) {
-        t2_.push_back(n);
-        t2_weight_ += n.size;
-      } else {
-        t1_.push_back(n);
-        t1_weight_ += n.size;
-      }
-    }
-    void unlink(Node& n) noexcept {
-      if (n.in_t2) {
-        t2_.erase(t2_.iterator_to(n));
-        t2_weight_ -= n.size;
-      } else {
-        t1_.erase(t1_.iterator_to(n));
-        t1_weight_ -= n.size;
-      }
-    }
-
     std::uint64_t c_;
     double p_ = 0.0;
-    detail::intrusive_list<Node, arc> t1_, t2_;
-    std::uint64_t t1_weight_ = 0, t2_weight_ = 0;
+    static constexpr unsigned t1 = 0, t2 = 1;  // segments
+    detail::segmented_list<Node, arc, 2> lists_;
     static constexpr int b1 = 0, b2 = 1;  // ghost list ids
     detail::ghost_lists<2> ghosts_;       // B1 and B2 share one table: one probe per miss
     bool pending_t2_ = false, pending_from_b2_ = false, evict_t1_plain_ = false;

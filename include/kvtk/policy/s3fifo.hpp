@@ -25,6 +25,7 @@
 #include "kvtk/concepts.hpp"
 #include "kvtk/detail/ghost_list.hpp"
 #include "kvtk/detail/intrusive.hpp"
+#include "kvtk/detail/segmented_list.hpp"
 
 namespace kvtk {
 
@@ -40,7 +41,7 @@ struct s3fifo {
   };
   struct hook : detail::list_hook<s3fifo> {
     std::uint8_t freq = 0;
-    bool in_main = false;
+    std::uint8_t segment = 0;  // small or main
   };
 
   template <class Node>
@@ -67,9 +68,8 @@ struct s3fifo {
 
     void on_insert(Node& n, const access_hint&) noexcept {
       n.freq = 0;
-      n.in_main = pending_main_;
+      lists_.push_back(n, pending_main_ ? main : small);
       pending_main_ = false;
-      link(n);
     }
     void on_hit(Node& n, const access_hint&) noexcept {
       if (n.freq < 3) ++n.freq;
@@ -82,111 +82,80 @@ struct s3fifo {
     Node* evict(Pred&& pred) noexcept {
       std::size_t pinned_seen = 0;  // consecutive pinned nodes rotated at S's front
       for (;;) {
-        if (!small_.empty() && (small_weight_ >= small_target_ || main_.empty())) {
-          Node& t = small_.front();
+        if (!lists_[small].empty() &&
+            (lists_.weight(small) >= small_target_ || lists_[main].empty())) {
+          Node& t = lists_[small].front();
           if (!pred(t)) {
-            small_.pop_front();
-            small_.push_back(t);
+            lists_.rotate(small);
             // Everything left in S may be pinned: let M supply the victim if it can.
-            if (++pinned_seen > small_.size()) {
+            if (++pinned_seen > lists_[small].size()) {
               pinned_seen = 0;
               if (Node* v = evict_main(pred)) return v;
             }
             continue;
           }
           pinned_seen = 0;
-          unlink(t);
           if (t.freq >= threshold_) {
             t.freq = 0;
-            t.in_main = true;
-            link(t);
+            lists_.move_to_back(t, main);
             continue;
           }
-          ghost_.push(0, t.key, t.size);
-          while (ghost_.weight(0) > ghost_cap_) ghost_.pop(0);
-          return &t;
+          return evict_small(t);
         }
         if (Node* v = evict_main(pred)) return v;
-        if (small_.empty()) return nullptr;
         // M has only pinned nodes: take from S regardless of its share.
-        Node* v = detail::first_evictable(small_, pred);
-        if (v == nullptr) return nullptr;
-        unlink(*v);
-        ghost_.push(0, v->key, v->size);
-        while (ghost_.weight(0) > ghost_cap_) ghost_.pop(0);
-        return v;
+        Node* v = detail::first_evictable(lists_[small], pred);
+        return v == nullptr ? nullptr : evict_small(*v);
       }
     }
-    void on_erase(Node& n) noexcept { unlink(n); }
-    [[nodiscard]] std::size_t size() const noexcept { return small_.size() + main_.size(); }
+    void on_erase(Node& n) noexcept { lists_.erase(n); }
+    [[nodiscard]] std::size_t size() const noexcept { return lists_.size(); }
 
     template <class F>
     void for_each(F&& f) const {
-      for (const Node& n : small_) f(n);
-      for (const Node& n : main_) f(n);
+      lists_.for_each(f);
     }
     [[nodiscard]] const char* audit() const noexcept {
-      std::uint64_t ws = 0, wm = 0;
-      for (const Node& n : small_) {
-        if (n.in_main) return "s3fifo: M node in S";
-        if (n.freq > 3) return "s3fifo: counter above 3";
-        ws += n.size;
-      }
-      for (const Node& n : main_) {
-        if (!n.in_main) return "s3fifo: S node in M";
-        if (n.freq > 3) return "s3fifo: counter above 3";
-        wm += n.size;
-      }
-      if (ws != small_weight_ || wm != main_weight_) return "s3fifo: queue weights out of sync";
+      if (!lists_.consistent()) return "s3fifo: S/M membership or weights out of sync";
+      bool counters_ok = true;
+      lists_.for_each([&](const Node& n) { counters_ok &= n.freq <= 3; });
+      if (!counters_ok) return "s3fifo: counter above 3";
       if (ghost_.weight(0) > ghost_cap_) return "s3fifo: ghost over its share";
       return "";
     }
 
    private:
+    Node* evict_small(Node& t) noexcept {
+      lists_.erase(t);
+      ghost_.push(0, t.key, t.size);
+      while (ghost_.weight(0) > ghost_cap_) ghost_.pop(0);
+      return &t;
+    }
     // One CLOCK-like pass over M; nullptr if every node of M is pinned.
     template <class Pred>
     Node* evict_main(Pred& pred) noexcept {
       std::size_t pinned_run = 0;
-      while (!main_.empty()) {
-        Node& t = main_.front();
-        main_.pop_front();
+      while (!lists_[main].empty()) {
+        Node& t = lists_[main].front();
         if (!pred(t)) {
-          main_.push_back(t);
-          if (++pinned_run >= main_.size()) return nullptr;
+          lists_.rotate(main);
+          if (++pinned_run >= lists_[main].size()) return nullptr;
           continue;
         }
         pinned_run = 0;
         if (t.freq > 0) {
           --t.freq;
-          main_.push_back(t);
+          lists_.rotate(main);
           continue;
         }
-        main_weight_ -= t.size;
+        lists_.erase(t);
         return &t;
       }
       return nullptr;
     }
-    void link(Node& n) noexcept {
-      if (n.in_main) {
-        main_.push_back(n);
-        main_weight_ += n.size;
-      } else {
-        small_.push_back(n);
-        small_weight_ += n.size;
-      }
-    }
-    void unlink(Node& n) noexcept {
-      if (n.in_main) {
-        main_.erase(main_.iterator_to(n));
-        main_weight_ -= n.size;
-      } else {
-        small_.erase(small_.iterator_to(n));
-        small_weight_ -= n.size;
-      }
-    }
 
-    detail::intrusive_list<Node, s3fifo> small_, main_;
-    std::uint64_t small_weight_ = 0, main_weight_ = 0;
+    static constexpr unsigned small = 0, main = 1;  // segments
+    detail::segmented_list<Node, s3fifo, 2> lists_;
     std::uint64_t small_target_ = 0, ghost_cap_ = 0;
     detail::ghost_list ghost_;
     std::uint32_t threshold_;

@@ -18,6 +18,7 @@
 #include "kvtk/concepts.hpp"
 #include "kvtk/detail/ghost_list.hpp"
 #include "kvtk/detail/intrusive.hpp"
+#include "kvtk/detail/segmented_list.hpp"
 
 namespace kvtk {
 
@@ -30,7 +31,7 @@ struct two_q {
     std::uint32_t kout_percent = 50;
   };
   struct hook : detail::list_hook<two_q> {
-    bool in_am = false;
+    std::uint8_t segment = 0;  // a1in or am
   };
 
   template <class Node>
@@ -51,21 +52,11 @@ struct two_q {
     }
 
     void on_insert(Node& n, const access_hint&) noexcept {
-      n.in_am = pending_am_;
+      lists_.push_back(n, pending_am_ ? am : a1in);
       pending_am_ = false;
-      if (n.in_am) {
-        am_.push_back(n);
-        am_weight_ += n.size;
-      } else {
-        a1in_.push_back(n);
-        a1in_weight_ += n.size;
-      }
     }
     void on_hit(Node& n, const access_hint&) noexcept {
-      if (n.in_am) {
-        am_.erase(am_.iterator_to(n));
-        am_.push_back(n);
-      }
+      if (n.segment == am) lists_.move_to_back(n, am);
     }
     /// A key found in A1out is removed from it and will be admitted to Am.
     void on_miss(block_key k, const access_hint&) noexcept {
@@ -74,61 +65,36 @@ struct two_q {
     /// Complexity: O(1) + O(pinned nodes passed over).
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {
-      const bool from_a1in = a1in_weight_ > kin_ || am_.empty();
-      Node* v = nullptr;
-      if (from_a1in) {
-        v = detail::first_evictable(a1in_, pred);
-        if (v == nullptr) v = detail::first_evictable(am_, pred);
-      } else {
-        v = detail::first_evictable(am_, pred);
-        if (v == nullptr) v = detail::first_evictable(a1in_, pred);
-      }
+      const unsigned first = lists_.weight(a1in) > kin_ || lists_[am].empty() ? a1in : am;
+      Node* v = detail::first_evictable(lists_[first], pred);
+      if (v == nullptr) v = detail::first_evictable(lists_[first == am ? a1in : am], pred);
       if (v == nullptr) return nullptr;
-      unlink(*v);
-      if (!v->in_am) {
+      lists_.erase(*v);
+      if (v->segment == a1in) {
         a1out_.push(0, v->key, v->size);
         while (a1out_.weight(0) > kout_) a1out_.pop(0);
       }
       return v;
     }
-    void on_erase(Node& n) noexcept { unlink(n); }
-    [[nodiscard]] std::size_t size() const noexcept { return a1in_.size() + am_.size(); }
+    void on_erase(Node& n) noexcept { lists_.erase(n); }
+    [[nodiscard]] std::size_t size() const noexcept { return lists_.size(); }
 
     template <class F>
     void for_each(F&& f) const {
-      for (const Node& n : a1in_) f(n);
-      for (const Node& n : am_) f(n);
+      lists_.for_each(f);
     }
     [[nodiscard]] const char* audit() const noexcept {
-      std::uint64_t w1 = 0, wm = 0;
-      for (const Node& n : a1in_) {
-        if (n.in_am) return "2q: Am node in A1in";
-        w1 += n.size;
-      }
-      for (const Node& n : am_) {
-        if (!n.in_am) return "2q: A1in node in Am";
-        wm += n.size;
-      }
-      if (w1 != a1in_weight_ || wm != am_weight_) return "2q: queue weights out of sync";
+      if (!lists_.consistent()) return "2q: A1in/Am membership or weights out of sync";
       if (a1out_.weight(0) > kout_) return "2q: A1out over Kout";
       return "";
     }
     [[nodiscard]] const detail::ghost_list& a1out() const noexcept { return a1out_; }
 
    private:
-    void unlink(Node& n) noexcept {
-      if (n.in_am) {
-        am_.erase(am_.iterator_to(n));
-        am_weight_ -= n.size;
-      } else {
-        a1in_.erase(a1in_.iterator_to(n));
-        a1in_weight_ -= n.size;
-      }
-    }
-
-    detail::intrusive_list<Node, two_q> a1in_, am_;
+    static constexpr unsigned a1in = 0, am = 1;  // segments
+    detail::segmented_list<Node, two_q, 2> lists_;
     detail::ghost_list a1out_;
-    std::uint64_t a1in_weight_ = 0, am_weight_ = 0, kin_ = 0, kout_ = 0;
+    std::uint64_t kin_ = 0, kout_ = 0;
     bool pending_am_ = false;
   };
 };

@@ -23,6 +23,7 @@
 #include "kvtk/concepts.hpp"
 #include "kvtk/detail/frequency_sketch.hpp"
 #include "kvtk/detail/intrusive.hpp"
+#include "kvtk/detail/segmented_list.hpp"
 
 namespace kvtk {
 
@@ -38,15 +39,12 @@ struct w_tinylfu {
     /// Use the doorkeeper Bloom filter in front of the sketch. Default true.
     bool doorkeeper = true;
   };
-  enum class segment : std::uint8_t { window, probation, protected_ };
   struct hook : detail::list_hook<w_tinylfu> {
-    segment seg = segment::window;
+    std::uint8_t segment = 0;  // window, probation or protected
   };
 
   template <class Node>
   class container {
-    using list_type = detail::intrusive_list<Node, w_tinylfu>;
-
    public:
     using config_type = config;
     /// Throws: std::invalid_argument on out-of-range fields; std::bad_alloc.
@@ -66,76 +64,56 @@ struct w_tinylfu {
     }
 
     void on_insert(Node& n, const access_hint&) noexcept {
-      put(n, segment::window);
-      while (weight_[0] > window_cap_) {
-        Node& t = lists_[0].front();
-        take(t);
-        put(t, segment::probation);
+      lists_.push_back(n, window);
+      while (lists_.weight(window) > window_cap_) {
+        lists_.move_to_back(lists_[window].front(), probation);
       }
     }
     void on_hit(Node& n, const access_hint&) noexcept {
       sketch_.increment(n.key);
-      switch (n.seg) {
-        case segment::window:
-        case segment::protected_:
-          take(n);
-          put(n, n.seg);
-          break;
-        case segment::probation:
-          take(n);
-          put(n, segment::protected_);
-          while (weight_[2] > protected_cap_ && lists_[2].size() > 1) {
-            Node& t = lists_[2].front();
-            take(t);
-            put(t, segment::probation);
-          }
-          break;
+      if (n.segment != probation) {
+        lists_.move_to_back(n, n.segment);
+        return;
+      }
+      lists_.move_to_back(n, protected_);
+      while (lists_.weight(protected_) > protected_cap_ && lists_[protected_].size() > 1) {
+        lists_.move_to_back(lists_[protected_].front(), probation);
       }
     }
     void on_miss(block_key k, const access_hint&) noexcept { sketch_.increment(k); }
     /// Complexity: O(1) + O(pinned nodes passed over).
     template <class Pred>
     Node* evict(Pred&& pred) noexcept {
-      Node* cand = weight_[0] >= window_cap_ ? detail::first_evictable(lists_[0], pred) : nullptr;
-      Node* victim = detail::first_evictable(lists_[1], pred);
-      if (victim == nullptr) victim = detail::first_evictable(lists_[2], pred);
+      Node* cand = lists_.weight(window) >= window_cap_
+                       ? detail::first_evictable(lists_[window], pred)
+                       : nullptr;
+      Node* victim = detail::first_evictable(lists_[probation], pred);
+      if (victim == nullptr) victim = detail::first_evictable(lists_[protected_], pred);
       if (cand != nullptr && victim != nullptr) {
         if (sketch_.estimate(cand->key) > sketch_.estimate(victim->key)) {
-          take(*cand);
-          put(*cand, segment::probation);
-          take(*victim);
+          lists_.move_to_back(*cand, probation);
+          lists_.erase(*victim);
           return victim;
         }
-        take(*cand);
+        lists_.erase(*cand);
         return cand;
       }
       Node* v = victim != nullptr ? victim : cand;
-      if (v == nullptr) v = detail::first_evictable(lists_[0], pred);
-      if (v != nullptr) take(*v);
+      if (v == nullptr) v = detail::first_evictable(lists_[window], pred);
+      if (v != nullptr) lists_.erase(*v);
       return v;
     }
-    void on_erase(Node& n) noexcept { take(n); }
-    [[nodiscard]] std::size_t size() const noexcept {
-      return lists_[0].size() + lists_[1].size() + lists_[2].size();
-    }
+    void on_erase(Node& n) noexcept { lists_.erase(n); }
+    [[nodiscard]] std::size_t size() const noexcept { return lists_.size(); }
 
     [[nodiscard]] const detail::frequency_sketch& sketch() const noexcept { return sketch_; }
     template <class F>
     void for_each(F&& f) const {
-      for (const list_type& l : lists_) {
-        for (const Node& n : l) f(n);
-      }
+      lists_.for_each(f);
     }
     [[nodiscard]] const char* audit() const noexcept {
-      for (int s = 0; s < 3; ++s) {
-        std::uint64_t w = 0;
-        for (const Node& n : lists_[s]) {
-          if (static_cast<int>(n.seg) != s) return "wtinylfu: node in the wrong segment";
-          w += n.size;
-        }
-        if (w != weight_[s]) return "wtinylfu: segment weights out of sync";
-      }
-      if (weight_[0] > window_cap_) return "wtinylfu: window over its share";
+      if (!lists_.consistent()) return "wtinylfu: segment membership or weights out of sync";
+      if (lists_.weight(window) > window_cap_) return "wtinylfu: window over its share";
       return "";
     }
 
@@ -146,19 +124,8 @@ struct w_tinylfu {
       }
       return cfg.sample_multiplier;
     }
-    void put(Node& n, segment s) noexcept {
-      n.seg = s;
-      lists_[static_cast<int>(s)].push_back(n);
-      weight_[static_cast<int>(s)] += n.size;
-    }
-    void take(Node& n) noexcept {
-      const int s = static_cast<int>(n.seg);
-      lists_[s].erase(lists_[s].iterator_to(n));
-      weight_[s] -= n.size;
-    }
-
-    list_type lists_[3];  // window, probation, protected; front = LRU
-    std::uint64_t weight_[3] = {0, 0, 0};
+    static constexpr unsigned window = 0, probation = 1, protected_ = 2;  // segments
+    detail::segmented_list<Node, w_tinylfu, 3> lists_;                    // front = LRU
     std::uint64_t window_cap_ = 0, protected_cap_ = 0;
     detail::frequency_sketch sketch_;
   };
