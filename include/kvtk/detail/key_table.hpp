@@ -8,12 +8,14 @@
 //   the hottest memory and this is what keeps it in L2.
 // * h = (key ^ key>>29) * 2^64/phi (Fibonacci hashing; spreads sequential ids, which flat traces
 //   are full of). tag = the top 32 bits of h; home slot = the top log2(slots) bits of h, i.e. a
-//   prefix of the tag. A probe compares tags and confirms a tag match with KeyOf, so the pool is
-//   touched only on a (likely) hit; erase recomputes home slots from tags alone.
-// * Size: a power of two >= 4 * max_entries slots (32-64 bytes per entry), load factor <= 1/4.
-//   Linear probing. Measured: with <= 1/2 instead, LRU replay at 1000 blocks ran at 46 M/s instead
-//   of 76 M/s (bench/RESULTS.md); longer probe runs, each ending in a hard-to-predict branch, are
-//   the likely cause.
+//   monotone function of the tag (tag * slots >> 32, "fastrange"), so any table size works. A probe
+//   compares tags and confirms a tag match with KeyOf, so the pool is touched only on a (likely)
+//   hit; erase recomputes home slots from tags alone.
+// * Size: exactly slots_per_entry * max_entries slots of 8 bytes, so the memory per entry is
+//   known in advance (block_cache: 4 -> 32 bytes, load <= 1/4; prefix_tree: 2 -> 16 bytes,
+//   load <= 1/2). Linear probing. Measured: at load <= 1/2 LRU replay at 1000 blocks ran at 46 M/s
+//   instead of 76 M/s at <= 1/4 (bench/RESULTS.md); longer probe runs, each ending in a
+//   hard-to-predict branch, are the likely cause.
 // * Deletion is backward-shift (Knuth 6.4 algorithm R): no tombstones, so a table that sees
 //   billions of insert/erase pairs never degrades and never needs a rehash.
 // * All memory is allocated in the constructor; find/insert/erase never allocate.
@@ -22,7 +24,6 @@
 // occupied. Backward-shift deletion preserves it.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -36,23 +37,25 @@ class key_table {
  public:
   static constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
 
-  /// Requires: 0 < max_entries < 2^31; key_of(i) returns the key stored under index i.
-  /// Effects: allocates 4*max_entries slots rounded up to a power of two.
+  /// Requires: 0 < max_entries < 2^31; 2 <= slots_per_entry <= 8; key_of(i) returns the key
+  /// stored under index i.  Effects: allocates slots_per_entry * max_entries slots.
   /// Throws: std::invalid_argument on a bad size, std::bad_alloc.
-  key_table(std::uint32_t max_entries, KeyOf key_of) : key_of_(key_of), max_entries_(max_entries) {
+  key_table(std::uint32_t max_entries, KeyOf key_of, unsigned slots_per_entry = 4)
+      : key_of_(key_of), max_entries_(max_entries) {
     if (max_entries == 0 || max_entries >= (1u << 31)) {
       throw std::invalid_argument("key_table: max_entries must be in [1, 2^31)");
     }
-    const std::uint64_t slots = std::bit_ceil(std::uint64_t{max_entries} * 4);
-    slots_.assign(slots, slot{npos, 0});
-    mask_ = slots - 1;
-    tag_shift_ = 32 - static_cast<unsigned>(std::countr_zero(slots));
+    if (slots_per_entry < 2 || slots_per_entry > 8) {
+      throw std::invalid_argument("key_table: slots_per_entry must be in [2, 8]");
+    }
+    slots_.assign(std::uint64_t{max_entries} * slots_per_entry, slot{npos, 0});
+    size_slots_ = slots_.size();
   }
 
   /// Effects: the index stored for key, or npos.  Complexity: O(1) expected.
   [[nodiscard]] std::uint32_t find(std::uint64_t key) const noexcept {
     const std::uint32_t tag = tag_of(key);
-    for (std::uint64_t i = home(tag);; i = (i + 1) & mask_) {
+    for (std::uint64_t i = home(tag);; i = next(i)) {
       const slot s = slots_[i];
       if (s.index == npos) return npos;
       if (s.tag == tag && key_of_(s.index) == key) return s.index;
@@ -64,7 +67,7 @@ class key_table {
   void insert(std::uint64_t key, std::uint32_t index) noexcept {
     const std::uint32_t tag = tag_of(key);
     std::uint64_t i = home(tag);
-    while (slots_[i].index != npos) i = (i + 1) & mask_;
+    while (slots_[i].index != npos) i = next(i);
     slots_[i] = slot{index, tag};
     ++size_;
   }
@@ -73,7 +76,7 @@ class key_table {
   /// Complexity: O(1) expected.
   std::uint32_t take(std::uint64_t key) noexcept {
     const std::uint32_t tag = tag_of(key);
-    for (std::uint64_t i = home(tag);; i = (i + 1) & mask_) {
+    for (std::uint64_t i = home(tag);; i = next(i)) {
       const slot s = slots_[i];
       if (s.index == npos) return npos;
       if (s.tag == tag && key_of_(s.index) == key) {
@@ -105,15 +108,24 @@ class key_table {
   static std::uint32_t tag_of(std::uint64_t key) noexcept {
     return static_cast<std::uint32_t>(((key ^ (key >> 29)) * 0x9E3779B97F4A7C15ull) >> 32);
   }
-  [[nodiscard]] std::uint64_t home(std::uint32_t tag) const noexcept { return tag >> tag_shift_; }
+  [[nodiscard]] std::uint64_t home(std::uint32_t tag) const noexcept {
+    return (std::uint64_t{tag} * size_slots_) >> 32;
+  }
+  [[nodiscard]] std::uint64_t next(std::uint64_t i) const noexcept {
+    return i + 1 == size_slots_ ? 0 : i + 1;
+  }
+  // Cyclic distance from a to b going forward.
+  [[nodiscard]] std::uint64_t distance(std::uint64_t a, std::uint64_t b) const noexcept {
+    return b >= a ? b - a : b + size_slots_ - a;
+  }
 
   void erase_at(std::uint64_t i) noexcept {
     // Backward shift: pull later members of the cluster into the hole unless their home lies
     // cyclically in (hole, j].
     std::uint64_t hole = i;
-    for (std::uint64_t j = (i + 1) & mask_; slots_[j].index != npos; j = (j + 1) & mask_) {
+    for (std::uint64_t j = next(i); slots_[j].index != npos; j = next(j)) {
       const std::uint64_t h = home(slots_[j].tag);
-      if (((j - h) & mask_) >= ((j - hole) & mask_)) {
+      if (distance(h, j) >= distance(hole, j)) {
         slots_[hole] = slots_[j];
         hole = j;
       }
@@ -124,8 +136,7 @@ class key_table {
 
   std::vector<slot> slots_;
   [[no_unique_address]] KeyOf key_of_;
-  std::uint64_t mask_ = 0;
-  unsigned tag_shift_ = 0;
+  std::uint64_t size_slots_ = 0;
   std::size_t size_ = 0;
   std::uint32_t max_entries_ = 0;
 };
