@@ -6,3 +6,4 @@
 #include "kvtk/offline.hpp"
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/registry.hpp"
+#include "kvtk/prefix/prefix.hpp"

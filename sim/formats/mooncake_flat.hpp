@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/trace_error.hpp"
+#include "kvtk/prefix/replay.hpp"
 
 namespace kvtk::sim {
 
@@ -23,5 +24,13 @@ std::vector<std::uint64_t> parse_mooncake_flat(std::istream& in, const std::stri
 
 /// Opens and parses a file. Throws trace_error (line 0) when the file cannot be opened.
 std::vector<std::uint64_t> load_mooncake_flat(const std::string& path);
+
+/// Parses a Mooncake JSONL trace into requests: hash_ids (prefix ids, used unchanged as keys) and
+/// input_length (a non-negative integer, required). Same errors as parse_mooncake_flat, plus a
+/// missing or ill-typed input_length.
+kvtk::prefix::prefix_trace parse_mooncake_requests(std::istream& in, const std::string& name,
+                                                   std::uint32_t block_tokens = 512);
+kvtk::prefix::prefix_trace load_mooncake_requests(const std::string& path,
+                                                  std::uint32_t block_tokens = 512);
 
 }  // namespace kvtk::sim

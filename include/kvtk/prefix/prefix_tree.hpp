@@ -1,0 +1,356 @@
+// kvtk/prefix/prefix_tree.hpp — a radix tree of KV blocks with leaf-only eviction (the structure of
+// SGLang's RadixCache, one node per block).
+//
+// Design
+// ------
+// * Keys are chained prefix keys (block_keys.hpp): a key names a block *and* its whole prefix, so
+//   a child is found by looking its key up in one hash table (key_table, 2 slots per node) instead
+//   of searching per-node child maps. A node stores its parent slot and a child count; nothing
+//   else of the tree shape is needed.
+// * Nodes live in one preallocated array of `capacity` 32-byte nodes:
+//     key (8) | rank (8) | parent slot (4) | children (4) | locks (4) | heap position (4)
+//   plus 16 bytes of hash table and 4 of heap per node: 52 bytes per resident block, plus the
+//   caller's Payload in a parallel array (nothing when Payload is empty).
+// * Evictable = no children and no locks. Evictable nodes sit in an indexed binary min-heap on
+//   (rank, key); the leaf policy (leaf_policies.hpp) computes ranks. A node enters the heap when it
+//   becomes evictable (last child evicted, last lock released) and leaves it when it stops being
+//   evictable; a rank change of a heap member is a sift. Every operation is O(log n) or O(path),
+//   none allocates, none scans.
+// * Locks are reference counts on a path: lock(h) / unlock(h) add / remove one on h and every
+//   ancestor (SGLang's inc_lock_ref / dec_lock_ref). insert() under a locked node creates its new
+//   nodes with one lock each, i.e. extends the caller's lock to the new deepest node, so a request
+//   does lock(match) ... insert ... unlock(deepest).
+//
+// Invariants (checked by audit()): every resident node's parent is resident; children counts are
+// exact; a node is in the heap iff it is evictable; heap order holds; size <= capacity.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kvtk/concepts.hpp"
+#include "kvtk/detail/key_table.hpp"
+#include "kvtk/prefix/leaf_policies.hpp"
+
+namespace kvtk::prefix {
+
+/// Payload type for a tree that stores nothing per block.
+struct no_payload {};
+
+template <leaf_policy Leaf, class Payload = no_payload>
+class prefix_tree {
+ public:
+  using handle = std::uint32_t;
+  /// The handle of the (virtual) root, and "no node".
+  static constexpr handle root = std::numeric_limits<std::uint32_t>::max();
+
+  struct node {
+    block_key key;
+    std::uint64_t rank;
+    std::uint32_t parent;
+    std::uint32_t children;
+    std::uint32_t locks;
+    std::uint32_t heap_pos;
+  };
+  static_assert(sizeof(node) == 32);
+
+  struct match_result {
+    std::uint32_t length;  ///< number of leading keys resident as a path from the root
+    handle node;           ///< the deepest matched node (root if none)
+  };
+  struct insert_result {
+    std::uint32_t inserted;  ///< keys inserted (a prefix of the keys given)
+    handle node;             ///< the deepest node of the path now (the given parent if none)
+    bool complete;           ///< all keys inserted; false = no evictable leaf, or a key conflict
+  };
+
+  /// Requires: 0 < capacity < 2^31 (blocks).  Throws: std::invalid_argument, std::bad_alloc.
+  explicit prefix_tree(std::uint32_t capacity)
+      : nodes_(check(capacity)),
+        table_(capacity, key_of{nodes_.data()}, 2),
+        heap_(capacity),
+        free_(capacity) {
+    if constexpr (!std::is_empty_v<Payload>) payloads_.resize(capacity);
+    for (std::uint32_t i = 0; i < capacity; ++i) free_[i] = capacity - 1 - i;
+    free_count_ = capacity;
+  }
+  prefix_tree(const prefix_tree&) = delete;
+  prefix_tree& operator=(const prefix_tree&) = delete;
+
+  /// Effects: the longest run of leading keys resident as a path root -> keys[0] -> keys[1] ...
+  /// (a key resident under another parent ends the match). No state changes.
+  /// Complexity: O(length + 1) table probes.  Throws: nothing.
+  [[nodiscard]] match_result match(std::span<const block_key> keys) const noexcept {
+    handle at = root;
+    std::uint32_t n = 0;
+    for (block_key k : keys) {
+      const std::uint32_t s = table_.find(k);
+      if (s == npos || nodes_[s].parent != at) break;
+      at = s;
+      ++n;
+    }
+    return {n, at};
+  }
+
+  /// Requires: h is root or resident.  Effects: one more lock on h and each ancestor; locked
+  /// nodes are never evicted.  Complexity: O(depth · log n).  Throws: nothing.
+  void lock(handle h) noexcept {
+    for (handle n = h; n != root; n = nodes_[n].parent) {
+      if (nodes_[n].locks++ == 0 && nodes_[n].heap_pos != npos) heap_erase(n);
+    }
+  }
+  /// Effects: one lock fewer on h and each ancestor; nodes that become evictable join the heap.
+  /// Returns false, stopping there, at the first node on the path that is not locked.
+  /// Complexity: O(depth · log n).  Throws: nothing.
+  bool unlock(handle h) noexcept {
+    for (handle n = h; n != root; n = nodes_[n].parent) {
+      node& x = nodes_[n];
+      if (x.locks == 0) return false;
+      if (--x.locks == 0 && x.children == 0) heap_push(n);
+    }
+    return true;
+  }
+
+  /// Requires: h is resident at depth `length` (length nodes from the root to h, e.g. a
+  /// match_result).  Effects: accesses the path in forward order: node i (0 = child of the root)
+  /// gets stamp now+i+1 and rank Leaf::on_touch(rank, stamp, hint_for(i)).
+  /// Complexity: O(length · log n).  Throws: nothing.
+  template <class HintFor>
+  void touch(handle h, std::uint32_t length, HintFor&& hint_for) noexcept {
+    std::uint32_t i = length;
+    for (handle n = h; n != root && i > 0; n = nodes_[n].parent) {
+      --i;
+      node& x = nodes_[n];
+      x.rank = Leaf::on_touch(x.rank, clock_ + i + 1, hint_for(i));
+      if (x.heap_pos != npos) heap_fix(n);
+    }
+    clock_ += length;
+  }
+  void touch(handle h, std::uint32_t length, const access_hint& hint = {}) noexcept {
+    touch(h, length, [&](std::uint32_t) -> const access_hint& { return hint; });
+  }
+
+  /// Requires: parent is root or a node the caller holds locked (so it cannot be evicted).
+  /// Effects: inserts keys as a chain below parent, in order; each new node gets one lock (the
+  /// caller's path lock extends to it), a stamp and Leaf::on_insert(stamp, hint_for(i)). When the
+  /// tree is full the evictable leaf of smallest rank is evicted first (on_evict(key, slot,
+  /// payload) is called for it); when no leaf is evictable, or a key is already resident elsewhere,
+  /// insertion stops. payload_for(i) gives the i-th new node's payload (ignored if Payload is
+  /// empty).  Complexity: O(keys · log n).  Throws: nothing.
+  template <class OnEvict, class HintFor, class PayloadFor>
+  insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
+                       HintFor&& hint_for, PayloadFor&& payload_for) noexcept {
+    handle at = parent;
+    std::uint32_t i = 0;
+    for (; i < keys.size(); ++i) {
+      if (table_.find(keys[i]) != npos) return {i, at, false};
+      if (free_count_ == 0 && !evict_one(on_evict)) return {i, at, false};
+      const std::uint32_t s = free_[--free_count_];
+      node& x = nodes_[s];
+      x.key = keys[i];
+      x.parent = at;
+      x.children = 0;
+      x.locks = 1;
+      x.heap_pos = npos;
+      x.rank = Leaf::on_insert(++clock_, hint_for(i));
+      if constexpr (!std::is_empty_v<Payload>) payloads_[s] = payload_for(i);
+      table_.insert(keys[i], s);
+      if (at != root) add_child(at);
+      at = s;
+    }
+    return {i, at, true};
+  }
+  template <class OnEvict>
+  insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
+                       const access_hint& hint = {}) noexcept {
+    return insert(
+        parent, keys, on_evict, [&](std::uint32_t) -> const access_hint& { return hint; },
+        [](std::uint32_t) { return Payload{}; });
+  }
+
+  /// Effects: evicts up to n evictable leaves in rank order (a parent left childless becomes a
+  /// candidate in the same call), calling on_evict(key, slot, payload) for each. Returns how many.
+  /// Complexity: O(n · log size).  Throws: nothing.
+  template <class OnEvict>
+  std::size_t evict(std::size_t n, OnEvict&& on_evict) noexcept {
+    std::size_t done = 0;
+    while (done < n && evict_one(on_evict)) ++done;
+    return done;
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return nodes_.size() - free_count_; }
+  [[nodiscard]] std::uint32_t capacity() const noexcept {
+    return static_cast<std::uint32_t>(nodes_.size());
+  }
+  [[nodiscard]] std::size_t evictable() const noexcept { return heap_size_; }
+  [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
+  /// Slot of a resident key, or root.
+  [[nodiscard]] handle find(block_key k) const noexcept { return table_.find(k); }
+  /// Requires: h resident.
+  [[nodiscard]] const node& at(handle h) const noexcept { return nodes_[h]; }
+  [[nodiscard]] const Payload& payload(handle h) const noexcept {
+    if constexpr (std::is_empty_v<Payload>) {
+      static constexpr Payload none{};
+      return none;
+    } else {
+      return payloads_[h];
+    }
+  }
+  /// Bytes allocated per block of capacity (nodes, hash table, heap, free stack, payloads).
+  [[nodiscard]] double bytes_per_block() const noexcept {
+    const double bytes = static_cast<double>(nodes_.size() * sizeof(node) + table_.memory_bytes() +
+                                             heap_.size() * sizeof(std::uint32_t) +
+                                             free_.size() * sizeof(std::uint32_t) +
+                                             payloads_.size() * sizeof(Payload));
+    return bytes / static_cast<double>(nodes_.size());
+  }
+
+  /// Visits every resident slot (tests, audits).
+  template <class F>
+  void for_each(F&& f) const {
+    std::vector<bool> is_free(nodes_.size(), false);
+    for (std::size_t i = 0; i < free_count_; ++i) is_free[free_[i]] = true;
+    for (std::uint32_t s = 0; s < nodes_.size(); ++s) {
+      if (!is_free[s]) f(s, nodes_[s]);
+    }
+  }
+
+  /// Full invariant check (O(n)); empty string when sound.
+  [[nodiscard]] std::string audit() const {
+    std::vector<std::uint32_t> kids(nodes_.size(), 0);
+    std::size_t resident = 0, evictable = 0;
+    std::string err;
+    for_each([&](std::uint32_t s, const node& x) {
+      ++resident;
+      if (table_.find(x.key) != s) err = "table does not map a node's key to it";
+      if (x.parent != root) {
+        if (table_.find(nodes_[x.parent].key) != x.parent) err = "parent not resident";
+        ++kids[x.parent];
+      }
+      const bool ev = x.children == 0 && x.locks == 0;
+      evictable += ev;
+      if (ev != (x.heap_pos != npos)) err = "heap membership != evictable";
+      if (x.heap_pos != npos && heap_[x.heap_pos] != s) err = "heap position wrong";
+    });
+    if (!err.empty()) return err;
+    for_each([&](std::uint32_t s, const node& x) {
+      if (kids[s] != x.children) err = "child count wrong";
+    });
+    if (!err.empty()) return err;
+    if (resident != table_.size()) return "table size != resident nodes";
+    if (evictable != heap_size_) return "heap size != evictable nodes";
+    for (std::size_t i = 1; i < heap_size_; ++i) {
+      if (before(heap_[i], heap_[(i - 1) / 2])) return "heap order broken";
+    }
+    return {};
+  }
+
+ private:
+  static constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
+  struct key_of {
+    const node* pool;
+    std::uint64_t operator()(std::uint32_t i) const noexcept { return pool[i].key; }
+  };
+
+  static std::size_t check(std::uint32_t capacity) {
+    if (capacity == 0 || capacity >= (1u << 31)) {
+      throw std::invalid_argument("prefix_tree: capacity must be in [1, 2^31) blocks");
+    }
+    return capacity;
+  }
+
+  template <class OnEvict>
+  bool evict_one(OnEvict& on_evict) noexcept {
+    if (heap_size_ == 0) return false;
+    const std::uint32_t s = heap_[0];
+    heap_erase(s);
+    node& x = nodes_[s];
+    table_.erase(x.key);
+    if (x.parent != root) {
+      node& p = nodes_[x.parent];
+      if (--p.children == 0 && p.locks == 0) heap_push(x.parent);
+    }
+    free_[free_count_++] = s;
+    ++evictions_;
+    if constexpr (std::is_empty_v<Payload>) {
+      on_evict(x.key, s, payload(s));
+    } else {
+      on_evict(x.key, s, payloads_[s]);
+    }
+    return true;
+  }
+
+  void add_child(std::uint32_t p) noexcept {
+    if (nodes_[p].children++ == 0 && nodes_[p].heap_pos != npos) heap_erase(p);
+  }
+
+  // ---- indexed binary min-heap on (rank, slot) ----
+  [[nodiscard]] bool before(std::uint32_t a, std::uint32_t b) const noexcept {
+    const node& x = nodes_[a];
+    const node& y = nodes_[b];
+    return x.rank != y.rank ? x.rank < y.rank : x.key < y.key;
+  }
+  void place(std::size_t pos, std::uint32_t s) noexcept {
+    heap_[pos] = s;
+    nodes_[s].heap_pos = static_cast<std::uint32_t>(pos);
+  }
+  void sift_up(std::size_t pos) noexcept {
+    const std::uint32_t s = heap_[pos];
+    while (pos > 0) {
+      const std::size_t up = (pos - 1) / 2;
+      if (!before(s, heap_[up])) break;
+      place(pos, heap_[up]);
+      pos = up;
+    }
+    place(pos, s);
+  }
+  void sift_down(std::size_t pos) noexcept {
+    const std::uint32_t s = heap_[pos];
+    for (;;) {
+      std::size_t c = 2 * pos + 1;
+      if (c >= heap_size_) break;
+      if (c + 1 < heap_size_ && before(heap_[c + 1], heap_[c])) ++c;
+      if (!before(heap_[c], s)) break;
+      place(pos, heap_[c]);
+      pos = c;
+    }
+    place(pos, s);
+  }
+  void heap_push(std::uint32_t s) noexcept {
+    place(heap_size_++, s);
+    sift_up(heap_size_ - 1);
+  }
+  void heap_erase(std::uint32_t s) noexcept {
+    const std::size_t pos = nodes_[s].heap_pos;
+    nodes_[s].heap_pos = npos;
+    const std::uint32_t last = heap_[--heap_size_];
+    if (pos == heap_size_) return;
+    place(pos, last);
+    heap_fix(last);
+  }
+  void heap_fix(std::uint32_t s) noexcept {
+    const std::size_t pos = nodes_[s].heap_pos;
+    if (pos > 0 && before(s, heap_[(pos - 1) / 2])) {
+      sift_up(pos);
+    } else {
+      sift_down(pos);
+    }
+  }
+
+  std::vector<node> nodes_;
+  detail::key_table<key_of> table_;
+  std::vector<std::uint32_t> heap_;
+  std::size_t heap_size_ = 0;
+  std::vector<std::uint32_t> free_;
+  std::size_t free_count_ = 0;
+  std::vector<Payload> payloads_;
+  std::uint64_t clock_ = 0;
+  std::uint64_t evictions_ = 0;
+};
+
+}  // namespace kvtk::prefix

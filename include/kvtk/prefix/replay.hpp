@@ -1,0 +1,197 @@
+// kvtk/prefix/replay.hpp — order-only replay of a request trace through a prefix-cache index.
+//
+// Semantics (pinned; tests and users depend on them). Requests in trace order. For a request with
+// cacheable blocks k_0..k_{n-1} (n = cacheable_blocks(L, block_tokens, partial), at most the
+// number of keys listed) and input length L:
+//  1. hit blocks h = the number of leading blocks resident *before* any update;
+//     hit tokens = min(h * block_tokens, L). Block refs += n, token refs += L.
+//  2. Then the index is updated in forward order:
+//     * flat_index<P> (any core policy over the keys): a resident block gets an access; a missing
+//       one is inserted, evicting the policy's victims while over capacity — possibly one of this
+//       request's own earlier blocks.
+//     * radix_index<Leaf> (prefix_tree): the matched path is locked and touched (one stamp per
+//       block, forward), the rest is inserted below it, each new block locked; a victim is the
+//       evictable (unlocked, childless) leaf of smallest rank; when no leaf is evictable the rest
+//       of the request is not inserted. All locks are released after the request.
+//     * hash_chain_index (vLLM): the request acquires its blocks (hits touched, misses take the
+//       free queue's front block) and releases them, deepest first, after the request.
+//  Offline policies (Belady) get next_use = the position of the key's next reference in the
+//  stream of cacheable block references (next_use_positions(trace, partial)).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "kvtk/cache/block_cache.hpp"
+#include "kvtk/offline.hpp"
+#include "kvtk/prefix/block_keys.hpp"
+#include "kvtk/prefix/hash_chain_pool.hpp"
+#include "kvtk/prefix/prefix_tree.hpp"
+
+namespace kvtk::prefix {
+
+/// A request trace held in memory: every request's block keys, concatenated.
+struct prefix_trace {
+  std::uint32_t block_tokens = 512;
+  std::vector<block_key> keys;
+  std::vector<std::uint64_t> offsets{0};  ///< request r owns keys[offsets[r], offsets[r+1])
+  std::vector<std::uint64_t> input_length;
+  std::vector<std::uint32_t> priority;  ///< per request; empty = access_hint's default
+
+  void add(std::span<const block_key> blocks, std::uint64_t input_tokens) {
+    keys.insert(keys.end(), blocks.begin(), blocks.end());
+    offsets.push_back(keys.size());
+    input_length.push_back(input_tokens);
+  }
+  [[nodiscard]] std::size_t requests() const noexcept { return input_length.size(); }
+  [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
+    return {keys.data() + offsets[r], keys.data() + offsets[r + 1]};
+  }
+  /// The request's cacheable blocks under `partial`.
+  [[nodiscard]] std::span<const block_key> cacheable(std::size_t r,
+                                                     partial_block p) const noexcept {
+    const auto all = blocks(r);
+    const std::uint64_t n = cacheable_blocks(input_length[r], block_tokens, p);
+    return all.first(std::min<std::uint64_t>(n, all.size()));
+  }
+};
+
+/// Counters of a prefix replay.
+struct prefix_counts {
+  std::uint64_t requests = 0, block_refs = 0, block_hits = 0, token_refs = 0, token_hits = 0;
+  std::uint64_t evictions = 0;
+  [[nodiscard]] double block_hit_ratio() const noexcept {
+    return block_refs ? static_cast<double>(block_hits) / static_cast<double>(block_refs) : 0.0;
+  }
+  [[nodiscard]] double token_hit_ratio() const noexcept {
+    return token_refs ? static_cast<double>(token_hits) / static_cast<double>(token_refs) : 0.0;
+  }
+};
+
+/// next_use for every cacheable block reference of the trace, in replay order.
+inline std::vector<std::uint64_t> next_use_positions(const prefix_trace& t, partial_block p) {
+  std::vector<block_key> stream;
+  stream.reserve(t.keys.size());
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    const auto b = t.cacheable(r, p);
+    stream.insert(stream.end(), b.begin(), b.end());
+  }
+  return kvtk::next_use_positions(stream);
+}
+
+/// Flat index: every block is an independent entry of a block_cache<P>.
+template <eviction_policy P>
+class flat_index {
+ public:
+  static constexpr bool offline = is_offline_policy<P>;
+  explicit flat_index(std::uint32_t capacity_blocks) : cache_(make_config(capacity_blocks)) {}
+  std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
+                        const access_hint& base) noexcept {
+    std::uint32_t h = 0;
+    while (h < blocks.size() && cache_.contains(blocks[h])) ++h;
+    access_hint hint = base;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if constexpr (is_offline_policy<P>) hint.next_use = next[i];
+      cache_.access(blocks[i], hint);
+    }
+    return h;
+  }
+  [[nodiscard]] std::uint64_t evictions() const noexcept { return cache_.stats().evictions; }
+  [[nodiscard]] const block_cache<P>& cache() const noexcept { return cache_; }
+
+ private:
+  static typename block_cache<P>::config make_config(std::uint32_t c) {
+    typename block_cache<P>::config cfg{};
+    cfg.capacity = c;
+    return cfg;
+  }
+  block_cache<P> cache_;
+};
+
+/// Radix index: a prefix_tree with leaf-only eviction ordered by Leaf.
+template <leaf_policy Leaf>
+class radix_index {
+ public:
+  static constexpr bool offline = requires { Leaf::offline; };
+  explicit radix_index(std::uint32_t capacity_blocks) : tree_(capacity_blocks) {}
+  std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
+                        const access_hint& base) noexcept {
+    const auto m = tree_.match(blocks);
+    access_hint hint = base;
+    auto hint_for = [&](std::size_t i) -> const access_hint& {
+      if constexpr (offline) hint.next_use = next[i];
+      return hint;
+    };
+    tree_.lock(m.node);
+    tree_.touch(m.node, m.length, hint_for);
+    const auto ins = tree_.insert(
+        m.node, blocks.subspan(m.length), [](block_key, std::uint32_t, const no_payload&) {},
+        [&](std::uint32_t i) -> const access_hint& { return hint_for(m.length + i); },
+        [](std::uint32_t) { return no_payload{}; });
+    tree_.unlock(ins.node);
+    return m.length;
+  }
+  [[nodiscard]] std::uint64_t evictions() const noexcept { return tree_.evictions(); }
+  [[nodiscard]] const prefix_tree<Leaf>& tree() const noexcept { return tree_; }
+
+ private:
+  prefix_tree<Leaf> tree_;
+};
+
+/// Hash-chain index: vLLM v1's block pool.
+class hash_chain_index {
+ public:
+  static constexpr bool offline = false;
+  explicit hash_chain_index(std::uint32_t capacity_blocks) : pool_(capacity_blocks) {}
+  std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t>,
+                        const access_hint&) {
+    const std::uint32_t h = pool_.match(blocks);
+    if (held_.size() < blocks.size()) held_.resize(blocks.size());  // grows to the longest request
+    const std::uint32_t n = pool_.acquire(blocks, held_, [](block_key, std::uint32_t) {});
+    pool_.release(std::span<const std::uint32_t>(held_.data(), n));
+    return h;
+  }
+  [[nodiscard]] std::uint64_t evictions() const noexcept { return pool_.evictions(); }
+
+ private:
+  hash_chain_pool pool_;
+  std::vector<std::uint32_t> held_;
+};
+
+/// Replays trace t through idx (see the semantics above). next_use is required (one entry per
+/// cacheable block reference) for offline policies and ignored otherwise.
+template <class Index>
+prefix_counts replay(const prefix_trace& t, Index& idx, partial_block p = partial_block::skip,
+                     std::span<const std::uint64_t> next_use = {}) {
+  if (Index::offline && next_use.empty()) {
+    throw std::invalid_argument("prefix replay: an offline policy needs next_use");
+  }
+  prefix_counts c;
+  std::uint64_t pos = 0;
+  access_hint base;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    const auto blocks = t.cacheable(r, p);
+    if (!t.priority.empty()) base.priority = t.priority[r];
+    std::span<const std::uint64_t> next;
+    if (!next_use.empty()) {
+      if (pos + blocks.size() > next_use.size()) {
+        throw std::invalid_argument("prefix replay: next_use shorter than the trace");
+      }
+      next = next_use.subspan(pos, blocks.size());
+    }
+    const std::uint64_t h = idx.process(blocks, next, base);
+    pos += blocks.size();
+    const std::uint64_t L = t.input_length[r];
+    ++c.requests;
+    c.block_refs += blocks.size();
+    c.block_hits += h;
+    c.token_refs += L;
+    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens, L);
+  }
+  c.evictions = idx.evictions();
+  return c;
+}
+
+}  // namespace kvtk::prefix

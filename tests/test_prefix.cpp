@@ -1,0 +1,394 @@
+// The prefix layer: chained keys, prefix_tree / hash_chain_pool against naive models, replay
+// semantics, exact and sampled miss-ratio curves, the offline optimum, and the Mooncake numbers.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <kvtk/kvtk.hpp>
+#include <list>
+#include <map>
+#include <random>
+#include <set>
+
+#include "formats/mooncake_flat.hpp"
+
+using namespace kvtk::prefix;
+using kvtk::access_hint;
+using kvtk::block_key;
+
+namespace {
+
+const prefix_trace& conversation() {
+  static const prefix_trace t = kvtk::sim::load_mooncake_requests(
+      KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl");
+  return t;
+}
+const prefix_trace& synthetic() {
+  static const prefix_trace t =
+      kvtk::sim::load_mooncake_requests(KVTK_TRACES_DIR "/mooncake_fast25_synthetic_trace.jsonl");
+  return t;
+}
+
+double round4(double x) { return std::round(x * 10000) / 10000; }
+
+template <class Index>
+prefix_counts run(const prefix_trace& t, std::uint32_t capacity, partial_block p,
+                  std::span<const std::uint64_t> next = {}) {
+  Index idx(capacity);
+  return replay(t, idx, p, next);
+}
+
+// A random trace of prefix-consistent requests: sessions that grow turn by turn, shared system
+// prompts, one-off requests. Keys are chained from content ids, as a real trace would be.
+prefix_trace random_trace(std::size_t requests, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  prefix_trace t;
+  t.block_tokens = 16;
+  std::vector<std::vector<std::uint64_t>> sessions(12);
+  std::vector<block_key> keys;
+  for (std::size_t r = 0; r < requests; ++r) {
+    std::vector<std::uint64_t>& s = sessions[rng() % sessions.size()];
+    if (s.empty() || rng() % 7 == 0) {
+      s.assign(1, rng() % 3);  // one of three system prompts
+    }
+    const std::size_t grow = rng() % 4;
+    for (std::size_t i = 0; i < grow; ++i) s.push_back(rng() % 50);
+    std::vector<std::uint64_t> content = s;
+    if (rng() % 5 == 0) content.resize(1 + rng() % content.size());  // a shorter re-ask
+    keys.resize(content.size());
+    chain_keys(content, keys);
+    const std::uint64_t L = keys.size() * 16 - rng() % 16;
+    t.add(keys, L);
+    t.priority.push_back(static_cast<std::uint32_t>(rng() % 3) * 40);
+  }
+  return t;
+}
+
+// Naive radix model: a map of resident keys; victims by scanning every resident node.
+template <class Leaf>
+struct naive_radix {
+  struct n {
+    block_key parent;  // 0 = root (keys are chained hashes, never 0 in these tests)
+    std::uint64_t rank;
+    int locks;
+  };
+  std::size_t capacity;
+  std::map<block_key, n> nodes;
+  std::uint64_t clock = 0, evictions = 0;
+  bool has_child(block_key k) const {
+    for (auto& [key, x] : nodes) {
+      if (x.parent == k) return true;
+    }
+    return false;
+  }
+  std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
+                        const access_hint& base) {
+    std::uint32_t h = 0;
+    block_key parent = 0;
+    while (h < blocks.size()) {
+      auto it = nodes.find(blocks[h]);
+      if (it == nodes.end() || it->second.parent != parent) break;
+      parent = blocks[h++];
+    }
+    std::vector<block_key> locked;
+    parent = 0;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      access_hint hint = base;
+      if (!next.empty()) hint.next_use = next[i];
+      if (i < h) {
+        n& x = nodes[blocks[i]];
+        x.rank = Leaf::on_touch(x.rank, ++clock, hint);
+        ++x.locks;
+      } else {
+        if (nodes.count(blocks[i])) break;
+        if (nodes.size() == capacity) {
+          const block_key* best = nullptr;
+          const n* bn = nullptr;
+          for (auto& [key, x] : nodes) {
+            if (x.locks > 0 || has_child(key)) continue;
+            if (!bn || x.rank < bn->rank || (x.rank == bn->rank && key < *best)) {
+              best = &key;
+              bn = &x;
+            }
+          }
+          if (!best) break;
+          nodes.erase(*best);
+          ++evictions;
+        }
+        nodes[blocks[i]] = n{parent, Leaf::on_insert(++clock, hint), 1};
+      }
+      locked.push_back(blocks[i]);
+      parent = blocks[i];
+    }
+    for (block_key k : locked) --nodes[k].locks;
+    return h;
+  }
+};
+
+// Naive vLLM pool model: blocks in a vector, free queue as a std::list of indices.
+struct naive_hash_chain {
+  struct blk {
+    block_key key = 0;
+    int refs = 0;
+    bool cached = false;
+  };
+  std::vector<blk> blocks;
+  std::list<std::size_t> free;
+  std::uint64_t evictions = 0;
+  explicit naive_hash_chain(std::size_t n) : blocks(n) {
+    for (std::size_t i = 0; i < n; ++i) free.push_back(i);
+  }
+  long find(block_key k) const {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].cached && blocks[i].key == k) return static_cast<long>(i);
+    }
+    return -1;
+  }
+  std::uint32_t process(std::span<const block_key> keys, std::span<const std::uint64_t>,
+                        const access_hint&) {
+    std::uint32_t h = 0;
+    while (h < keys.size() && find(keys[h]) >= 0) ++h;
+    std::vector<std::size_t> held;
+    for (block_key k : keys) {
+      long s = find(k);
+      if (s >= 0) {
+        if (blocks[s].refs++ == 0) free.remove(static_cast<std::size_t>(s));
+      } else {
+        if (free.empty()) break;
+        s = static_cast<long>(free.front());
+        free.pop_front();
+        if (blocks[s].cached) ++evictions;
+        blocks[s] = blk{k, 1, true};
+      }
+      held.push_back(static_cast<std::size_t>(s));
+    }
+    for (std::size_t i = held.size(); i-- > 0;) {
+      if (--blocks[held[i]].refs == 0) free.push_back(held[i]);
+    }
+    return h;
+  }
+};
+
+template <class Leaf>
+void compare_radix(std::uint32_t capacity, std::uint64_t seed) {
+  const prefix_trace t = random_trace(3000, seed);
+  const auto next = next_use_positions(t, partial_block::cache);
+  prefix_tree<Leaf> tree(capacity);
+  naive_radix<Leaf> model{capacity, {}};
+  radix_index<Leaf> idx(capacity);
+  std::uint64_t pos = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    const auto blocks = t.cacheable(r, partial_block::cache);
+    access_hint base;
+    base.priority = t.priority[r];
+    const auto nx = std::span<const std::uint64_t>(next).subspan(pos, blocks.size());
+    pos += blocks.size();
+    INFO(Leaf::name << " capacity " << capacity << " request " << r);
+    REQUIRE(idx.process(blocks, nx, base) == model.process(blocks, nx, base));
+    REQUIRE(idx.tree().size() == model.nodes.size());
+    for (auto& [k, x] : model.nodes) {
+      const auto s = idx.tree().find(k);
+      REQUIRE(s != prefix_tree<Leaf>::root);
+      REQUIRE(idx.tree().at(s).locks == 0);  // all locks released after the request
+    }
+    REQUIRE(idx.tree().audit().empty());
+  }
+  REQUIRE(idx.evictions() == model.evictions);
+  REQUIRE(model.evictions > 100);
+}
+
+}  // namespace
+
+TEST_CASE("chained keys: content ids under different prefixes get different keys", "[prefix]") {
+  const std::uint64_t a[] = {7, 1, 2}, b[] = {8, 1, 2};
+  block_key ka[3], kb[3];
+  chain_keys(a, ka);
+  chain_keys(b, kb);
+  REQUIRE(ka[1] != kb[1]);
+  REQUIRE(ka[2] != kb[2]);
+  block_key again[3];
+  chain_keys(a, again);
+  REQUIRE(std::equal(ka, ka + 3, again));
+  // A replaceable hash: identity-like chaining.
+  chain_keys(
+      a, ka, [](std::uint64_t p, std::uint64_t c) { return p + c; }, 0);
+  REQUIRE(ka[2] == 10);
+  REQUIRE(cacheable_blocks(1000, 512) == 1);
+  REQUIRE(cacheable_blocks(1000, 512, partial_block::cache) == 2);
+  REQUIRE(cacheable_blocks(1024, 512, partial_block::cache) == 2);
+}
+
+TEST_CASE("prefix_tree: every leaf policy equals the naive radix model", "[prefix]") {
+  for (std::uint32_t c : {8u, 40u}) {
+    compare_radix<leaf_lru>(c, 1 + c);
+    compare_radix<leaf_fifo>(c, 2 + c);
+    compare_radix<leaf_lfu>(c, 3 + c);
+    compare_radix<leaf_priority_lru>(c, 4 + c);
+    compare_radix<leaf_belady>(c, 5 + c);
+  }
+}
+
+TEST_CASE("hash_chain_pool equals the naive vLLM pool model", "[prefix]") {
+  for (std::uint32_t c : {8u, 40u}) {
+    const prefix_trace t = random_trace(3000, 100 + c);
+    hash_chain_index idx(c);
+    naive_hash_chain model(c);
+    for (std::size_t r = 0; r < t.requests(); ++r) {
+      const auto b = t.cacheable(r, partial_block::cache);
+      INFO("request " << r);
+      REQUIRE(idx.process(b, {}, {}) == model.process(b, {}, {}));
+    }
+    REQUIRE(idx.evictions() == model.evictions);
+    REQUIRE(model.evictions > 100);
+  }
+}
+
+TEST_CASE("prefix_tree: locks, leaf-only eviction, bad input", "[prefix]") {
+  REQUIRE_THROWS_AS(prefix_tree<leaf_lru>(0), std::invalid_argument);
+  prefix_tree<leaf_lru> tree(3);
+  std::vector<block_key> evicted;
+  auto on_evict = [&](block_key k, std::uint32_t, const no_payload&) { evicted.push_back(k); };
+  const block_key path[] = {10, 11, 12};
+  auto ins = tree.insert(prefix_tree<leaf_lru>::root, path, on_evict);
+  REQUIRE(ins.inserted == 3);
+  REQUIRE(ins.complete);
+  REQUIRE(tree.evictable() == 0);  // all locked by the insert
+  // Full and everything locked: nothing can be inserted.
+  const block_key other[] = {20};
+  auto no = tree.insert(prefix_tree<leaf_lru>::root, other, on_evict);
+  REQUIRE(no.inserted == 0);
+  REQUIRE_FALSE(no.complete);
+  REQUIRE(tree.unlock(ins.node));
+  REQUIRE_FALSE(tree.unlock(ins.node));    // not locked any more: refused
+  REQUIRE(tree.evictable() == 1);          // only the leaf 12
+  REQUIRE(tree.evict(10, on_evict) == 3);  // 12, then 11, then 10 as each becomes a leaf
+  REQUIRE(evicted == std::vector<block_key>{12, 11, 10});
+  REQUIRE(tree.audit().empty());
+  // A key already resident under another parent ends a match and an insert.
+  const block_key a[] = {1, 2};
+  tree.unlock(tree.insert(prefix_tree<leaf_lru>::root, a, on_evict).node);
+  const block_key b[] = {3, 2};
+  REQUIRE(tree.match(b).length == 0);
+  auto c = tree.insert(prefix_tree<leaf_lru>::root, b, on_evict);
+  REQUIRE(c.inserted == 1);
+  REQUIRE_FALSE(c.complete);
+  tree.unlock(c.node);
+  REQUIRE(tree.audit().empty());
+  REQUIRE(tree.bytes_per_block() <= 64.0);
+}
+
+TEST_CASE("prefix_tree stores payloads and hands them to the eviction callback", "[prefix]") {
+  prefix_tree<leaf_lru, int> tree(2);
+  std::vector<int> freed;
+  auto on_evict = [&](block_key, std::uint32_t, const int& gpu_block) {
+    freed.push_back(gpu_block);
+  };
+  const block_key p[] = {5, 6};
+  auto r = tree.insert(
+      prefix_tree<leaf_lru, int>::root, p, on_evict, [](std::uint32_t) { return access_hint{}; },
+      [](std::uint32_t i) { return 100 + static_cast<int>(i); });
+  REQUIRE(tree.payload(tree.find(6)) == 101);
+  tree.unlock(r.node);
+  tree.evict(2, on_evict);
+  REQUIRE(freed == std::vector<int>{101, 100});
+}
+
+TEST_CASE("Mooncake conversation: flat LRU reproduces the published prefix hit ratios",
+          "[prefix][golden]") {
+  const prefix_trace& t = conversation();
+  REQUIRE(t.requests() == 12031);
+  REQUIRE(t.keys.size() == 288500);
+  struct row {
+    std::uint32_t capacity;
+    double block, token;
+  };
+  const row rows[] = {{1000, 0.0445, 0.0454},
+                      {10000, 0.2112, 0.2153},
+                      {30000, 0.3257, 0.3321},
+                      {100000, 0.3637, 0.3708},
+                      {182790, 0.3664, 0.3736}};  // every distinct block fits: the ideal
+  for (const row& w : rows) {
+    const auto c = run<flat_index<kvtk::lru>>(t, w.capacity, partial_block::cache);
+    INFO("capacity " << w.capacity);
+    REQUIRE(c.block_refs == 288500);
+    REQUIRE(round4(c.block_hit_ratio()) == Approx(w.block).margin(1e-9));
+    REQUIRE(round4(c.token_hit_ratio()) == Approx(w.token).margin(1e-9));
+  }
+  // Radix LRU is slightly higher at 10000 blocks.
+  const auto radix = run<radix_index<leaf_lru>>(t, 10000, partial_block::cache);
+  REQUIRE(round4(radix.block_hit_ratio()) == Approx(0.2116).margin(1e-9));
+  REQUIRE(round4(radix.token_hit_ratio()) == Approx(0.2157).margin(1e-9));
+}
+
+TEST_CASE("Mooncake conversation: full blocks only (the default) ", "[prefix][golden]") {
+  // Values from an independent brute-force Python replay of the same semantics.
+  const prefix_trace& t = conversation();
+  const std::pair<std::uint32_t, double> rows[] = {
+      {1000, 0.0468}, {10000, 0.2242}, {30000, 0.3447}, {100000, 0.3795}};
+  for (auto [cap, ratio] : rows) {
+    const auto c = run<flat_index<kvtk::lru>>(t, cap, partial_block::skip);
+    REQUIRE(c.block_refs == 276491);
+    REQUIRE(round4(c.block_hit_ratio()) == Approx(ratio).margin(1e-9));
+  }
+}
+
+TEST_CASE("exact prefix-LRU MRC equals brute-force replays at 24 capacities", "[prefix][mrc]") {
+  for (const prefix_trace* t : {&conversation(), &synthetic()}) {
+    for (partial_block p : {partial_block::cache, partial_block::skip}) {
+      const prefix_mrc mrc = exact_prefix_lru_mrc(*t, p);
+      for (std::uint32_t cap :
+           {1u,     2u,     3u,     10u,     50u,     100u,    500u,    1000u,
+            2000u,  3000u,  5000u,  7500u,   10000u,  15000u,  20000u,  30000u,
+            40000u, 50000u, 70000u, 100000u, 130000u, 160000u, 182790u, 250000u}) {
+        const auto c = run<flat_index<kvtk::lru>>(*t, cap, p);
+        INFO("capacity " << cap);
+        REQUIRE(mrc.block_hits(cap) == c.block_hits);
+        REQUIRE(mrc.token_hits(cap) == c.token_hits);
+        REQUIRE(mrc.block_refs == c.block_refs);
+      }
+    }
+  }
+}
+
+TEST_CASE("sampled MRC stays close to the exact curve", "[prefix][mrc]") {
+  // Errors measured at 10 % sampling (docs/prefix.md): worst 0.066 / mean 0.044 (conversation),
+  // worst 0.040 / mean 0.028 (synthetic), capacities 1000..100000.
+  for (const prefix_trace* t : {&conversation(), &synthetic()}) {
+    const prefix_mrc exact = exact_prefix_lru_mrc(*t, partial_block::cache);
+    const auto sampled = sampled_prefix_lru_mrc(*t, 0.1, partial_block::cache);
+    REQUIRE(sampled.sampled_requests > t->requests() / 20);
+    REQUIRE(sampled.sampled_requests < t->requests() / 5);
+    double worst = 0, sum = 0;
+    for (std::uint32_t cap = 1000; cap <= 100000; cap += 1000) {
+      const double e = std::abs(sampled.block_hit_ratio(cap) - exact.block_hit_ratio(cap));
+      worst = std::max(worst, e);
+      sum += e;
+    }
+    INFO("worst " << worst << " mean " << sum / 100 << " depth " << sampled.depth);
+    REQUIRE(worst < 0.07);
+    REQUIRE(sum / 100 < 0.05);
+  }
+  // The conversation trace starts every request with block 0: auto depth must skip it.
+  REQUIRE(sampled_prefix_lru_mrc(conversation(), 0.1, partial_block::cache).depth == 1);
+  REQUIRE(sampled_prefix_lru_mrc(synthetic(), 0.1, partial_block::cache).depth == 0);
+  REQUIRE_THROWS_AS(sampled_prefix_lru_mrc(synthetic(), 0.0), std::invalid_argument);
+}
+
+TEST_CASE("offline optimum: Belady bounds every policy; flat Belady hits the ideal at 10000",
+          "[prefix][golden]") {
+  const prefix_trace& t = conversation();
+  const auto p = partial_block::cache;
+  const auto next = next_use_positions(t, p);
+  const auto ideal = run<flat_index<kvtk::lru>>(t, 182790, p);
+  const auto flat_opt = run<flat_index<kvtk::belady>>(t, 10000, p, next);
+  REQUIRE(flat_opt.block_hits == ideal.block_hits);
+  for (std::uint32_t cap : {1000u, 10000u}) {
+    const auto opt = run<radix_index<leaf_belady>>(t, cap, p, next);
+    INFO("capacity " << cap);
+    REQUIRE(opt.block_hits >= run<radix_index<leaf_lru>>(t, cap, p).block_hits);
+    REQUIRE(opt.block_hits >= run<radix_index<leaf_fifo>>(t, cap, p).block_hits);
+    REQUIRE(opt.block_hits >= run<radix_index<leaf_lfu>>(t, cap, p).block_hits);
+    REQUIRE(opt.block_hits >= run<flat_index<kvtk::lru>>(t, cap, p).block_hits);
+    REQUIRE(opt.block_hits >= run<hash_chain_index>(t, cap, p).block_hits);
+  }
+  flat_index<kvtk::belady> missing_future(10);
+  REQUIRE_THROWS_AS(replay(t, missing_future, p), std::invalid_argument);
+}
