@@ -9,10 +9,13 @@
 //   else of the tree shape is needed.
 // * Nodes live in one preallocated array of `capacity` 32-byte nodes:
 //     key (8) | rank (8) | parent slot (4) | children (4) | locks (4) | heap position (4)
-//   plus 16 bytes of hash table and 4 of heap per node: 52 bytes per resident block, plus the
-//   caller's Payload in a parallel array (nothing when Payload is empty).
-// * Evictable = no children and no locks. Evictable nodes sit in an indexed binary min-heap on
-//   (rank, key); the leaf policy (leaf_policies.hpp) computes ranks. A node enters the heap when it
+//   plus 16 bytes of hash table and 16 of heap per node: 64 bytes per block of capacity, plus the
+//   caller's Payload in a parallel array (nothing when Payload is empty). Free nodes are chained
+//   through their `parent` field, so the free list costs nothing extra.
+// * Evictable = no children and no locks. Evictable nodes sit in an indexed 4-ary min-heap of
+//   {rank, slot} entries ordered by (rank, key); the leaf policy (leaf_policies.hpp) computes
+//   ranks. Ranks are copied into the heap entries so that a sift compares neighbouring memory
+//   instead of chasing nodes. A node enters the heap when it
 //   becomes evictable (last child evicted, last lock released) and leaves it when it stops being
 //   evictable; a rank change of a heap member is a sift. Every operation is O(log n) or O(path),
 //   none allocates, none scans.
@@ -25,6 +28,7 @@
 // exact; a node is in the heap iff it is evictable; heap order holds; size <= capacity.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -73,11 +77,9 @@ class prefix_tree {
   explicit prefix_tree(std::uint32_t capacity)
       : nodes_(check(capacity)),
         table_(capacity, key_of{nodes_.data()}, 2),
-        heap_(capacity),
-        free_(capacity) {
+        heap_(capacity) {
     if constexpr (!std::is_empty_v<Payload>) payloads_.resize(capacity);
-    for (std::uint32_t i = 0; i < capacity; ++i) free_[i] = capacity - 1 - i;
-    free_count_ = capacity;
+    for (std::uint32_t i = 0; i < capacity; ++i) release_slot(capacity - 1 - i);
   }
   prefix_tree(const prefix_tree&) = delete;
   prefix_tree& operator=(const prefix_tree&) = delete;
@@ -104,6 +106,21 @@ class prefix_tree {
       if (nodes_[n].locks++ == 0 && nodes_[n].heap_pos != npos) heap_erase(n);
     }
   }
+  /// lock(h) and touch(h, length, hint_for) in one walk up the path (what a request does first).
+  template <class HintFor>
+  void lock_and_touch(handle h, std::uint32_t length, HintFor&& hint_for) noexcept {
+    std::uint32_t i = length;
+    for (handle n = h; n != root; n = nodes_[n].parent) {
+      node& x = nodes_[n];
+      if (x.locks++ == 0 && x.heap_pos != npos) heap_erase(n);
+      if (i > 0) {
+        --i;
+        x.rank = Leaf::on_touch(x.rank, clock_ + i + 1, hint_for(i));
+      }
+    }
+    clock_ += length;
+  }
+
   /// Effects: one lock fewer on h and each ancestor; nodes that become evictable join the heap.
   /// Returns false, stopping there, at the first node on the path that is not locked.
   /// Complexity: O(depth · log n).  Throws: nothing.
@@ -127,7 +144,10 @@ class prefix_tree {
       --i;
       node& x = nodes_[n];
       x.rank = Leaf::on_touch(x.rank, clock_ + i + 1, hint_for(i));
-      if (x.heap_pos != npos) heap_fix(n);
+      if (x.heap_pos != npos) {
+        heap_[x.heap_pos].rank = x.rank;
+        heap_fix(n);
+      }
     }
     clock_ += length;
   }
@@ -149,9 +169,11 @@ class prefix_tree {
     std::uint32_t i = 0;
     for (; i < keys.size(); ++i) {
       if (table_.find(keys[i]) != npos) return {i, at, false};
-      if (free_count_ == 0 && !evict_one(on_evict)) return {i, at, false};
-      const std::uint32_t s = free_[--free_count_];
+      if (free_head_ == npos && !evict_one(on_evict)) return {i, at, false};
+      const std::uint32_t s = free_head_;
       node& x = nodes_[s];
+      free_head_ = x.parent;
+      --free_count_;
       x.key = keys[i];
       x.parent = at;
       x.children = 0;
@@ -203,10 +225,9 @@ class prefix_tree {
   }
   /// Bytes allocated per block of capacity (nodes, hash table, heap, free stack, payloads).
   [[nodiscard]] double bytes_per_block() const noexcept {
-    const double bytes = static_cast<double>(nodes_.size() * sizeof(node) + table_.memory_bytes() +
-                                             heap_.size() * sizeof(std::uint32_t) +
-                                             free_.size() * sizeof(std::uint32_t) +
-                                             payloads_.size() * sizeof(Payload));
+    const double bytes = static_cast<double>(
+        nodes_.size() * sizeof(node) + table_.memory_bytes() + heap_.size() * sizeof(heap_entry) +
+        payloads_.size() * sizeof(Payload));
     return bytes / static_cast<double>(nodes_.size());
   }
 
@@ -214,7 +235,7 @@ class prefix_tree {
   template <class F>
   void for_each(F&& f) const {
     std::vector<bool> is_free(nodes_.size(), false);
-    for (std::size_t i = 0; i < free_count_; ++i) is_free[free_[i]] = true;
+    for (std::uint32_t f = free_head_; f != npos; f = nodes_[f].parent) is_free[f] = true;
     for (std::uint32_t s = 0; s < nodes_.size(); ++s) {
       if (!is_free[s]) f(s, nodes_[s]);
     }
@@ -235,7 +256,10 @@ class prefix_tree {
       const bool ev = x.children == 0 && x.locks == 0;
       evictable += ev;
       if (ev != (x.heap_pos != npos)) err = "heap membership != evictable";
-      if (x.heap_pos != npos && heap_[x.heap_pos] != s) err = "heap position wrong";
+      if (x.heap_pos != npos &&
+          (heap_[x.heap_pos].slot != s || heap_[x.heap_pos].rank != x.rank)) {
+        err = "heap entry wrong";
+      }
     });
     if (!err.empty()) return err;
     for_each([&](std::uint32_t s, const node& x) {
@@ -245,8 +269,9 @@ class prefix_tree {
     if (resident != table_.size()) return "table size != resident nodes";
     if (evictable != heap_size_) return "heap size != evictable nodes";
     for (std::size_t i = 1; i < heap_size_; ++i) {
-      if (before(heap_[i], heap_[(i - 1) / 2])) return "heap order broken";
+      if (before(heap_[i], heap_[(i - 1) / arity])) return "heap order broken";
     }
+    if (free_count_ + resident != nodes_.size()) return "free list length wrong";
     return {};
   }
 
@@ -267,7 +292,7 @@ class prefix_tree {
   template <class OnEvict>
   bool evict_one(OnEvict& on_evict) noexcept {
     if (heap_size_ == 0) return false;
-    const std::uint32_t s = heap_[0];
+    const std::uint32_t s = heap_[0].slot;
     heap_erase(s);
     node& x = nodes_[s];
     table_.erase(x.key);
@@ -275,7 +300,7 @@ class prefix_tree {
       node& p = nodes_[x.parent];
       if (--p.children == 0 && p.locks == 0) heap_push(x.parent);
     }
-    free_[free_count_++] = s;
+    release_slot(s);
     ++evictions_;
     if constexpr (std::is_empty_v<Payload>) {
       on_evict(x.key, s, payload(s));
@@ -290,52 +315,66 @@ class prefix_tree {
   }
 
   // ---- indexed binary min-heap on (rank, slot) ----
-  [[nodiscard]] bool before(std::uint32_t a, std::uint32_t b) const noexcept {
-    const node& x = nodes_[a];
-    const node& y = nodes_[b];
-    return x.rank != y.rank ? x.rank < y.rank : x.key < y.key;
+  void release_slot(std::uint32_t s) noexcept {
+    nodes_[s].parent = free_head_;
+    free_head_ = s;
+    ++free_count_;
   }
-  void place(std::size_t pos, std::uint32_t s) noexcept {
-    heap_[pos] = s;
-    nodes_[s].heap_pos = static_cast<std::uint32_t>(pos);
+
+  // 4-ary: half the levels of a binary heap, and a node's four children share a cache line.
+  static constexpr std::size_t arity = 4;
+  struct heap_entry {
+    std::uint64_t rank;
+    std::uint32_t slot;
+  };
+  [[nodiscard]] bool before(const heap_entry& a, const heap_entry& b) const noexcept {
+    return a.rank != b.rank ? a.rank < b.rank : nodes_[a.slot].key < nodes_[b.slot].key;
+  }
+  void place(std::size_t pos, const heap_entry& e) noexcept {
+    heap_[pos] = e;
+    nodes_[e.slot].heap_pos = static_cast<std::uint32_t>(pos);
   }
   void sift_up(std::size_t pos) noexcept {
-    const std::uint32_t s = heap_[pos];
+    const heap_entry e = heap_[pos];
     while (pos > 0) {
-      const std::size_t up = (pos - 1) / 2;
-      if (!before(s, heap_[up])) break;
+      const std::size_t up = (pos - 1) / arity;
+      if (!before(e, heap_[up])) break;
       place(pos, heap_[up]);
       pos = up;
     }
-    place(pos, s);
+    place(pos, e);
   }
   void sift_down(std::size_t pos) noexcept {
-    const std::uint32_t s = heap_[pos];
+    const heap_entry e = heap_[pos];
     for (;;) {
-      std::size_t c = 2 * pos + 1;
-      if (c >= heap_size_) break;
-      if (c + 1 < heap_size_ && before(heap_[c + 1], heap_[c])) ++c;
-      if (!before(heap_[c], s)) break;
+      const std::size_t first = arity * pos + 1;
+      if (first >= heap_size_) break;
+      std::size_t c = first;
+      const std::size_t end = std::min(first + arity, heap_size_);
+      for (std::size_t k = first + 1; k < end; ++k) {
+        if (before(heap_[k], heap_[c])) c = k;
+      }
+      if (!before(heap_[c], e)) break;
       place(pos, heap_[c]);
       pos = c;
     }
-    place(pos, s);
+    place(pos, e);
   }
   void heap_push(std::uint32_t s) noexcept {
-    place(heap_size_++, s);
+    place(heap_size_++, heap_entry{nodes_[s].rank, s});
     sift_up(heap_size_ - 1);
   }
   void heap_erase(std::uint32_t s) noexcept {
     const std::size_t pos = nodes_[s].heap_pos;
     nodes_[s].heap_pos = npos;
-    const std::uint32_t last = heap_[--heap_size_];
+    const heap_entry last = heap_[--heap_size_];
     if (pos == heap_size_) return;
     place(pos, last);
-    heap_fix(last);
+    heap_fix(last.slot);
   }
   void heap_fix(std::uint32_t s) noexcept {
     const std::size_t pos = nodes_[s].heap_pos;
-    if (pos > 0 && before(s, heap_[(pos - 1) / 2])) {
+    if (pos > 0 && before(heap_[pos], heap_[(pos - 1) / arity])) {
       sift_up(pos);
     } else {
       sift_down(pos);
@@ -344,9 +383,9 @@ class prefix_tree {
 
   std::vector<node> nodes_;
   detail::key_table<key_of> table_;
-  std::vector<std::uint32_t> heap_;
+  std::vector<heap_entry> heap_;
   std::size_t heap_size_ = 0;
-  std::vector<std::uint32_t> free_;
+  std::uint32_t free_head_ = npos;  // free nodes chained through `parent`
   std::size_t free_count_ = 0;
   std::vector<Payload> payloads_;
   std::uint64_t clock_ = 0;

@@ -124,8 +124,7 @@ class radix_index {
       if constexpr (offline) hint.next_use = next[i];
       return hint;
     };
-    tree_.lock(m.node);
-    tree_.touch(m.node, m.length, hint_for);
+    tree_.lock_and_touch(m.node, m.length, hint_for);
     const auto ins = tree_.insert(
         m.node, blocks.subspan(m.length), [](block_key, std::uint32_t, const no_payload&) {},
         [&](std::uint32_t i) -> const access_hint& { return hint_for(m.length + i); },
