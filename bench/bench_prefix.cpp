@@ -98,13 +98,41 @@ void bm_tree_insert_evict(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(bm_replay<flat_index<kvtk::lru>>)->Name("prefix_replay40/flat-lru")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_lru>>)->Name("prefix_replay40/radix-lru")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_fifo>>)->Name("prefix_replay40/radix-fifo")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_lfu>>)->Name("prefix_replay40/radix-lfu")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_priority_lru>>)->Name("prefix_replay40/radix-priority-lru")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_belady>>)->Name("prefix_replay40/radix-belady")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<hash_chain_index>)->Name("prefix_replay40/hashchain")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(bm_replay<flat_index<kvtk::lru>>)
+    ->Name("prefix_replay40/flat-lru")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_lru>>)
+    ->Name("prefix_replay40/radix-lru")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_fifo>>)
+    ->Name("prefix_replay40/radix-fifo")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_lfu>>)
+    ->Name("prefix_replay40/radix-lfu")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_priority_lru>>)
+    ->Name("prefix_replay40/radix-priority-lru")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_belady>>)
+    ->Name("prefix_replay40/radix-belady")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<hash_chain_index>)
+    ->Name("prefix_replay40/hashchain")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(bm_mrc)->Name("prefix_mrc40/exact-lru")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(bm_tree_match)->Name("prefix_tree/match");
 BENCHMARK(bm_tree_insert_evict)->Name("prefix_tree/insert_evict");

@@ -75,9 +75,7 @@ class prefix_tree {
 
   /// Requires: 0 < capacity < 2^31 (blocks).  Throws: std::invalid_argument, std::bad_alloc.
   explicit prefix_tree(std::uint32_t capacity)
-      : nodes_(check(capacity)),
-        table_(capacity, key_of{nodes_.data()}, 2),
-        heap_(capacity) {
+      : nodes_(check(capacity)), table_(capacity, key_of{nodes_.data()}, 2), heap_(capacity) {
     if constexpr (!std::is_empty_v<Payload>) payloads_.resize(capacity);
     for (std::uint32_t i = 0; i < capacity; ++i) release_slot(capacity - 1 - i);
   }
@@ -225,9 +223,9 @@ class prefix_tree {
   }
   /// Bytes allocated per block of capacity (nodes, hash table, heap, free stack, payloads).
   [[nodiscard]] double bytes_per_block() const noexcept {
-    const double bytes = static_cast<double>(
-        nodes_.size() * sizeof(node) + table_.memory_bytes() + heap_.size() * sizeof(heap_entry) +
-        payloads_.size() * sizeof(Payload));
+    const double bytes =
+        static_cast<double>(nodes_.size() * sizeof(node) + table_.memory_bytes() +
+                            heap_.size() * sizeof(heap_entry) + payloads_.size() * sizeof(Payload));
     return bytes / static_cast<double>(nodes_.size());
   }
 
@@ -256,8 +254,7 @@ class prefix_tree {
       const bool ev = x.children == 0 && x.locks == 0;
       evictable += ev;
       if (ev != (x.heap_pos != npos)) err = "heap membership != evictable";
-      if (x.heap_pos != npos &&
-          (heap_[x.heap_pos].slot != s || heap_[x.heap_pos].rank != x.rank)) {
+      if (x.heap_pos != npos && (heap_[x.heap_pos].slot != s || heap_[x.heap_pos].rank != x.rank)) {
         err = "heap entry wrong";
       }
     });
