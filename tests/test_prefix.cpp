@@ -73,6 +73,32 @@ struct naive_radix {
   std::size_t capacity;
   std::map<block_key, n> nodes;
   std::uint64_t clock = 0, evictions = 0;
+  // SLRU, written out: protected = rank's top bit; the protected node with the smallest stamp is
+  // demoted (to probation, with the current stamp) when protected exceeds 80 % of capacity.
+  std::uint64_t inserted(std::uint64_t stamp, const access_hint& h) {
+    if constexpr (stateless_leaf_policy<Leaf>) {
+      return Leaf::on_insert(stamp, h);
+    } else {
+      return stamp;
+    }
+  }
+  std::uint64_t touched(std::uint64_t rank, std::uint64_t stamp, const access_hint& h) {
+    if constexpr (stateless_leaf_policy<Leaf>) {
+      return Leaf::on_touch(rank, stamp, h);
+    } else {
+      constexpr std::uint64_t bit = std::uint64_t{1} << 63;
+      if (rank & bit) return bit | stamp;
+      std::size_t count = 1;  // the node being promoted
+      n* lru = nullptr;
+      for (auto& [key, x] : nodes) {
+        if (!(x.rank & bit)) continue;
+        ++count;
+        if (!lru || x.rank < lru->rank) lru = &x;
+      }
+      if (count > std::max<std::size_t>(capacity * 80 / 100, 1)) lru->rank = stamp;
+      return bit | stamp;
+    }
+  }
   bool has_child(block_key k) const {
     for (auto& [key, x] : nodes) {
       if (x.parent == k) return true;
@@ -95,7 +121,7 @@ struct naive_radix {
       if (!next.empty()) hint.next_use = next[i];
       if (i < h) {
         n& x = nodes[blocks[i]];
-        x.rank = Leaf::on_touch(x.rank, ++clock, hint);
+        x.rank = touched(x.rank, ++clock, hint);
         ++x.locks;
       } else {
         if (nodes.count(blocks[i])) break;
@@ -113,7 +139,7 @@ struct naive_radix {
           nodes.erase(*best);
           ++evictions;
         }
-        nodes[blocks[i]] = n{parent, Leaf::on_insert(++clock, hint), 1};
+        nodes[blocks[i]] = n{parent, inserted(++clock, hint), 1};
       }
       locked.push_back(blocks[i]);
       parent = blocks[i];
@@ -223,6 +249,7 @@ TEST_CASE("prefix_tree: every leaf policy equals the naive radix model", "[prefi
     compare_radix<leaf_lfu>(c, 3 + c);
     compare_radix<leaf_priority_lru>(c, 4 + c);
     compare_radix<leaf_belady>(c, 5 + c);
+    compare_radix<leaf_slru>(c, 6 + c);
   }
 }
 
@@ -386,6 +413,7 @@ TEST_CASE("offline optimum: Belady bounds every policy; flat Belady hits the ide
     REQUIRE(opt.block_hits >= run<radix_index<leaf_lru>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<radix_index<leaf_fifo>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<radix_index<leaf_lfu>>(t, cap, p).block_hits);
+    REQUIRE(opt.block_hits >= run<radix_index<leaf_slru>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<flat_index<kvtk::lru>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<hash_chain_index>(t, cap, p).block_hits);
   }

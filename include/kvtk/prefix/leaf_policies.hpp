@@ -15,19 +15,37 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "kvtk/concepts.hpp"
 
 namespace kvtk::prefix {
 
+/// A leaf order given by two pure functions of a node's own state.
 template <class L>
-concept leaf_policy = requires(std::uint64_t r, std::uint64_t s, const access_hint& h) {
+concept stateless_leaf_policy = requires(std::uint64_t r, std::uint64_t s, const access_hint& h) {
   { L::name } -> std::convertible_to<std::string_view>;
   { L::on_insert(s, h) }
   noexcept->std::same_as<std::uint64_t>;
   { L::on_touch(r, s, h) }
   noexcept->std::same_as<std::uint64_t>;
 };
+
+/// A leaf order that keeps state across nodes (segments). L::state is built from the tree's
+/// capacity and gets, with the node's slot and the tree (for tree.rerank(slot, rank) of *other*
+/// nodes):
+///   on_insert(slot, stamp, hint, tree) -> rank
+///   on_touch(slot, rank, stamp, hint, tree) -> rank     (called in forward path order)
+///   on_evict(slot, rank)
+template <class L>
+concept stateful_leaf_policy = requires {
+  { L::name } -> std::convertible_to<std::string_view>;
+  typename L::state;
+}
+&&std::constructible_from<typename L::state, std::uint32_t>;
+
+template <class L>
+concept leaf_policy = stateless_leaf_policy<L> || stateful_leaf_policy<L>;
 
 /// Least recently used leaf first.
 struct leaf_lru {
@@ -90,7 +108,83 @@ struct leaf_belady {
   }
 };
 
+/// Segmented LRU restricted to leaves. A node starts in the probationary segment; an access while
+/// in probation moves it to the protected segment (at most protected_percent of capacity, at least
+/// one node); when protected overflows, its least recently used node — leaf or not — is demoted to
+/// the most recent end of probation. Victims: the least recently used evictable leaf of probation,
+/// then of protected. Rank = protected << 63 | stamp; a demoted node takes the stamp of the access
+/// that demoted it. The protected segment's LRU order over all nodes is an index-linked list in the
+/// state (8 bytes per block of capacity).
+struct leaf_slru {
+  static constexpr std::string_view name = "slru";
+  static constexpr std::uint32_t protected_percent = 80;
+  static constexpr std::uint64_t protected_bit = std::uint64_t{1} << 63;
+
+  class state {
+   public:
+    explicit state(std::uint32_t capacity)
+        : prev_(capacity),
+          next_(capacity),
+          cap_(std::max<std::uint64_t>(std::uint64_t{capacity} * protected_percent / 100, 1)) {}
+
+    template <class Tree>
+    std::uint64_t on_insert(std::uint32_t, std::uint64_t stamp, const access_hint&,
+                            Tree&) noexcept {
+      return stamp & ~protected_bit;
+    }
+    template <class Tree>
+    std::uint64_t on_touch(std::uint32_t s, std::uint64_t rank, std::uint64_t stamp,
+                           const access_hint&, Tree& tree) noexcept {
+      if (rank & protected_bit) {
+        unlink(s);
+        push_back(s);
+        return protected_bit | stamp;
+      }
+      push_back(s);
+      if (++count_ > cap_) {  // count_ >= 2 here, so the LRU node is not s
+        const std::uint32_t d = head_;
+        unlink(d);
+        --count_;
+        tree.rerank(d, stamp & ~protected_bit);
+      }
+      return protected_bit | stamp;
+    }
+    void on_evict(std::uint32_t s, std::uint64_t rank) noexcept {
+      if (rank & protected_bit) {
+        unlink(s);
+        --count_;
+      }
+    }
+    [[nodiscard]] std::uint64_t protected_count() const noexcept { return count_; }
+
+   private:
+    static constexpr std::uint32_t none = ~std::uint32_t{0};
+    void push_back(std::uint32_t s) noexcept {
+      prev_[s] = tail_;
+      next_[s] = none;
+      if (tail_ != none)
+        next_[tail_] = s;
+      else
+        head_ = s;
+      tail_ = s;
+    }
+    void unlink(std::uint32_t s) noexcept {
+      if (prev_[s] != none)
+        next_[prev_[s]] = next_[s];
+      else
+        head_ = next_[s];
+      if (next_[s] != none)
+        prev_[next_[s]] = prev_[s];
+      else
+        tail_ = prev_[s];
+    }
+    std::vector<std::uint32_t> prev_, next_;
+    std::uint32_t head_ = none, tail_ = none;  // head = least recently used
+    std::uint64_t count_ = 0, cap_;
+  };
+};
+
 static_assert(leaf_policy<leaf_lru> && leaf_policy<leaf_fifo> && leaf_policy<leaf_lfu> &&
-              leaf_policy<leaf_priority_lru> && leaf_policy<leaf_belady>);
+              leaf_policy<leaf_priority_lru> && leaf_policy<leaf_belady> && leaf_policy<leaf_slru>);
 
 }  // namespace kvtk::prefix

@@ -43,6 +43,18 @@
 
 namespace kvtk::prefix {
 
+namespace detail_tree {
+struct no_state {};
+template <class L, bool = stateful_leaf_policy<L>>
+struct leaf_state {
+  using type = no_state;
+};
+template <class L>
+struct leaf_state<L, true> {
+  using type = typename L::state;
+};
+}  // namespace detail_tree
+
 /// Payload type for a tree that stores nothing per block.
 struct no_payload {};
 
@@ -75,7 +87,11 @@ class prefix_tree {
 
   /// Requires: 0 < capacity < 2^31 (blocks).  Throws: std::invalid_argument, std::bad_alloc.
   explicit prefix_tree(std::uint32_t capacity)
-      : nodes_(check(capacity)), table_(capacity, key_of{nodes_.data()}, 2), heap_(capacity) {
+      : nodes_(check(capacity)),
+        table_(capacity, key_of{nodes_.data()}, 2),
+        heap_(capacity),
+        state_(make_state(capacity)) {
+    if constexpr (stateful) path_.reserve(capacity);  // a path is never longer than the tree
     if constexpr (!std::is_empty_v<Payload>) payloads_.resize(capacity);
     for (std::uint32_t i = 0; i < capacity; ++i) release_slot(capacity - 1 - i);
   }
@@ -107,16 +123,32 @@ class prefix_tree {
   /// lock(h) and touch(h, length, hint_for) in one walk up the path (what a request does first).
   template <class HintFor>
   void lock_and_touch(handle h, std::uint32_t length, HintFor&& hint_for) noexcept {
-    std::uint32_t i = length;
-    for (handle n = h; n != root; n = nodes_[n].parent) {
-      node& x = nodes_[n];
-      if (x.locks++ == 0 && x.heap_pos != npos) heap_erase(n);
-      if (i > 0) {
-        --i;
-        x.rank = Leaf::on_touch(x.rank, clock_ + i + 1, hint_for(i));
+    if constexpr (stateful) {
+      lock(h);
+      touch(h, length, hint_for);
+    } else {
+      std::uint32_t i = length;
+      for (handle n = h; n != root; n = nodes_[n].parent) {
+        node& x = nodes_[n];
+        if (x.locks++ == 0 && x.heap_pos != npos) heap_erase(n);
+        if (i > 0) {
+          --i;
+          x.rank = Leaf::on_touch(x.rank, clock_ + i + 1, hint_for(i));
+        }
       }
+      clock_ += length;
     }
-    clock_ += length;
+  }
+
+  /// For stateful leaf policies: sets the rank of node h (which need not be a leaf) and restores
+  /// the heap.  Complexity: O(log n).
+  void rerank(handle h, std::uint64_t rank) noexcept {
+    node& x = nodes_[h];
+    x.rank = rank;
+    if (x.heap_pos != npos) {
+      heap_[x.heap_pos].rank = rank;
+      heap_fix(h);
+    }
   }
 
   /// Effects: one lock fewer on h and each ancestor; nodes that become evictable join the heap.
@@ -137,14 +169,22 @@ class prefix_tree {
   /// Complexity: O(length · log n).  Throws: nothing.
   template <class HintFor>
   void touch(handle h, std::uint32_t length, HintFor&& hint_for) noexcept {
-    std::uint32_t i = length;
-    for (handle n = h; n != root && i > 0; n = nodes_[n].parent) {
-      --i;
-      node& x = nodes_[n];
-      x.rank = Leaf::on_touch(x.rank, clock_ + i + 1, hint_for(i));
-      if (x.heap_pos != npos) {
-        heap_[x.heap_pos].rank = x.rank;
-        heap_fix(n);
+    if constexpr (stateful) {
+      // A stateful policy must see the accesses in forward order: collect the path first.
+      path_.clear();
+      for (handle n = h; n != root && path_.size() < length; n = nodes_[n].parent) {
+        path_.push_back(n);
+      }
+      const std::uint32_t len = static_cast<std::uint32_t>(path_.size());
+      for (std::uint32_t i = 0; i < len; ++i) {
+        const handle n = path_[len - 1 - i];
+        rerank(n, state_.on_touch(n, nodes_[n].rank, clock_ + i + 1, hint_for(i), *this));
+      }
+    } else {
+      std::uint32_t i = length;
+      for (handle n = h; n != root && i > 0; n = nodes_[n].parent) {
+        --i;
+        rerank(n, Leaf::on_touch(nodes_[n].rank, clock_ + i + 1, hint_for(i)));
       }
     }
     clock_ += length;
@@ -177,7 +217,11 @@ class prefix_tree {
       x.children = 0;
       x.locks = 1;
       x.heap_pos = npos;
-      x.rank = Leaf::on_insert(++clock_, hint_for(i));
+      if constexpr (stateful) {
+        x.rank = state_.on_insert(s, ++clock_, hint_for(i), *this);
+      } else {
+        x.rank = Leaf::on_insert(++clock_, hint_for(i));
+      }
       if constexpr (!std::is_empty_v<Payload>) payloads_[s] = payload_for(i);
       table_.insert(keys[i], s);
       if (at != root) add_child(at);
@@ -292,6 +336,7 @@ class prefix_tree {
     const std::uint32_t s = heap_[0].slot;
     heap_erase(s);
     node& x = nodes_[s];
+    if constexpr (stateful) state_.on_evict(s, x.rank);
     table_.erase(x.key);
     if (x.parent != root) {
       node& p = nodes_[x.parent];
@@ -312,6 +357,16 @@ class prefix_tree {
   }
 
   // ---- indexed binary min-heap on (rank, slot) ----
+  static constexpr bool stateful = stateful_leaf_policy<Leaf>;
+  using state_type = typename detail_tree::leaf_state<Leaf>::type;
+  static state_type make_state(std::uint32_t capacity) {
+    if constexpr (stateful) {
+      return state_type(capacity);
+    } else {
+      return state_type{};
+    }
+  }
+
   void release_slot(std::uint32_t s) noexcept {
     nodes_[s].parent = free_head_;
     free_head_ = s;
@@ -383,6 +438,8 @@ class prefix_tree {
   std::vector<heap_entry> heap_;
   std::size_t heap_size_ = 0;
   std::uint32_t free_head_ = npos;  // free nodes chained through `parent`
+  [[no_unique_address]] state_type state_;
+  std::vector<std::uint32_t> path_;  // stateful policies: the path being touched
   std::size_t free_count_ = 0;
   std::vector<Payload> payloads_;
   std::uint64_t clock_ = 0;
