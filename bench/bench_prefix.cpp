@@ -123,6 +123,8 @@ BENCHMARK(bm_replay<radix_index<leaf_priority_lru>>)
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_slru>>)->Name("prefix_replay40/radix-slru")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_s3fifo>>)->Name("prefix_replay40/radix-s3fifo")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(bm_replay<radix_index<leaf_belady>>)
     ->Name("prefix_replay40/radix-belady")
     ->Arg(10000)

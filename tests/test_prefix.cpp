@@ -2,6 +2,7 @@
 // semantics, exact and sampled miss-ratio curves, the offline optimum, and the Mooncake numbers.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <deque>
 #include <kvtk/kvtk.hpp>
 #include <list>
 #include <map>
@@ -69,22 +70,73 @@ struct naive_radix {
     block_key parent;  // 0 = root (keys are chained hashes, never 0 in these tests)
     std::uint64_t rank;
     int locks;
+    unsigned freq = 0;  // s3fifo
   };
   std::size_t capacity;
   std::map<block_key, n> nodes;
   std::uint64_t clock = 0, evictions = 0;
+  std::deque<block_key> ghost = {};  // s3fifo
   // SLRU, written out: protected = rank's top bit; the protected node with the smallest stamp is
   // demoted (to probation, with the current stamp) when protected exceeds 80 % of capacity.
-  std::uint64_t inserted(std::uint64_t stamp, const access_hint& h) {
+  std::uint64_t inserted(block_key k, std::uint64_t stamp, const access_hint& h) {
     if constexpr (stateless_leaf_policy<Leaf>) {
       return Leaf::on_insert(stamp, h);
+    } else if constexpr (std::is_same_v<Leaf, leaf_s3fifo>) {
+      auto g = std::find(ghost.begin(), ghost.end(), k);
+      if (g == ghost.end()) return stamp;
+      ghost.erase(g);
+      return (std::uint64_t{1} << 63) | stamp;
     } else {
       return stamp;
     }
   }
-  std::uint64_t touched(std::uint64_t rank, std::uint64_t stamp, const access_hint& h) {
+  // The evictable leaf of smallest (rank, key) among those pred accepts.
+  template <class Pred>
+  block_key min_leaf(Pred pred) {
+    const block_key* best = nullptr;
+    const n* bn = nullptr;
+    for (auto& [key, x] : nodes) {
+      if (x.locks > 0 || has_child(key) || !pred(x)) continue;
+      if (!bn || x.rank < bn->rank || (x.rank == bn->rank && key < *best)) {
+        best = &key;
+        bn = &x;
+      }
+    }
+    return best ? *best : 0;
+  }
+  // S3-FIFO over leaves, written out from the policy's description.
+  block_key s3fifo_victim() {
+    constexpr std::uint64_t bit = std::uint64_t{1} << 63;
+    auto in_small = [&](const n& x) { return !(x.rank & bit); };
+    auto in_main = [&](const n& x) { return (x.rank & bit) != 0; };
+    for (;;) {
+      std::size_t small = 0;
+      for (auto& [key, x] : nodes) small += in_small(x);
+      const block_key s = min_leaf(in_small), m = min_leaf(in_main);
+      if (s != 0 && (small >= std::max<std::size_t>(capacity / 10, 1) || m == 0)) {
+        n& t = nodes[s];
+        if (t.freq == 0) {
+          if (ghost.size() >= std::max<std::size_t>(capacity * 90 / 100, 1)) ghost.pop_front();
+          ghost.push_back(s);
+          return s;
+        }
+        t.freq = 0;
+        t.rank = bit | ++clock;
+        continue;
+      }
+      if (m == 0) return 0;
+      n& t = nodes[m];
+      if (t.freq == 0) return m;
+      --t.freq;
+      t.rank = bit | ++clock;
+    }
+  }
+  std::uint64_t touched(n& node, std::uint64_t rank, std::uint64_t stamp, const access_hint& h) {
     if constexpr (stateless_leaf_policy<Leaf>) {
       return Leaf::on_touch(rank, stamp, h);
+    } else if constexpr (std::is_same_v<Leaf, leaf_s3fifo>) {
+      node.freq = std::min(node.freq + 1, 3u);
+      return rank;
     } else {
       constexpr std::uint64_t bit = std::uint64_t{1} << 63;
       if (rank & bit) return bit | stamp;
@@ -121,25 +173,23 @@ struct naive_radix {
       if (!next.empty()) hint.next_use = next[i];
       if (i < h) {
         n& x = nodes[blocks[i]];
-        x.rank = touched(x.rank, ++clock, hint);
+        x.rank = touched(x, x.rank, ++clock, hint);
         ++x.locks;
       } else {
         if (nodes.count(blocks[i])) break;
         if (nodes.size() == capacity) {
-          const block_key* best = nullptr;
-          const n* bn = nullptr;
-          for (auto& [key, x] : nodes) {
-            if (x.locks > 0 || has_child(key)) continue;
-            if (!bn || x.rank < bn->rank || (x.rank == bn->rank && key < *best)) {
-              best = &key;
-              bn = &x;
-            }
+          block_key victim = 0;
+          if constexpr (std::is_same_v<Leaf, leaf_s3fifo>) {
+            victim = s3fifo_victim();
+          } else {
+            victim = min_leaf([](const n&) { return true; });
           }
-          if (!best) break;
-          nodes.erase(*best);
+          if (victim == 0) break;
+          nodes.erase(victim);
           ++evictions;
         }
-        nodes[blocks[i]] = n{parent, inserted(++clock, hint), 1};
+        const std::uint64_t stamp = ++clock;
+        nodes[blocks[i]] = n{parent, inserted(blocks[i], stamp, hint), 1};
       }
       locked.push_back(blocks[i]);
       parent = blocks[i];
@@ -250,6 +300,7 @@ TEST_CASE("prefix_tree: every leaf policy equals the naive radix model", "[prefi
     compare_radix<leaf_priority_lru>(c, 4 + c);
     compare_radix<leaf_belady>(c, 5 + c);
     compare_radix<leaf_slru>(c, 6 + c);
+    compare_radix<leaf_s3fifo>(c, 7 + c);
   }
 }
 
@@ -414,6 +465,7 @@ TEST_CASE("offline optimum: Belady bounds every policy; flat Belady hits the ide
     REQUIRE(opt.block_hits >= run<radix_index<leaf_fifo>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<radix_index<leaf_lfu>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<radix_index<leaf_slru>>(t, cap, p).block_hits);
+    REQUIRE(opt.block_hits >= run<radix_index<leaf_s3fifo>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<flat_index<kvtk::lru>>(t, cap, p).block_hits);
     REQUIRE(opt.block_hits >= run<hash_chain_index>(t, cap, p).block_hits);
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kvtk/concepts.hpp"
+#include "kvtk/detail/ghost_list.hpp"
 
 namespace kvtk::prefix {
 
@@ -36,7 +37,10 @@ concept stateless_leaf_policy = requires(std::uint64_t r, std::uint64_t s, const
 /// nodes):
 ///   on_insert(slot, stamp, hint, tree) -> rank
 ///   on_touch(slot, rank, stamp, hint, tree) -> rank     (called in forward path order)
-///   on_evict(slot, rank)
+///   on_evict(slot, rank, key)
+/// and may define L::segments = 2 (the rank's top bit picks one of two heaps of evictable leaves)
+/// and state::pick_victim(tree) -> slot (or tree.root) to choose victims itself, using
+/// tree.top(g), tree.evictable(g), tree.rerank(slot, rank) and tree.next_stamp().
 template <class L>
 concept stateful_leaf_policy = requires {
   { L::name } -> std::convertible_to<std::string_view>;
@@ -149,7 +153,7 @@ struct leaf_slru {
       }
       return protected_bit | stamp;
     }
-    void on_evict(std::uint32_t s, std::uint64_t rank) noexcept {
+    void on_evict(std::uint32_t s, std::uint64_t rank, block_key) noexcept {
       if (rank & protected_bit) {
         unlink(s);
         --count_;
@@ -181,6 +185,90 @@ struct leaf_slru {
     std::vector<std::uint32_t> prev_, next_;
     std::uint32_t head_ = none, tail_ = none;  // head = least recently used
     std::uint64_t count_ = 0, cap_;
+  };
+};
+
+/// S3-FIFO restricted to leaves (Yang et al., SOSP'23, adapted to a prefix tree). Nodes are in a
+/// small FIFO S (new nodes) or a main FIFO M (nodes whose key was recently evicted from S — a
+/// ghost hit — or that were accessed while in S). Each node has a 2-bit access counter (an access
+/// adds 1, up to 3; no reordering). Victim choice, over evictable leaves only:
+///   if |S| >= small_percent of capacity (|S| counts all S nodes) or M has no evictable leaf:
+///     S's oldest evictable leaf t: counter > 0 -> t moves to M's newest end, counter 0, again;
+///                                  else t is the victim and its key joins the ghost FIFO
+///   else M's oldest evictable leaf t: counter > 0 -> counter - 1, t to M's newest end, again;
+///                                     else t is the victim.
+/// Ranks: S = stamp, M = 1 << 63 | stamp (two heaps). The ghost holds at most ghost_percent of
+/// capacity keys. Memory on top of the tree: 16 bytes of heap and 1 counter byte per block, and
+/// the ghost (about 56 bytes per ghost entry).
+struct leaf_s3fifo {
+  static constexpr std::string_view name = "s3fifo";
+  static constexpr unsigned segments = 2;
+  static constexpr std::uint32_t small_percent = 10;
+  static constexpr std::uint32_t ghost_percent = 90;
+  static constexpr std::uint64_t main_bit = std::uint64_t{1} << 63;
+
+  class state {
+   public:
+    explicit state(std::uint32_t capacity)
+        : freq_(capacity, 0),
+          small_target_(std::max<std::uint64_t>(std::uint64_t{capacity} * small_percent / 100, 1)),
+          ghost_cap_(std::max<std::uint32_t>(
+              static_cast<std::uint32_t>(std::uint64_t{capacity} * ghost_percent / 100), 1)),
+          ghost_(ghost_cap_) {}
+
+    template <class Tree>
+    std::uint64_t on_insert(std::uint32_t s, std::uint64_t stamp, const access_hint&,
+                            Tree& tree) noexcept {
+      freq_[s] = 0;
+      if (ghost_.take(tree.at(s).key) != detail::ghost_list::none) {
+        ++main_;
+        return main_bit | stamp;
+      }
+      ++small_;
+      return stamp & ~main_bit;
+    }
+    template <class Tree>
+    std::uint64_t on_touch(std::uint32_t s, std::uint64_t rank, std::uint64_t, const access_hint&,
+                           Tree&) noexcept {
+      if (freq_[s] < 3) ++freq_[s];
+      return rank;
+    }
+    void on_evict(std::uint32_t, std::uint64_t rank, block_key key) noexcept {
+      if (rank & main_bit) {
+        --main_;
+      } else {
+        --small_;
+        if (ghost_.size(0) >= ghost_cap_) ghost_.pop(0);
+        ghost_.push(0, key, 1);
+      }
+    }
+    template <class Tree>
+    std::uint32_t pick_victim(Tree& tree) noexcept {
+      for (;;) {
+        const bool from_small =
+            tree.evictable(0) > 0 && (small_ >= small_target_ || tree.evictable(1) == 0);
+        if (from_small) {
+          const std::uint32_t t = tree.top(0);
+          if (freq_[t] == 0) return t;
+          freq_[t] = 0;
+          --small_;
+          ++main_;
+          tree.rerank(t, main_bit | tree.next_stamp());
+          continue;
+        }
+        if (tree.evictable(1) == 0) return Tree::root;
+        const std::uint32_t t = tree.top(1);
+        if (freq_[t] == 0) return t;
+        --freq_[t];
+        tree.rerank(t, main_bit | tree.next_stamp());
+      }
+    }
+
+   private:
+    std::vector<std::uint8_t> freq_;
+    std::uint64_t small_ = 0, main_ = 0, small_target_;
+    std::uint32_t ghost_cap_;
+    detail::ghost_list ghost_;
   };
 };
 

@@ -44,7 +44,9 @@
 namespace kvtk::prefix {
 
 namespace detail_tree {
-struct no_state {};
+struct no_state {
+  explicit no_state(std::uint32_t) noexcept {}
+};
 template <class L, bool = stateful_leaf_policy<L>>
 struct leaf_state {
   using type = no_state;
@@ -53,6 +55,15 @@ template <class L>
 struct leaf_state<L, true> {
   using type = typename L::state;
 };
+template <class L>
+constexpr unsigned segments_of() {
+  if constexpr (requires { L::segments; }) {
+    static_assert(L::segments == 1 || L::segments == 2);
+    return L::segments;
+  } else {
+    return 1;
+  }
+}
 }  // namespace detail_tree
 
 /// Payload type for a tree that stores nothing per block.
@@ -62,6 +73,8 @@ template <leaf_policy Leaf, class Payload = no_payload>
 class prefix_tree {
  public:
   using handle = std::uint32_t;
+  /// Number of evictable-leaf heaps: Leaf::segments (1 or 2) when the policy declares it, else 1.
+  static constexpr unsigned segments = detail_tree::segments_of<Leaf>();
   /// The handle of the (virtual) root, and "no node".
   static constexpr handle root = std::numeric_limits<std::uint32_t>::max();
 
@@ -89,8 +102,8 @@ class prefix_tree {
   explicit prefix_tree(std::uint32_t capacity)
       : nodes_(check(capacity)),
         table_(capacity, key_of{nodes_.data()}, 2),
-        heap_(capacity),
-        state_(make_state(capacity)) {
+        heap_(std::size_t{capacity} * segments),
+        state_(capacity) {
     if constexpr (stateful) path_.reserve(capacity);  // a path is never longer than the tree
     if constexpr (!std::is_empty_v<Payload>) payloads_.resize(capacity);
     for (std::uint32_t i = 0; i < capacity; ++i) release_slot(capacity - 1 - i);
@@ -144,9 +157,15 @@ class prefix_tree {
   /// the heap.  Complexity: O(log n).
   void rerank(handle h, std::uint64_t rank) noexcept {
     node& x = nodes_[h];
-    x.rank = rank;
-    if (x.heap_pos != npos) {
-      heap_[x.heap_pos].rank = rank;
+    if (x.heap_pos == npos) {
+      x.rank = rank;
+    } else if (segment_of(rank) != segment_of(x.rank)) {
+      heap_erase(h);
+      x.rank = rank;
+      heap_push(h);
+    } else {
+      x.rank = rank;
+      entry(segment_of(rank), x.heap_pos).rank = rank;
       heap_fix(h);
     }
   }
@@ -251,7 +270,21 @@ class prefix_tree {
   [[nodiscard]] std::uint32_t capacity() const noexcept {
     return static_cast<std::uint32_t>(nodes_.size());
   }
-  [[nodiscard]] std::size_t evictable() const noexcept { return heap_size_; }
+  [[nodiscard]] std::size_t evictable() const noexcept {
+    std::size_t n = 0;
+    for (std::size_t g = 0; g < segments; ++g) n += heap_size_[g];
+    return n;
+  }
+
+  // ---- for stateful leaf policies ----
+  /// Evictable leaves of segment g (the rank's top bit when the policy has two segments).
+  [[nodiscard]] std::size_t evictable(unsigned g) const noexcept { return heap_size_[g]; }
+  /// The evictable leaf of smallest rank in segment g, or root if none.
+  [[nodiscard]] handle top(unsigned g) const noexcept {
+    return heap_size_[g] == 0 ? root : heap_[std::size_t{g} * capacity()].slot;
+  }
+  /// A fresh stamp (for a policy that re-inserts a node at the most recent end).
+  std::uint64_t next_stamp() noexcept { return ++clock_; }
   [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
   /// Slot of a resident key, or root.
   [[nodiscard]] handle find(block_key k) const noexcept { return table_.find(k); }
@@ -298,7 +331,8 @@ class prefix_tree {
       const bool ev = x.children == 0 && x.locks == 0;
       evictable += ev;
       if (ev != (x.heap_pos != npos)) err = "heap membership != evictable";
-      if (x.heap_pos != npos && (heap_[x.heap_pos].slot != s || heap_[x.heap_pos].rank != x.rank)) {
+      if (x.heap_pos != npos && (entry(segment_of(x.rank), x.heap_pos).slot != s ||
+                                 entry(segment_of(x.rank), x.heap_pos).rank != x.rank)) {
         err = "heap entry wrong";
       }
     });
@@ -308,9 +342,12 @@ class prefix_tree {
     });
     if (!err.empty()) return err;
     if (resident != table_.size()) return "table size != resident nodes";
-    if (evictable != heap_size_) return "heap size != evictable nodes";
-    for (std::size_t i = 1; i < heap_size_; ++i) {
-      if (before(heap_[i], heap_[(i - 1) / arity])) return "heap order broken";
+    if (evictable != this->evictable()) return "heap size != evictable nodes";
+    for (unsigned g = 0; g < segments; ++g) {
+      for (std::size_t i = 1; i < heap_size_[g]; ++i) {
+        if (before(entry(g, i), entry(g, (i - 1) / arity))) return "heap order broken";
+        if (segment_of(entry(g, i).rank) != g) return "node in the wrong segment's heap";
+      }
     }
     if (free_count_ + resident != nodes_.size()) return "free list length wrong";
     return {};
@@ -332,11 +369,17 @@ class prefix_tree {
 
   template <class OnEvict>
   bool evict_one(OnEvict& on_evict) noexcept {
-    if (heap_size_ == 0) return false;
-    const std::uint32_t s = heap_[0].slot;
+    std::uint32_t s;
+    if constexpr (requires { state_.pick_victim(*this); }) {
+      s = state_.pick_victim(*this);
+      if (s == root) return false;
+    } else {
+      if (heap_size_[0] == 0) return false;
+      s = heap_[0].slot;
+    }
     heap_erase(s);
     node& x = nodes_[s];
-    if constexpr (stateful) state_.on_evict(s, x.rank);
+    if constexpr (stateful) state_.on_evict(s, x.rank, x.key);
     table_.erase(x.key);
     if (x.parent != root) {
       node& p = nodes_[x.parent];
@@ -359,13 +402,6 @@ class prefix_tree {
   // ---- indexed binary min-heap on (rank, slot) ----
   static constexpr bool stateful = stateful_leaf_policy<Leaf>;
   using state_type = typename detail_tree::leaf_state<Leaf>::type;
-  static state_type make_state(std::uint32_t capacity) {
-    if constexpr (stateful) {
-      return state_type(capacity);
-    } else {
-      return state_type{};
-    }
-  }
 
   void release_slot(std::uint32_t s) noexcept {
     nodes_[s].parent = free_head_;
@@ -382,61 +418,79 @@ class prefix_tree {
   [[nodiscard]] bool before(const heap_entry& a, const heap_entry& b) const noexcept {
     return a.rank != b.rank ? a.rank < b.rank : nodes_[a.slot].key < nodes_[b.slot].key;
   }
-  void place(std::size_t pos, const heap_entry& e) noexcept {
-    heap_[pos] = e;
+  // Segment g's heap occupies heap_[g * capacity, (g + 1) * capacity); heap_pos is relative.
+  [[nodiscard]] static unsigned segment_of(std::uint64_t rank) noexcept {
+    if constexpr (segments == 1) {
+      return 0;
+    } else {
+      return static_cast<unsigned>(rank >> 63);
+    }
+  }
+  [[nodiscard]] heap_entry& entry(unsigned g, std::size_t pos) noexcept {
+    return heap_[std::size_t{g} * nodes_.size() + pos];
+  }
+  [[nodiscard]] const heap_entry& entry(unsigned g, std::size_t pos) const noexcept {
+    return heap_[std::size_t{g} * nodes_.size() + pos];
+  }
+  void place(unsigned g, std::size_t pos, const heap_entry& e) noexcept {
+    entry(g, pos) = e;
     nodes_[e.slot].heap_pos = static_cast<std::uint32_t>(pos);
   }
-  void sift_up(std::size_t pos) noexcept {
-    const heap_entry e = heap_[pos];
+  void sift_up(unsigned g, std::size_t pos) noexcept {
+    const heap_entry e = entry(g, pos);
     while (pos > 0) {
       const std::size_t up = (pos - 1) / arity;
-      if (!before(e, heap_[up])) break;
-      place(pos, heap_[up]);
+      if (!before(e, entry(g, up))) break;
+      place(g, pos, entry(g, up));
       pos = up;
     }
-    place(pos, e);
+    place(g, pos, e);
   }
-  void sift_down(std::size_t pos) noexcept {
-    const heap_entry e = heap_[pos];
+  void sift_down(unsigned g, std::size_t pos) noexcept {
+    const heap_entry e = entry(g, pos);
+    const std::size_t size = heap_size_[g];
     for (;;) {
       const std::size_t first = arity * pos + 1;
-      if (first >= heap_size_) break;
+      if (first >= size) break;
       std::size_t c = first;
-      const std::size_t end = std::min(first + arity, heap_size_);
+      const std::size_t end = std::min(first + arity, size);
       for (std::size_t k = first + 1; k < end; ++k) {
-        if (before(heap_[k], heap_[c])) c = k;
+        if (before(entry(g, k), entry(g, c))) c = k;
       }
-      if (!before(heap_[c], e)) break;
-      place(pos, heap_[c]);
+      if (!before(entry(g, c), e)) break;
+      place(g, pos, entry(g, c));
       pos = c;
     }
-    place(pos, e);
+    place(g, pos, e);
   }
   void heap_push(std::uint32_t s) noexcept {
-    place(heap_size_++, heap_entry{nodes_[s].rank, s});
-    sift_up(heap_size_ - 1);
+    const unsigned g = segment_of(nodes_[s].rank);
+    place(g, heap_size_[g]++, heap_entry{nodes_[s].rank, s});
+    sift_up(g, heap_size_[g] - 1);
   }
   void heap_erase(std::uint32_t s) noexcept {
+    const unsigned g = segment_of(nodes_[s].rank);
     const std::size_t pos = nodes_[s].heap_pos;
     nodes_[s].heap_pos = npos;
-    const heap_entry last = heap_[--heap_size_];
-    if (pos == heap_size_) return;
-    place(pos, last);
+    const heap_entry last = entry(g, --heap_size_[g]);
+    if (pos == heap_size_[g]) return;
+    place(g, pos, last);
     heap_fix(last.slot);
   }
   void heap_fix(std::uint32_t s) noexcept {
+    const unsigned g = segment_of(nodes_[s].rank);
     const std::size_t pos = nodes_[s].heap_pos;
-    if (pos > 0 && before(heap_[pos], heap_[(pos - 1) / arity])) {
-      sift_up(pos);
+    if (pos > 0 && before(entry(g, pos), entry(g, (pos - 1) / arity))) {
+      sift_up(g, pos);
     } else {
-      sift_down(pos);
+      sift_down(g, pos);
     }
   }
 
   std::vector<node> nodes_;
   detail::key_table<key_of> table_;
   std::vector<heap_entry> heap_;
-  std::size_t heap_size_ = 0;
+  std::size_t heap_size_[segments] = {};
   std::uint32_t free_head_ = npos;  // free nodes chained through `parent`
   [[no_unique_address]] state_type state_;
   std::vector<std::uint32_t> path_;  // stateful policies: the path being touched
