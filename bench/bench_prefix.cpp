@@ -100,12 +100,16 @@ void bm_tree_insert_evict(benchmark::State& state) {
 
 BENCHMARK(bm_replay<flat_index<kvtk::lru>>)
     ->Name("prefix_replay40/flat-lru")
+    ->Arg(1000)
     ->Arg(10000)
+    ->Arg(100000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(bm_replay<radix_index<leaf_lru>>)
     ->Name("prefix_replay40/radix-lru")
+    ->Arg(1000)
     ->Arg(10000)
+    ->Arg(100000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(bm_replay<radix_index<leaf_fifo>>)
@@ -123,8 +127,16 @@ BENCHMARK(bm_replay<radix_index<leaf_priority_lru>>)
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_slru>>)->Name("prefix_replay40/radix-slru")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_replay<radix_index<leaf_s3fifo>>)->Name("prefix_replay40/radix-s3fifo")->Arg(10000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_slru>>)
+    ->Name("prefix_replay40/radix-slru")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_s3fifo>>)
+    ->Name("prefix_replay40/radix-s3fifo")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(bm_replay<radix_index<leaf_belady>>)
     ->Name("prefix_replay40/radix-belady")
     ->Arg(10000)

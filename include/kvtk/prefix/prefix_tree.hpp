@@ -115,6 +115,8 @@ class prefix_tree {
   /// (a key resident under another parent ends the match). No state changes.
   /// Complexity: O(length + 1) table probes.  Throws: nothing.
   [[nodiscard]] match_result match(std::span<const block_key> keys) const noexcept {
+    // The keys are known up front: start every table miss of the request now.
+    for (block_key k : keys) table_.prefetch(k);
     handle at = root;
     std::uint32_t n = 0;
     for (block_key k : keys) {
@@ -124,6 +126,53 @@ class prefix_tree {
       ++n;
     }
     return {n, at};
+  }
+
+  /// Like match(keys), and also writes the matched slots, root side first, to path[0, length).
+  /// Requires: path.size() >= keys.size().
+  match_result match(std::span<const block_key> keys, std::span<handle> path) const noexcept {
+    for (block_key k : keys) table_.prefetch(k);
+    handle at = root;
+    std::uint32_t n = 0;
+    for (block_key k : keys) {
+      const std::uint32_t s = table_.find(k);
+      if (s == npos || nodes_[s].parent != at) break;
+      at = s;
+      path[n++] = s;
+    }
+    return {n, at};
+  }
+
+  /// lock_and_touch for a path given as its slots, root side first (from match(keys, path)):
+  /// the same effect without walking parent links, so the node accesses do not wait on each
+  /// other.  Requires: path is a root-to-node path of resident nodes.
+  template <class HintFor>
+  void lock_and_touch_path(std::span<const handle> path, HintFor&& hint_for) noexcept {
+    for (const handle n : path) {
+      node& x = nodes_[n];
+      if (x.locks++ == 0 && x.heap_pos != npos) heap_erase(n);
+    }
+    for (std::uint32_t i = 0; i < path.size(); ++i) {
+      const handle n = path[i];
+      const std::uint64_t stamp = clock_ + i + 1;
+      if constexpr (stateful) {
+        rerank(n, state_.on_touch(n, nodes_[n].rank, stamp, hint_for(i), *this));
+      } else {
+        nodes_[n].rank = Leaf::on_touch(nodes_[n].rank, stamp, hint_for(i));  // locked: no heap
+      }
+    }
+    clock_ += path.size();
+  }
+
+  /// unlock for a path given as its slots (any order).  Returns false, stopping there, at the
+  /// first node that is not locked.
+  bool unlock_path(std::span<const handle> path) noexcept {
+    for (const handle n : path) {
+      node& x = nodes_[n];
+      if (x.locks == 0) return false;
+      if (--x.locks == 0 && x.children == 0) heap_push(n);
+    }
+    return true;
   }
 
   /// Requires: h is root or resident.  Effects: one more lock on h and each ancestor; locked
@@ -222,6 +271,14 @@ class prefix_tree {
   template <class OnEvict, class HintFor, class PayloadFor>
   insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
                        HintFor&& hint_for, PayloadFor&& payload_for) noexcept {
+    return insert(parent, keys, on_evict, hint_for, payload_for, std::span<handle>{});
+  }
+  /// As above, and writes the new slots to new_slots[0, inserted) when it is not empty.
+  /// Requires: new_slots is empty or new_slots.size() >= keys.size().
+  template <class OnEvict, class HintFor, class PayloadFor>
+  insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
+                       HintFor&& hint_for, PayloadFor&& payload_for,
+                       std::span<handle> new_slots) noexcept {
     handle at = parent;
     std::uint32_t i = 0;
     for (; i < keys.size(); ++i) {
@@ -244,6 +301,7 @@ class prefix_tree {
       if constexpr (!std::is_empty_v<Payload>) payloads_[s] = payload_for(i);
       table_.insert(keys[i], s);
       if (at != root) add_child(at);
+      if (!new_slots.empty()) new_slots[i] = s;
       at = s;
     }
     return {i, at, true};
@@ -377,14 +435,29 @@ class prefix_tree {
       if (heap_size_[0] == 0) return false;
       s = heap_[0].slot;
     }
-    heap_erase(s);
     node& x = nodes_[s];
     if constexpr (stateful) state_.on_evict(s, x.rank, x.key);
     table_.erase(x.key);
+    bool parent_replaces = false;
     if (x.parent != root) {
       node& p = nodes_[x.parent];
-      if (--p.children == 0 && p.locks == 0) heap_push(x.parent);
+      // The parent becoming a leaf takes the victim's heap entry in place: in LRU-like orders the
+      // parent is older than every other leaf, so the fix-up stops at once (one sift instead of a
+      // pop and a push of log n levels each).
+      if (--p.children == 0 && p.locks == 0 && segment_of(p.rank) == segment_of(x.rank)) {
+        const unsigned g = segment_of(x.rank);
+        const std::size_t pos = x.heap_pos;
+        x.heap_pos = npos;
+        place(g, pos, heap_entry{p.rank, x.parent});
+        heap_fix(x.parent);
+        parent_replaces = true;
+      } else if (p.children == 0 && p.locks == 0) {
+        heap_erase(s);
+        heap_push(x.parent);
+        parent_replaces = true;
+      }
     }
+    if (!parent_replaces) heap_erase(s);
     release_slot(s);
     ++evictions_;
     if constexpr (std::is_empty_v<Payload>) {

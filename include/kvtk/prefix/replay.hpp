@@ -117,19 +117,21 @@ class radix_index {
   static constexpr bool offline = requires { Leaf::offline; };
   explicit radix_index(std::uint32_t capacity_blocks) : tree_(capacity_blocks) {}
   std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
-                        const access_hint& base) noexcept {
-    const auto m = tree_.match(blocks);
+                        const access_hint& base) {
+    if (path_.size() < blocks.size()) path_.resize(blocks.size());  // grows to the longest request
+    const std::span<std::uint32_t> path(path_.data(), blocks.size());
+    const auto m = tree_.match(blocks, path);
     access_hint hint = base;
     auto hint_for = [&](std::size_t i) -> const access_hint& {
       if constexpr (offline) hint.next_use = next[i];
       return hint;
     };
-    tree_.lock_and_touch(m.node, m.length, hint_for);
+    tree_.lock_and_touch_path(path.first(m.length), hint_for);
     const auto ins = tree_.insert(
         m.node, blocks.subspan(m.length), [](block_key, std::uint32_t, const no_payload&) {},
         [&](std::uint32_t i) -> const access_hint& { return hint_for(m.length + i); },
-        [](std::uint32_t) { return no_payload{}; });
-    tree_.unlock(ins.node);
+        [](std::uint32_t) { return no_payload{}; }, path.subspan(m.length));
+    tree_.unlock_path(path.first(m.length + ins.inserted));
     return m.length;
   }
   [[nodiscard]] std::uint64_t evictions() const noexcept { return tree_.evictions(); }
@@ -137,6 +139,7 @@ class radix_index {
 
  private:
   prefix_tree<Leaf> tree_;
+  std::vector<std::uint32_t> path_;
 };
 
 /// Hash-chain index: vLLM v1's block pool.
