@@ -63,20 +63,25 @@ class prefix_mrc {
 };
 
 namespace detail_mrc {
+// Fenwick tree oriented for suffix sums: add(i) walks *down* from i and suffix(i) walks *up* from i
+// and may stop past the newest time written, because nothing above it was ever touched. Updates
+// happen at the newest time, so both walks stay in recently used memory instead of striding
+// through the cold upper part of an 11.5 M-entry array (measured in bench/RESULTS.md).
 class fenwick {
  public:
   explicit fenwick(std::size_t n) : t_(n + 1, 0) {}
-  void add(std::size_t i, std::int64_t d) noexcept {  // 1-based
-    for (; i < t_.size(); i += i & (~i + 1)) t_[i] += d;
+  void add(std::size_t i, std::int32_t d) noexcept {  // 1-based
+    for (; i > 0; i -= i & (~i + 1)) t_[i] += d;
   }
-  [[nodiscard]] std::int64_t prefix(std::size_t i) const noexcept {  // sum of [1, i]
+  /// Sum of positions [i, limit] (positions above limit must be zero).
+  [[nodiscard]] std::int64_t suffix(std::size_t i, std::size_t limit) const noexcept {
     std::int64_t s = 0;
-    for (; i > 0; i -= i & (~i + 1)) s += t_[i];
+    for (; i <= limit; i += i & (~i + 1)) s += t_[i];
     return s;
   }
 
  private:
-  std::vector<std::int64_t> t_;
+  std::vector<std::int32_t> t_;
 };
 }  // namespace detail_mrc
 
@@ -90,22 +95,24 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
     if (!include || (*include)[r]) refs += t.cacheable(r, p).size();
   }
   std::uint64_t requests = 0, block_refs = 0, token_refs = 0;
-  // Distinct keys get dense ids; last[id] = time (1-based) of the latest reference.
-  std::vector<block_key> key_of_id;
-  std::vector<std::uint64_t> last;
-  key_of_id.reserve(refs);
-  last.reserve(refs);
+  // Distinct keys get dense ids; seen[id] = {key, time (1-based) of its latest reference}.
+  struct record {
+    block_key key;
+    std::uint64_t last;
+  };
+  std::vector<record> seen;
+  seen.reserve(refs);
   struct by_id {
-    const std::vector<block_key>* keys;
-    std::uint64_t operator()(std::uint32_t i) const noexcept { return (*keys)[i]; }
+    const std::vector<record>* seen;
+    std::uint64_t operator()(std::uint32_t i) const noexcept { return (*seen)[i].key; }
   };
   if (refs >= (1ull << 31)) throw std::invalid_argument("exact_prefix_lru_mrc: trace too long");
   detail::key_table<by_id> ids(static_cast<std::uint32_t>(std::max<std::uint64_t>(refs, 1)),
-                               by_id{&key_of_id}, 2);
+                               by_id{&seen}, 2);
   detail_mrc::fenwick marks(refs);
   std::vector<std::uint64_t> hist_blocks(1, 0), hist_tokens(1, 0);  // index = running-max depth
   std::vector<std::uint64_t> depth;
-  std::uint64_t now = 0, marked = 0;
+  std::uint64_t now = 0;
   constexpr std::uint64_t infinite = ~std::uint64_t{0};
   for (std::size_t r = 0; r < t.requests(); ++r) {
     if (include && !(*include)[r]) continue;
@@ -115,14 +122,13 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
     block_refs += blocks.size();
     token_refs += L;
     // Depths before the request updates anything.
+    for (block_key k : blocks) ids.prefetch(k);
     depth.assign(blocks.size(), infinite);
     std::uint64_t run = 0;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const std::uint32_t id = ids.find(blocks[i]);
       std::uint64_t d = infinite;
-      if (id != ids.npos) {
-        d = marked - static_cast<std::uint64_t>(marks.prefix(last[id] - 1));
-      }
+      if (id != ids.npos) d = static_cast<std::uint64_t>(marks.suffix(seen[id].last, now));
       run = (run == infinite || d == infinite) ? infinite : std::max(run, d);
       depth[i] = run;
     }
@@ -142,17 +148,14 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
       ++now;
       std::uint32_t id = ids.find(blocks[i]);
       if (id == ids.npos) {
-        id = static_cast<std::uint32_t>(key_of_id.size());
-        key_of_id.push_back(blocks[i]);
-        last.push_back(0);
+        id = static_cast<std::uint32_t>(seen.size());
+        seen.push_back({blocks[i], 0});
         ids.insert(blocks[i], id);
       } else {
-        marks.add(last[id], -1);
-        --marked;
+        marks.add(seen[id].last, -1);
       }
-      last[id] = now;
+      seen[id].last = now;
       marks.add(now, 1);
-      ++marked;
     }
   }
   for (std::size_t d = 1; d < hist_blocks.size(); ++d) {
