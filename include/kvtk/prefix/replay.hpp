@@ -68,6 +68,13 @@ struct prefix_counts {
   [[nodiscard]] double token_hit_ratio() const noexcept {
     return token_refs ? static_cast<double>(token_hits) / static_cast<double>(token_refs) : 0.0;
   }
+  /// This replay's block hits as a fraction of another's (e.g. the offline optimum's at the same
+  /// capacity, from replay_optimum); 1 when the other has no hits.
+  [[nodiscard]] double fraction_of(const prefix_counts& optimum) const noexcept {
+    return optimum.block_hits ? static_cast<double>(block_hits) /
+                                    static_cast<double>(optimum.block_hits)
+                              : 1.0;
+  }
 };
 
 /// next_use for every cacheable block reference of the trace, in replay order.
@@ -194,6 +201,16 @@ prefix_counts replay(const prefix_trace& t, Index& idx, partial_block p = partia
   }
   c.evictions = idx.evictions();
   return c;
+}
+
+/// The offline optimum for a prefix cache of `capacity` blocks: Belady with leaf-only eviction
+/// (radix_index<leaf_belady>) on trace t. Every policy's counts .fraction_of() it gives the share
+/// of the achievable hits that policy gets.  Complexity: one replay plus next-use computation.
+inline prefix_counts replay_optimum(const prefix_trace& t, std::uint32_t capacity,
+                                    partial_block p = partial_block::skip) {
+  const std::vector<std::uint64_t> next = next_use_positions(t, p);
+  radix_index<leaf_belady> idx(capacity);
+  return replay(t, idx, p, next);
 }
 
 }  // namespace kvtk::prefix
