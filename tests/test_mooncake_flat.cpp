@@ -44,6 +44,29 @@ TEST_CASE("mooncake flat reader names the line and the reason", "[formats]") {
   CHECK(error_of("{\"hash_ids\": [1]} trailing\n") == "t.jsonl:1: invalid JSON");
 }
 
+TEST_CASE("mooncake request reader keeps requests and names bad input_length", "[formats]") {
+  std::istringstream ok(
+      "{\"input_length\": 600, \"hash_ids\": [0, 1]}\n{\"input_length\": 10, \"hash_ids\": [0]}\n");
+  const auto t = kvtk::sim::parse_mooncake_requests(ok, "x");
+  REQUIRE(t.requests() == 2);
+  REQUIRE(t.input_length == std::vector<std::uint64_t>{600, 10});
+  REQUIRE(t.blocks(0).size() == 2);
+  auto err = [](const std::string& text) {
+    std::istringstream in(text);
+    try {
+      kvtk::sim::parse_mooncake_requests(in, "t.jsonl");
+    } catch (const trace_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err("{\"hash_ids\": [1]}\n") == "t.jsonl:1: missing field 'input_length'");
+  CHECK(err("{\"input_length\": -3, \"hash_ids\": []}\n") ==
+        "t.jsonl:1: 'input_length' is negative");
+  CHECK(err("{\"input_length\": \"9\", \"hash_ids\": []}\n") ==
+        "t.jsonl:1: 'input_length' must be an integer, got string");
+}
+
 TEST_CASE("mooncake flat reader reports a missing file", "[formats]") {
   try {
     kvtk::sim::load_mooncake_flat("/nonexistent/trace.jsonl");

@@ -45,3 +45,48 @@ TEMPLATE_LIST_TEST_CASE("no allocation after construction", "[alloc]", kvtk::all
   REQUIRE(allocations.load() == 0);
   REQUIRE(cache.stats().evictions > 10'000);
 }
+
+namespace {
+template <class Index>
+void replay_without_allocating(std::uint32_t capacity) {
+  // A prefix-consistent trace: sessions that grow, chained from content ids.
+  std::mt19937_64 rng(11);
+  kvtk::prefix::prefix_trace t;
+  std::vector<std::vector<std::uint64_t>> sessions(20);
+  std::vector<kvtk::block_key> keys;
+  for (int r = 0; r < 20000; ++r) {
+    auto& s = sessions[rng() % sessions.size()];
+    if (s.empty() || rng() % 9 == 0) s.assign(1, rng() % 4);
+    for (unsigned i = rng() % 4; i > 0; --i) s.push_back(rng() % 100);
+    keys.resize(s.size());
+    kvtk::prefix::chain_keys(s, keys);
+    t.add(keys, keys.size() * 16);
+  }
+  t.block_tokens = 16;
+  const auto p = kvtk::prefix::partial_block::cache;
+  const auto next = kvtk::prefix::next_use_positions(t, p);
+  Index idx(capacity);
+  // Warm-up: per-request buffers grow to the longest request once.
+  const std::size_t longest = 4000;
+  std::vector<kvtk::block_key> warm(longest);
+  for (std::size_t i = 0; i < longest; ++i) warm[i] = 1'000'000 + i;
+  std::vector<std::uint64_t> warm_next(longest, kvtk::access_hint::never);
+  idx.process(warm, warm_next, {});
+  counting = true;
+  const auto c = kvtk::prefix::replay(t, idx, p, next);
+  counting = false;
+  REQUIRE(allocations.load() == 0);
+  REQUIRE(c.evictions > 1000);
+}
+}  // namespace
+
+TEST_CASE("prefix indexes do not allocate in steady state", "[alloc]") {
+  using namespace kvtk::prefix;
+  replay_without_allocating<radix_index<leaf_lru>>(300);
+  replay_without_allocating<radix_index<leaf_lfu>>(300);
+  replay_without_allocating<radix_index<leaf_slru>>(300);
+  replay_without_allocating<radix_index<leaf_s3fifo>>(300);
+  replay_without_allocating<radix_index<leaf_belady>>(300);
+  replay_without_allocating<hash_chain_index>(300);
+  replay_without_allocating<flat_index<kvtk::lru>>(300);
+}

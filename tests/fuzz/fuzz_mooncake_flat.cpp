@@ -1,5 +1,6 @@
-// libFuzzer target: the Mooncake flat-trace parser must turn any byte string into either ids or a
-// trace_error — never a crash, hang, leak or undefined behaviour.
+// libFuzzer target: both Mooncake parsers (flat ids, and requests for the prefix layer) must turn
+// any byte string into either a result or a trace_error — never a crash, hang, leak or undefined
+// behaviour.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -8,12 +9,20 @@
 #include "formats/mooncake_flat.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::istringstream in(text);
   try {
     const auto ids = kvtk::sim::parse_mooncake_flat(in, "fuzz");
     (void)ids;
   } catch (const kvtk::sim::trace_error& e) {
     // Every error names the input and a line.
+    if (std::string(e.what()).rfind("fuzz:", 0) != 0) __builtin_trap();
+  }
+  std::istringstream in2(text);
+  try {
+    const auto t = kvtk::sim::parse_mooncake_requests(in2, "fuzz");
+    if (t.offsets.size() != t.requests() + 1 || t.offsets.back() != t.keys.size()) __builtin_trap();
+  } catch (const kvtk::sim::trace_error& e) {
     if (std::string(e.what()).rfind("fuzz:", 0) != 0) __builtin_trap();
   }
   return 0;
