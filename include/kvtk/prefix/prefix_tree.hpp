@@ -115,32 +115,13 @@ class prefix_tree {
   /// (a key resident under another parent ends the match). No state changes.
   /// Complexity: O(length + 1) table probes.  Throws: nothing.
   [[nodiscard]] match_result match(std::span<const block_key> keys) const noexcept {
-    // The keys are known up front: start every table miss of the request now.
-    for (block_key k : keys) table_.prefetch(k);
-    handle at = root;
-    std::uint32_t n = 0;
-    for (block_key k : keys) {
-      const std::uint32_t s = table_.find(k);
-      if (s == npos || nodes_[s].parent != at) break;
-      at = s;
-      ++n;
-    }
-    return {n, at};
+    return match_into(keys, nullptr);
   }
 
   /// Like match(keys), and also writes the matched slots, root side first, to path[0, length).
   /// Requires: path.size() >= keys.size().
   match_result match(std::span<const block_key> keys, std::span<handle> path) const noexcept {
-    for (block_key k : keys) table_.prefetch(k);
-    handle at = root;
-    std::uint32_t n = 0;
-    for (block_key k : keys) {
-      const std::uint32_t s = table_.find(k);
-      if (s == npos || nodes_[s].parent != at) break;
-      at = s;
-      path[n++] = s;
-    }
-    return {n, at};
+    return match_into(keys, path.data());
   }
 
   /// lock_and_touch for a path given as its slots, root side first (from match(keys, path)):
@@ -475,6 +456,21 @@ class prefix_tree {
   // ---- indexed binary min-heap on (rank, slot) ----
   static constexpr bool stateful = stateful_leaf_policy<Leaf>;
   using state_type = typename detail_tree::leaf_state<Leaf>::type;
+
+  match_result match_into(std::span<const block_key> keys, handle* path) const noexcept {
+    // The keys are known up front: start every table miss of the request now.
+    for (block_key k : keys) table_.prefetch(k);
+    handle at = root;
+    std::uint32_t n = 0;
+    for (block_key k : keys) {
+      const std::uint32_t s = table_.find(k);
+      if (s == npos || nodes_[s].parent != at) break;
+      at = s;
+      if (path != nullptr) path[n] = s;
+      ++n;
+    }
+    return {n, at};
+  }
 
   void release_slot(std::uint32_t s) noexcept {
     nodes_[s].parent = free_head_;
