@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/compare.hpp"
+#include "cli/replay.hpp"
 
 namespace {
 
@@ -13,6 +14,7 @@ constexpr const char* kUsage =
     "usage: kvtk <command> [options]\n"
     "\n"
     "commands:\n"
+    "  replay    replay a request trace through prefix-cache indexes, policies, capacities\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   try {
     if (cmd == "compare") return kvtk::sim::run_compare(rest);
+    if (cmd == "replay") return kvtk::sim::run_replay(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

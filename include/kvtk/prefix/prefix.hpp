@@ -8,3 +8,4 @@
 #include "kvtk/prefix/mrc.hpp"
 #include "kvtk/prefix/prefix_tree.hpp"
 #include "kvtk/prefix/replay.hpp"
+#include "kvtk/prefix/leaf_registry.hpp"

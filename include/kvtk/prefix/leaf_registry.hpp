@@ -1,0 +1,50 @@
+// kvtk/prefix/leaf_registry.hpp — leaf-order name -> type, from one compile-time list.
+#pragma once
+
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "kvtk/policy/policy_list.hpp"
+#include "kvtk/prefix/leaf_policies.hpp"
+
+namespace kvtk::prefix {
+
+/// Every leaf order of prefix_tree, in registry order.
+using all_leaf_policies = type_list<leaf_lru, leaf_fifo, leaf_lfu, leaf_priority_lru, leaf_slru,
+                                    leaf_s3fifo, leaf_belady>;
+
+namespace detail_registry {
+template <class... Ls>
+constexpr auto names_of(type_list<Ls...>) {
+  return std::array<std::string_view, sizeof...(Ls)>{Ls::name...};
+}
+}  // namespace detail_registry
+
+/// Leaf-order names: lru fifo lfu priority-lru slru s3fifo belady.
+inline constexpr auto leaf_policy_names = detail_registry::names_of(all_leaf_policies{});
+
+/// Calls f.template operator()<L>() for the leaf order named `name`.
+/// Throws: std::invalid_argument naming the bad name and listing the valid ones.
+template <class F>
+auto visit_leaf_policy(std::string_view name, F&& f) {
+  using result = decltype(f.template operator()<leaf_lru>());
+  return [&]<class... Ls>(type_list<Ls...>) -> result {
+    auto fail = [&] {
+      std::string msg = "unknown radix leaf policy '" + std::string(name) + "' (known:";
+      for (std::string_view n : leaf_policy_names) msg += " " + std::string(n);
+      throw std::invalid_argument(msg + ")");
+    };
+    if constexpr (std::is_void_v<result>) {
+      if (!((Ls::name == name ? (f.template operator()<Ls>(), true) : false) || ...)) fail();
+    } else {
+      result out{};
+      if (!((Ls::name == name ? (out = f.template operator()<Ls>(), true) : false) || ...)) fail();
+      return out;
+    }
+  }(all_leaf_policies{});
+}
+
+}  // namespace kvtk::prefix

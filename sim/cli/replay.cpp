@@ -1,0 +1,378 @@
+#include "cli/replay.hpp"
+
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <kvtk/kvtk.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <unordered_set>
+
+#include "formats/mooncake_flat.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+namespace po = boost::program_options;
+using namespace kvtk::prefix;
+
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// KV bytes per token of the model presets (bf16).
+const std::map<std::string, std::uint64_t>& model_bytes_per_token() {
+  static const std::map<std::string, std::uint64_t> m = {{"deepseek-v3", 70272},
+                                                         {"llama-3-70b", 327680},
+                                                         {"qwen2.5-7b", 57344},
+                                                         {"qwen3-235b-a22b", 192512}};
+  return m;
+}
+
+// "1000" blocks, "3Mtok" tokens, "64GiB" bytes (needs bytes_per_token).
+std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
+                             std::uint64_t bytes_per_token) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw usage_error("--capacity: '" + text + "' does not start with a number");
+  }
+  if (!(v > 0) || !std::isfinite(v))
+    throw usage_error("--capacity: '" + text + "' is not positive");
+  const std::string unit = text.substr(pos);
+  static const std::map<std::string, double> scale = {{"", 1},
+                                                      {"k", 1e3},
+                                                      {"M", 1e6},
+                                                      {"G", 1e9},
+                                                      {"B", 1},
+                                                      {"KB", 1e3},
+                                                      {"MB", 1e6},
+                                                      {"GB", 1e9},
+                                                      {"TB", 1e12},
+                                                      {"KiB", 1024.0},
+                                                      {"MiB", 1048576.0},
+                                                      {"GiB", 1073741824.0},
+                                                      {"TiB", 1099511627776.0}};
+  double blocks = 0;
+  if (unit.size() >= 3 && unit.compare(unit.size() - 3, 3, "tok") == 0) {
+    const auto it = scale.find(unit.substr(0, unit.size() - 3));
+    if (it == scale.end() || it->first.size() > 1) {
+      throw usage_error("--capacity: unknown token unit in '" + text +
+                        "' (use tok, ktok, Mtok, Gtok)");
+    }
+    blocks = std::floor(v * it->second / block_tokens);
+  } else if (unit.empty()) {
+    if (std::floor(v) != v)
+      throw usage_error("--capacity: '" + text + "' is not a whole number of blocks");
+    blocks = v;
+  } else {
+    const auto it = scale.find(unit);
+    if (it == scale.end() || it->first.size() < 1 || it->first.back() != 'B') {
+      throw usage_error("--capacity: unknown unit in '" + text +
+                        "' (blocks: a number; tokens: 3Mtok; bytes: 64GiB, 500MB)");
+    }
+    if (bytes_per_token == 0) {
+      throw usage_error("--capacity: '" + text +
+                        "' is in bytes; give --model to know KV bytes per token");
+    }
+    blocks = std::floor(v * it->second / static_cast<double>(bytes_per_token * block_tokens));
+  }
+  if (blocks < 1) throw usage_error("--capacity: '" + text + "' is less than one block");
+  if (blocks >= 2147483648.0) throw usage_error("--capacity: '" + text + "' is over 2^31-1 blocks");
+  return static_cast<std::uint64_t>(blocks);
+}
+
+struct job {
+  std::string index, policy;
+  std::uint64_t capacity;
+};
+struct outcome {
+  prefix_counts counts;
+  double seconds = 0;
+};
+
+bool known_for(const std::string& index, const std::string& policy) {
+  if (index == "flat") return is_policy_name(policy);
+  if (index == "radix") {
+    for (auto n : leaf_policy_names) {
+      if (n == policy) return true;
+    }
+    return false;
+  }
+  return index == "hashchain" && policy == "vllm";
+}
+
+std::string known_list(const std::string& index) {
+  std::string out;
+  if (index == "flat") {
+    for (auto n : policy_names) out += " " + std::string(n);
+  } else if (index == "radix") {
+    for (auto n : leaf_policy_names) out += " " + std::string(n);
+  } else {
+    out = " vllm";
+  }
+  return out;
+}
+
+outcome run_job(const job& j, const prefix_trace& t, partial_block p,
+                const std::vector<std::uint64_t>& next) {
+  const auto cap = static_cast<std::uint32_t>(j.capacity);
+  const auto t0 = std::chrono::steady_clock::now();
+  outcome o;
+  if (j.index == "flat") {
+    o.counts = visit_policy(j.policy, [&]<class P>() {
+      flat_index<P> idx(cap);
+      return replay(t, idx, p, next);
+    });
+  } else if (j.index == "radix") {
+    o.counts = visit_leaf_policy(j.policy, [&]<class L>() {
+      radix_index<L> idx(cap);
+      return replay(t, idx, p, next);
+    });
+  } else {
+    hash_chain_index idx(cap);
+    o.counts = replay(t, idx, p);
+  }
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+void write_to(const std::string& where, const std::string& text) {
+  if (where == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream out(where, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write '" + where + "'");
+  out << text;
+  if (!out) throw std::runtime_error("error writing '" + where + "'");
+}
+
+}  // namespace
+
+int run_replay(const std::vector<std::string>& args) {
+  po::options_description opts(
+      "kvtk replay: replay a request trace through prefix-cache indexes, policies and capacities\n"
+      "(order-only; semantics in include/kvtk/prefix/replay.hpp). Every (index, policy, capacity)\n"
+      "combination runs on the same trace; results do not depend on --threads.\nOptions");
+  std::string trace, format, indexes, policies, capacities, model, partial, json_out, csv_out;
+  std::uint32_t block_tokens = 0, threads = 1;
+  opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
+                                                 "trace file (Mooncake JSONL)")(
+      "format", po::value(&format)->default_value("auto"),
+      "mooncake | auto (other formats arrive with the trace-format work)")(
+      "block-tokens", po::value(&block_tokens)->default_value(0),
+      "tokens per block (0 = the format's default: 512 for Mooncake)")(
+      "index", po::value(&indexes)->default_value("radix"), "radix | flat | hashchain (a list)")(
+      "policy", po::value(&policies)->default_value("lru"),
+      "policies (a list): radix leaf orders, flat core policies, or vllm for hashchain")(
+      "capacity", po::value(&capacities)->default_value("1000,10000,100000"),
+      "capacities (a list): blocks (1000), tokens (3Mtok) or bytes (64GiB, needs --model)")(
+      "model", po::value(&model),
+      "model preset for byte capacities: deepseek-v3, llama-3-70b, "
+      "qwen2.5-7b, qwen3-235b-a22b")(
+      "partial-block", po::value(&partial)->default_value("skip"),
+      "skip: cache full blocks only; cache: also the partial last block (how Mooncake's "
+      "published hit ratios count)")("threads", po::value(&threads)->default_value(1),
+                                     "worker threads")(
+      "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
+      "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
+      "no-opt", "skip the offline optimum (opt_fraction)");
+  po::variables_map vm;
+  std::vector<job> jobs;
+  partial_block pb = partial_block::skip;
+  std::uint64_t bytes_per_token = 0;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts;
+      return 0;
+    }
+    po::notify(vm);
+    if (format != "auto" && format != "mooncake") {
+      throw usage_error("--format: '" + format +
+                        "' is not supported yet (supported: mooncake, auto)");
+    }
+    if (block_tokens == 0) block_tokens = 512;
+    if (partial == "cache") {
+      pb = partial_block::cache;
+    } else if (partial != "skip") {
+      throw usage_error("--partial-block: '" + partial + "' (use skip or cache)");
+    }
+    if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
+    if (vm.count("model")) {
+      const auto it = model_bytes_per_token().find(model);
+      if (it == model_bytes_per_token().end()) {
+        std::string known;
+        for (auto& [n, b] : model_bytes_per_token()) known += " " + n;
+        throw usage_error("--model: unknown model '" + model + "' (known:" + known + ")");
+      }
+      bytes_per_token = it->second;
+    }
+    std::vector<std::uint64_t> caps;
+    for (const auto& c : split_list(capacities))
+      caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));
+    if (caps.empty()) throw usage_error("--capacity: empty list");
+    const auto idx_list = split_list(indexes);
+    const auto pol_list = split_list(policies);
+    if (idx_list.empty()) throw usage_error("--index: empty list");
+    if (pol_list.empty()) throw usage_error("--policy: empty list");
+    for (const auto& i : idx_list) {
+      if (i != "radix" && i != "flat" && i != "hashchain") {
+        throw usage_error("--index: unknown index '" + i + "' (known: radix flat hashchain)");
+      }
+      for (const auto& p : (i == "hashchain" ? std::vector<std::string>{"vllm"} : pol_list)) {
+        if (!known_for(i, p)) {
+          throw usage_error("--policy: unknown policy '" + p + "' for index " + i +
+                            " (known:" + known_list(i) + ")");
+        }
+        for (auto c : caps) jobs.push_back({i, p, c});
+      }
+    }
+  } catch (const po::error& e) {
+    std::cerr << "kvtk replay: " << e.what() << "\n(try 'kvtk replay --help')\n";
+    return 2;
+  } catch (const usage_error& e) {
+    std::cerr << "kvtk replay: " << e.what() << "\n";
+    return 2;
+  }
+
+  prefix_trace t;
+  try {
+    t = load_mooncake_requests(trace, block_tokens);
+  } catch (const trace_error& e) {
+    std::cerr << "kvtk replay: " << e.what() << "\n";
+    return 1;
+  }
+  // Offline policies and the optimum need every reference's next use.
+  const std::vector<std::uint64_t> next = next_use_positions(t, pb);
+  std::uint64_t block_refs = 0;
+  std::unordered_set<block_key> unique;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    for (block_key k : t.cacheable(r, pb)) unique.insert(k);
+    block_refs += t.cacheable(r, pb).size();
+  }
+  // Ideal: every distinct block fits (flat LRU at that size never evicts).
+  const auto ideal_cap = static_cast<std::uint32_t>(std::max<std::size_t>(unique.size(), 1));
+  flat_index<kvtk::lru> ideal_idx(ideal_cap);
+  const prefix_counts ideal = replay(t, ideal_idx, pb);
+
+  std::vector<outcome> results(jobs.size());
+  std::map<std::uint64_t, prefix_counts> optimum;
+  const bool want_opt = vm.count("no-opt") == 0;
+  if (want_opt) {
+    for (const job& j : jobs) optimum.emplace(j.capacity, prefix_counts{});
+  }
+  std::vector<std::uint64_t> opt_caps;
+  for (auto& [c, v] : optimum) opt_caps.push_back(c);
+  const std::size_t total = jobs.size() + opt_caps.size();
+  std::atomic<std::size_t> cursor{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
+      if (i < jobs.size()) {
+        results[i] = run_job(jobs[i], t, pb, next);
+      } else {
+        const std::uint64_t c = opt_caps[i - jobs.size()];
+        optimum[c] = run_job({"radix", "belady", c}, t, pb, next).counts;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::uint32_t w = 1; w < std::min<std::size_t>(threads, total); ++w)
+    pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+
+  nlohmann::json out;
+  out["trace"] = {{"path", trace},
+                  {"format", "mooncake"},
+                  {"requests", t.requests()},
+                  {"block_refs", block_refs},
+                  {"unique_blocks", unique.size()},
+                  {"block_tokens", block_tokens},
+                  {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
+                  {"ideal_block_hit_ratio", ideal.block_hit_ratio()},
+                  {"ideal_token_hit_ratio", ideal.token_hit_ratio()}};
+  out["results"] = nlohmann::json::array();
+  std::ostringstream csv;
+  csv << "index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
+         "block_hit_ratio,token_hit_ratio,evictions,opt_fraction,seconds,block_refs_per_second\n";
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const prefix_counts& c = results[i].counts;
+    nlohmann::json r = {
+        {"index", jobs[i].index},
+        {"policy", jobs[i].policy},
+        {"capacity_blocks", jobs[i].capacity},
+        {"requests", c.requests},
+        {"block_refs", c.block_refs},
+        {"block_hits", c.block_hits},
+        {"token_refs", c.token_refs},
+        {"token_hits", c.token_hits},
+        {"block_hit_ratio", c.block_hit_ratio()},
+        {"token_hit_ratio", c.token_hit_ratio()},
+        {"evictions", c.evictions},
+        {"seconds", results[i].seconds},
+        {"block_refs_per_second",
+         results[i].seconds > 0 ? static_cast<double>(c.block_refs) / results[i].seconds : 0.0}};
+    std::string opt_text;
+    if (want_opt) {
+      const double f = c.fraction_of(optimum[jobs[i].capacity]);
+      r["opt_fraction"] = f;
+      opt_text = std::to_string(f);
+    }
+    out["results"].push_back(r);
+    csv << jobs[i].index << ',' << jobs[i].policy << ',' << jobs[i].capacity << ',' << c.requests
+        << ',' << c.block_refs << ',' << c.block_hits << ',' << c.token_refs << ',' << c.token_hits
+        << ',' << r["block_hit_ratio"].get<double>() << ',' << r["token_hit_ratio"].get<double>()
+        << ',' << c.evictions << ',' << opt_text << ',' << results[i].seconds << ','
+        << r["block_refs_per_second"].get<double>() << '\n';
+  }
+  try {
+    if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
+    if (vm.count("csv")) write_to(csv_out, csv.str());
+  } catch (const std::exception& e) {
+    std::cerr << "kvtk replay: " << e.what() << "\n";
+    return 1;
+  }
+  if (!vm.count("json") && !vm.count("csv")) {
+    std::printf(
+        "trace: %s  (%zu requests, %llu block refs, %zu unique blocks, %u-token blocks, "
+        "partial blocks: %s)\nideal (infinite cache): block hit ratio %.4f, token hit "
+        "ratio %.4f\n\n",
+        trace.c_str(), t.requests(), static_cast<unsigned long long>(block_refs), unique.size(),
+        block_tokens, pb == partial_block::cache ? "cached" : "skipped", ideal.block_hit_ratio(),
+        ideal.token_hit_ratio());
+    std::printf("%-10s %-13s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "block hits",
+                "token hits", "of opt", "Mrefs/s");
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const prefix_counts& c = results[i].counts;
+      const double f = want_opt ? c.fraction_of(optimum[jobs[i].capacity]) : NAN;
+      std::printf("%-10s %-13s %10llu %11.4f %11.4f %9.3f %9.1f\n", jobs[i].index.c_str(),
+                  jobs[i].policy.c_str(), static_cast<unsigned long long>(jobs[i].capacity),
+                  c.block_hit_ratio(), c.token_hit_ratio(), f,
+                  results[i].seconds > 0
+                      ? static_cast<double>(c.block_refs) / results[i].seconds / 1e6
+                      : 0.0);
+    }
+  }
+  return 0;
+}
+
+}  // namespace kvtk::sim

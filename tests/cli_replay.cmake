@@ -1,0 +1,72 @@
+# kvtk replay: golden numbers through the executable, thread invariance, output files, bad input.
+file(MAKE_DIRECTORY ${WORK_DIR})
+function(expect code_want pattern)
+  execute_process(COMMAND ${KVTK} ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT code EQUAL code_want)
+    message(FATAL_ERROR "kvtk ${ARGN}: exit ${code}, want ${code_want}\n${out}\n${err}")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${pattern}")
+    message(FATAL_ERROR "kvtk ${ARGN}: output does not match '${pattern}':\n${out}\n${err}")
+  endif()
+endfunction()
+
+set(T ${TRACE})
+expect(0 "--partial-block" replay --help)
+# The prefix issue's numbers, through the CLI (flat and radix LRU, every hash_id a block); the
+# exact counts equal an independent brute-force Python replay of the same semantics.
+expect(0 "flat,lru,10000,12031,288500,60921,144793823,31174981,"
+       replay --trace ${T} --index flat --policy lru --capacity 10000 --partial-block cache --csv - --no-opt)
+expect(0 "radix,lru,10000,12031,288500,61046,144793823,31238981,"
+       replay --trace ${T} --index radix --policy lru --capacity 10000 --partial-block cache --csv - --no-opt)
+# Units: 5120000 tokens = 10000 blocks of 512; 64 GiB of deepseek-v3 KV (70,272 B/token).
+expect(0 "radix,lru,10000," replay --trace ${T} --capacity 5120000tok --csv - --no-opt)
+expect(0 "radix,lru,1909," replay --trace ${T} --capacity 64GiB --model deepseek-v3 --csv - --no-opt)
+
+# Thread-count invariance: identical results apart from the timing columns.
+foreach(n 1 2 3)
+  execute_process(COMMAND ${KVTK} replay --trace ${T} --index radix,flat,hashchain
+                          --policy lru,fifo,lfu --capacity 500,3000,20000 --threads ${n}
+                          --csv ${WORK_DIR}/threads${n}.csv RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "replay --threads ${n} failed")
+  endif()
+  file(READ ${WORK_DIR}/threads${n}.csv text)
+  string(REGEX REPLACE ",[^,\n]*,[^,\n]*\n" "\n" text "${text}")
+  set(csv${n} "${text}")
+endforeach()
+if(NOT csv1 STREQUAL csv2 OR NOT csv1 STREQUAL csv3)
+  message(FATAL_ERROR "results differ with the thread count:\n${csv1}\n---\n${csv2}\n---\n${csv3}")
+endif()
+string(REGEX MATCHALL "\n" lines "${csv1}")
+list(LENGTH lines n_lines)
+if(NOT n_lines EQUAL 22)  # header + (3 radix + 3 flat) policies x 3 capacities + 3 hashchain
+  message(FATAL_ERROR "expected 22 CSV lines, got ${n_lines}")
+endif()
+
+# JSON output has the documented fields.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --capacity 1000 --json ${WORK_DIR}/r.json
+                RESULT_VARIABLE rc)
+file(READ ${WORK_DIR}/r.json json)
+foreach(field ideal_block_hit_ratio unique_blocks block_refs_per_second opt_fraction evictions)
+  if(NOT json MATCHES "\"${field}\"")
+    message(FATAL_ERROR "JSON lacks ${field}:\n${json}")
+  endif()
+endforeach()
+
+# Bad input: a clear message and exit 2 (usage) or 1 (runtime).
+expect(2 "unknown index 'tree'" replay --trace ${T} --index tree)
+expect(2 "unknown policy 'arc' for index radix" replay --trace ${T} --policy arc)
+expect(2 "unknown policy 'slru' for index flat" replay --trace ${T} --index flat --policy slru)
+expect(2 "give --model" replay --trace ${T} --capacity 64GiB)
+expect(2 "unknown model 'gpt-5'" replay --trace ${T} --capacity 64GiB --model gpt-5)
+expect(2 "unknown unit in '10parsecs'" replay --trace ${T} --capacity 10parsecs)
+expect(2 "less than one block" replay --trace ${T} --capacity 100tok)
+expect(2 "not a whole number of blocks" replay --trace ${T} --capacity 10.5)
+expect(2 "'bailian' is not supported yet" replay --trace ${T} --format bailian)
+expect(2 "--threads: must be in" replay --trace ${T} --threads 0)
+expect(2 "--partial-block: 'half'" replay --trace ${T} --partial-block half)
+expect(1 "nope.jsonl:0: cannot open file" replay --trace ${WORK_DIR}/nope.jsonl)
+file(WRITE ${WORK_DIR}/bad.jsonl "{\"input_length\": 5, \"hash_ids\": [1]}\n{\"hash_ids\": [2]}\n")
+expect(1 "bad.jsonl:2: missing field 'input_length'" replay --trace ${WORK_DIR}/bad.jsonl)
+expect(1 "cannot write" replay --trace ${T} --capacity 1000 --json ${WORK_DIR}/no/such/dir/r.json)
