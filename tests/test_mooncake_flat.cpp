@@ -31,7 +31,8 @@ TEST_CASE("mooncake flat reader flattens hash_ids in file order", "[formats]") {
 
 TEST_CASE("mooncake flat reader names the line and the reason", "[formats]") {
   const std::string ok = "{\"hash_ids\": [1]}\n";
-  CHECK(error_of(ok + "{\"hash_ids\": [1,\n") == "t.jsonl:2: invalid JSON");
+  CHECK(error_of(ok + "{\"hash_ids\": [1,\n") ==
+        "t.jsonl:2: invalid JSON: unterminated array at column 17");
   CHECK(error_of(ok + ok + "[1, 2]\n") == "t.jsonl:3: expected a JSON object");
   CHECK(error_of("{\"input_length\": 5}\n") == "t.jsonl:1: missing field 'hash_ids'");
   CHECK(error_of("{\"hash_ids\": 5}\n") == "t.jsonl:1: 'hash_ids' must be an array");
@@ -41,7 +42,22 @@ TEST_CASE("mooncake flat reader names the line and the reason", "[formats]") {
   CHECK(error_of("{\"hash_ids\": [\"a\"]}\n") ==
         "t.jsonl:1: 'hash_ids'[0] must be an integer, got string");
   CHECK(error_of(ok + "\n" + ok) == "t.jsonl:2: empty line (expected a JSON object)");
-  CHECK(error_of("{\"hash_ids\": [1]} trailing\n") == "t.jsonl:1: invalid JSON");
+  CHECK(error_of("{\"hash_ids\": [1]} trailing\n") ==
+        "t.jsonl:1: invalid JSON: trailing characters after the object at column 19");
+  CHECK(error_of("{\"hash_ids\" [1]}\n") == "t.jsonl:1: invalid JSON: expected ':' at column 13");
+  CHECK(error_of("{\"hash_ids\": [1] \"x\": 2}\n") ==
+        "t.jsonl:1: invalid JSON: expected ',' or '}' at column 18");
+  CHECK(error_of("{\"a\": \"\x01\", \"hash_ids\": []}\n") ==
+        "t.jsonl:1: invalid JSON: control character in string at column 8");
+  CHECK(error_of("{\"a\": 01, \"hash_ids\": []}\n") ==
+        "t.jsonl:1: invalid JSON: leading zero in number at column 7");
+  CHECK(error_of("{\"a\": tru, \"hash_ids\": []}\n") ==
+        "t.jsonl:1: invalid JSON: bad literal at column 7");
+  CHECK(error_of("{\"hash_ids\": [1, null]}\n") ==
+        "t.jsonl:1: 'hash_ids'[1] must be an integer, got null");
+  // Unknown members, nested values and escapes are skipped, not rejected.
+  CHECK(error_of("{\"x\": {\"y\": [1, {\"z\": \"\\u00e9\\\"\"}]}, \"hash_ids\": [3]}\n") ==
+        "no error");
 }
 
 TEST_CASE("mooncake request reader keeps requests and names bad input_length", "[formats]") {

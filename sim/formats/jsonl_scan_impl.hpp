@@ -1,0 +1,276 @@
+// Implementation of jsonl_scan.hpp (header-only so the scanner inlines into each reader).
+#pragma once
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+namespace kvtk::sim::jsonl {
+namespace detail {
+
+struct cursor {
+  const char* p;
+  const char* end;
+  const char* begin;
+  std::string error;
+
+  bool fail(const char* reason) {
+    if (error.empty()) {
+      error = std::string("invalid JSON: ") + reason + " at column " +
+              std::to_string(static_cast<long>(p - begin) + 1);
+    }
+    return false;
+  }
+  void ws() noexcept {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) ++p;
+  }
+  bool expect(char c, const char* reason) {
+    ws();
+    if (p >= end || *p != c) return fail(reason);
+    ++p;
+    return true;
+  }
+  // A string whose opening quote is at p; result = the raw contents.
+  bool string(std::string_view& out) {
+    ++p;  // opening quote
+    const char* start = p;
+    while (p < end) {
+      const unsigned char c = static_cast<unsigned char>(*p);
+      if (c == '"') {
+        out = std::string_view(start, static_cast<std::size_t>(p - start));
+        ++p;
+        return true;
+      }
+      if (c < 0x20) return fail("control character in string");
+      if (c == '\\') {
+        if (++p >= end) break;
+        const char e = *p;
+        if (e == 'u') {
+          for (int i = 0; i < 4; ++i) {
+            if (++p >= end || !std::isxdigit(static_cast<unsigned char>(*p))) {
+              return fail("bad \\u escape");
+            }
+          }
+        } else if (!std::strchr("\"\\/bfnrt", e)) {
+          return fail("bad escape");
+        }
+      }
+      ++p;
+    }
+    return fail("unterminated string");
+  }
+  // A number at p (JSON grammar), classified as integer when it has no fraction or exponent.
+  bool number(value& v) {
+    const char* start = p;
+    if (p < end && *p == '-') ++p;
+    if (p >= end || !std::isdigit(static_cast<unsigned char>(*p))) return fail("bad number");
+    if (*p == '0' && p + 1 < end && std::isdigit(static_cast<unsigned char>(p[1]))) {
+      return fail("leading zero in number");
+    }
+    const char* digits = p;
+    while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p;
+    bool integral = true;
+    if (p < end && *p == '.') {
+      integral = false;
+      ++p;
+      if (p >= end || !std::isdigit(static_cast<unsigned char>(*p))) return fail("bad fraction");
+      while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+      integral = false;
+      ++p;
+      if (p < end && (*p == '+' || *p == '-')) ++p;
+      if (p >= end || !std::isdigit(static_cast<unsigned char>(*p))) return fail("bad exponent");
+      while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p;
+    }
+    v.negative = *start == '-';
+    if (integral) {
+      const auto r = std::from_chars(digits, p, v.magnitude);
+      if (r.ec == std::errc()) {
+        v.type = kind::integer;
+        v.number =
+            v.negative ? -static_cast<double>(v.magnitude) : static_cast<double>(v.magnitude);
+        return true;
+      }
+      // Too large for 64 bits: keep it as a number, as JSON allows.
+    }
+    const auto r = std::from_chars(start, p, v.number);
+    if (r.ec != std::errc() && r.ec != std::errc::result_out_of_range) return fail("bad number");
+    if (r.ec == std::errc::result_out_of_range) v.number = v.negative ? -HUGE_VAL : HUGE_VAL;
+    v.type = kind::number;
+    return true;
+  }
+  bool literal(const char* word, std::size_t n) {
+    if (static_cast<std::size_t>(end - p) < n || std::memcmp(p, word, n) != 0) {
+      return fail("bad literal");
+    }
+    p += n;
+    return true;
+  }
+  // Skips any value; depth-limited and iterative for arrays and objects.
+  bool skip_value(int depth) {
+    ws();
+    if (p >= end) return fail("missing value");
+    value v;
+    std::string_view s;
+    switch (*p) {
+      case '"':
+        return string(s);
+      case '{':
+      case '[': {
+        if (depth > 64) return fail("nesting deeper than 64");
+        const char close = *p == '{' ? '}' : ']';
+        const bool object = *p == '{';
+        ++p;
+        ws();
+        if (p < end && *p == close) {
+          ++p;
+          return true;
+        }
+        for (;;) {
+          if (object) {
+            ws();
+            if (p >= end || *p != '"') return fail("expected a member name");
+            if (!string(s) || !expect(':', "expected ':'")) return false;
+          }
+          if (!skip_value(depth + 1)) return false;
+          ws();
+          if (p < end && *p == ',') {
+            ++p;
+            continue;
+          }
+          if (p < end && *p == close) {
+            ++p;
+            return true;
+          }
+          return fail(object ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+      }
+      case 't':
+        return literal("true", 4);
+      case 'f':
+        return literal("false", 5);
+      case 'n':
+        return literal("null", 4);
+      default:
+        return number(v);
+    }
+  }
+  bool int_array(value& v, std::vector<std::uint64_t>& ints) {
+    ++p;  // '['
+    ints.clear();
+    v.type = kind::int_array;
+    ws();
+    if (p < end && *p == ']') {
+      ++p;
+      return true;
+    }
+    for (;;) {
+      ws();
+      if (p >= end) return fail("unterminated array");
+      if (v.bad_element == value::npos) {
+        const char c = *p;
+        if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
+          value e;
+          if (!number(e)) return false;
+          if (e.type == kind::integer && !e.negative) {
+            ints.push_back(e.magnitude);
+          } else if (e.type == kind::integer && e.magnitude == 0) {
+            ints.push_back(0);  // -0
+          } else {
+            v.bad_element = ints.size();
+            v.bad_type = e.type == kind::integer ? "negative" : "number";
+          }
+        } else {
+          v.bad_element = ints.size();
+          v.bad_type = c == '"'   ? "string"
+                       : c == '[' ? "array"
+                       : c == '{' ? "object"
+                       : c == 'n' ? "null"
+                                  : "boolean";
+          if (!skip_value(1)) return false;
+        }
+      } else if (!skip_value(1)) {
+        return false;
+      }
+      ws();
+      if (p < end && *p == ',') {
+        ++p;
+        continue;
+      }
+      if (p < end && *p == ']') {
+        ++p;
+        return true;
+      }
+      return fail("expected ',' or ']'");
+    }
+  }
+};
+
+}  // namespace detail
+
+template <class WantsInts, class OnMember>
+std::string scan_object(std::string_view line, std::vector<std::uint64_t>& ints,
+                        WantsInts&& wants_ints, OnMember&& on_member) {
+  detail::cursor c{line.data(), line.data() + line.size(), line.data(), {}};
+  if (!c.expect('{', "expected '{'")) return c.error;
+  c.ws();
+  if (c.p < c.end && *c.p == '}') {
+    ++c.p;
+  } else {
+    for (;;) {
+      c.ws();
+      if (c.p >= c.end || *c.p != '"') {
+        c.fail("expected a member name");
+        return c.error;
+      }
+      std::string_view key;
+      if (!c.string(key) || !c.expect(':', "expected ':'")) return c.error;
+      c.ws();
+      if (c.p >= c.end) {
+        c.fail("missing value");
+        return c.error;
+      }
+      value v;
+      bool ok = true;
+      const char ch = *c.p;
+      v.first = ch;
+      if (ch == '[' && wants_ints(key)) {
+        ok = c.int_array(v, ints);
+      } else if (ch == '"') {
+        v.type = kind::string;
+        ok = c.string(v.text);
+      } else if (ch == '-' || std::isdigit(static_cast<unsigned char>(ch))) {
+        ok = c.number(v);
+      } else if (ch == 't' || ch == 'f') {
+        v.type = kind::boolean;
+        ok = c.literal(ch == 't' ? "true" : "false", ch == 't' ? 4 : 5);
+      } else if (ch == 'n') {
+        v.type = kind::null;
+        ok = c.literal("null", 4);
+      } else {
+        v.type = kind::other;
+        ok = c.skip_value(1);
+      }
+      if (!ok) return c.error;
+      on_member(key, v);
+      c.ws();
+      if (c.p < c.end && *c.p == ',') {
+        ++c.p;
+        continue;
+      }
+      if (c.p < c.end && *c.p == '}') {
+        ++c.p;
+        break;
+      }
+      c.fail("expected ',' or '}'");
+      return c.error;
+    }
+  }
+  c.ws();
+  if (c.p != c.end) c.fail("trailing characters after the object");
+  return c.error;
+}
+
+}  // namespace kvtk::sim::jsonl
