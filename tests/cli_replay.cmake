@@ -63,10 +63,22 @@ expect(2 "unknown model 'gpt-5'" replay --trace ${T} --capacity 64GiB --model gp
 expect(2 "unknown unit in '10parsecs'" replay --trace ${T} --capacity 10parsecs)
 expect(2 "less than one block" replay --trace ${T} --capacity 100tok)
 expect(2 "not a whole number of blocks" replay --trace ${T} --capacity 10.5)
-expect(2 "'bailian' is not supported yet" replay --trace ${T} --format bailian)
+expect(2 "'oracle-general' is not supported yet" replay --trace ${T} --format oracle-general)
 expect(2 "--threads: must be in" replay --trace ${T} --threads 0)
 expect(2 "--partial-block: 'half'" replay --trace ${T} --partial-block half)
 expect(1 "nope.jsonl:0: cannot open file" replay --trace ${WORK_DIR}/nope.jsonl)
 file(WRITE ${WORK_DIR}/bad.jsonl "{\"input_length\": 5, \"hash_ids\": [1]}\n{\"hash_ids\": [2]}\n")
 expect(1 "bad.jsonl:2: missing field 'input_length'" replay --trace ${WORK_DIR}/bad.jsonl)
 expect(1 "cannot write" replay --trace ${T} --capacity 1000 --json ${WORK_DIR}/no/such/dir/r.json)
+
+# Bailian traces are detected from their fields and their content ids chained (16-token blocks):
+# two chats with equal content ids under different first blocks share only what they should.
+file(WRITE ${WORK_DIR}/bailian.jsonl
+  "{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 0.5, \"input_length\": 48, \"output_length\": 5, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [1, 2, 3]}\n"
+  "{\"chat_id\": 2, \"parent_chat_id\": -1, \"timestamp\": 1.0, \"input_length\": 48, \"output_length\": 5, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [9, 2, 3]}\n"
+  "{\"chat_id\": 3, \"parent_chat_id\": 1, \"timestamp\": 1.5, \"input_length\": 64, \"output_length\": 5, \"type\": \"text\", \"turn\": 2, \"hash_ids\": [1, 2, 3, 4]}\n")
+expect(0 "\"format\": \"bailian\"" replay --trace ${WORK_DIR}/bailian.jsonl --capacity 100 --json -)
+# Only request 3 hits (its first three blocks): 3 of 10 block refs.
+expect(0 "radix,lru,100,3,10,3," replay --trace ${WORK_DIR}/bailian.jsonl --capacity 100 --csv - --no-opt)
+file(WRITE ${WORK_DIR}/neither.jsonl "{\"prompt\": \"hi\"}\n")
+expect(1 "neither.jsonl:1: cannot detect the format" replay --trace ${WORK_DIR}/neither.jsonl)

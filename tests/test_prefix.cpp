@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "formats/mooncake_flat.hpp"
 
@@ -477,4 +478,86 @@ TEST_CASE("offline optimum: Belady bounds every policy; flat Belady hits the ide
   REQUIRE(opt10k.fraction_of(opt10k) == 1.0);
   flat_index<kvtk::belady> missing_future(10);
   REQUIRE_THROWS_AS(replay(t, missing_future, p), std::invalid_argument);
+}
+
+// A Bailian-format trace built from the Mooncake synthetic trace: each block's content id is its
+// index among its parent's children, so content ids collide across different prefixes (block 0
+// under two different parents has content 0 twice). Chained, they must give exactly the prefix-id
+// trace's results; taken as prefix ids they would not.
+TEST_CASE("Bailian content ids are chained into prefix keys", "[prefix][formats]") {
+  const prefix_trace& syn = synthetic();
+  std::map<std::pair<block_key, block_key>, std::uint64_t> child_index;  // (parent, id) -> index
+  std::map<block_key, std::uint64_t> children;
+  std::ostringstream jsonl, as_mooncake;
+  std::map<std::uint64_t, std::set<block_key>> parents_of_content;
+  for (std::size_t r = 0; r < syn.requests(); ++r) {
+    const auto b = syn.blocks(r);
+    std::vector<std::uint64_t> content;
+    block_key parent = ~block_key{0};
+    for (block_key id : b) {
+      auto [it, fresh] = child_index.try_emplace({parent, id}, children[parent]);
+      if (fresh) ++children[parent];
+      content.push_back(it->second);
+      parents_of_content[it->second].insert(parent);
+      parent = id;
+    }
+    auto list = [&](std::ostream& o) {
+      o << "[";
+      for (std::size_t i = 0; i < content.size(); ++i) o << (i ? ", " : "") << content[i];
+      o << "]";
+    };
+    jsonl << "{\"chat_id\": " << r << ", \"parent_chat_id\": -1, \"timestamp\": " << r * 0.5
+          << ", \"input_length\": " << syn.input_length[r]
+          << ", \"output_length\": 10, \"type\": \"text\", \"turn\": 1, \"hash_ids\": ";
+    list(jsonl);
+    jsonl << "}\n";
+    as_mooncake << "{\"timestamp\": " << r << ", \"input_length\": " << syn.input_length[r]
+                << ", \"hash_ids\": ";
+    list(as_mooncake);
+    as_mooncake << "}\n";
+  }
+  REQUIRE(parents_of_content[0].size() > 100);  // content ids really collide across prefixes
+  std::istringstream in(jsonl.str());
+  const prefix_trace chained = kvtk::sim::parse_bailian_requests(in, "bailian", 512);
+  std::istringstream in2(as_mooncake.str());
+  const prefix_trace unchained = kvtk::sim::parse_mooncake_requests(in2, "unchained", 512);
+  for (std::uint32_t cap : {500u, 5000u, 20000u}) {
+    for (partial_block p : {partial_block::cache, partial_block::skip}) {
+      const auto want = run<radix_index<leaf_lru>>(syn, cap, p);
+      const auto got = run<radix_index<leaf_lru>>(chained, cap, p);
+      REQUIRE(got.block_hits == want.block_hits);
+      REQUIRE(got.token_hits == want.token_hits);
+      REQUIRE(run<flat_index<kvtk::lru>>(chained, cap, p).block_hits ==
+              run<flat_index<kvtk::lru>>(syn, cap, p).block_hits);
+      REQUIRE(run<flat_index<kvtk::lru>>(unchained, cap, p).block_hits != want.block_hits);
+    }
+  }
+}
+
+TEST_CASE("request readers check block counts and arrival order", "[prefix][formats]") {
+  auto err = [](const std::string& text, bool bailian) {
+    std::istringstream in(text);
+    try {
+      if (bailian) {
+        kvtk::sim::parse_bailian_requests(in, "b.jsonl");
+      } else {
+        kvtk::sim::parse_mooncake_requests(in, "m.jsonl");
+      }
+    } catch (const kvtk::sim::trace_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err("{\"timestamp\": 0, \"input_length\": 600, \"hash_ids\": [1]}\n", false) ==
+        "m.jsonl:1: 'hash_ids' has 1 ids but input_length 600 makes 2 blocks of 512 tokens");
+  CHECK(err("{\"timestamp\": 5, \"input_length\": 1, \"hash_ids\": [1]}\n"
+            "{\"timestamp\": 4, \"input_length\": 1, \"hash_ids\": [1]}\n",
+            false) == "m.jsonl:2: timestamp goes backwards (the format is in arrival order)");
+  CHECK(err("{\"timestamp\": \"now\", \"input_length\": 1, \"hash_ids\": [1]}\n", false) ==
+        "m.jsonl:1: 'timestamp' must be a number, got string");
+  CHECK(err("{\"chat_id\": 1, \"timestamp\": 1.5, \"input_length\": 33, \"hash_ids\": [7, 7, 7]}\n",
+            true) == "no error");
+  CHECK(err("{\"chat_id\": 1, \"timestamp\": 1.5, \"input_length\": 33, \"hash_ids\": [7, 7]}\n",
+            true) ==
+        "b.jsonl:1: 'hash_ids' has 2 ids but input_length 33 makes 3 blocks of 16 tokens");
 }

@@ -175,11 +175,11 @@ int run_replay(const std::vector<std::string>& args) {
   std::string trace, format, indexes, policies, capacities, model, partial, json_out, csv_out;
   std::uint32_t block_tokens = 0, threads = 1;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "trace file (Mooncake JSONL)")(
+                                                 "trace file (Mooncake or Bailian JSONL)")(
       "format", po::value(&format)->default_value("auto"),
-      "mooncake | auto (other formats arrive with the trace-format work)")(
+      "mooncake | bailian | auto (detected from the first line)")(
       "block-tokens", po::value(&block_tokens)->default_value(0),
-      "tokens per block (0 = the format's default: 512 for Mooncake)")(
+      "tokens per block (0 = the format's default: 512 for Mooncake, 16 for Bailian)")(
       "index", po::value(&indexes)->default_value("radix"), "radix | flat | hashchain (a list)")(
       "policy", po::value(&policies)->default_value("lru"),
       "policies (a list): radix leaf orders, flat core policies, or vllm for hashchain")(
@@ -206,11 +206,19 @@ int run_replay(const std::vector<std::string>& args) {
       return 0;
     }
     po::notify(vm);
-    if (format != "auto" && format != "mooncake") {
+    if (format != "auto" && format != "mooncake" && format != "bailian") {
       throw usage_error("--format: '" + format +
-                        "' is not supported yet (supported: mooncake, auto)");
+                        "' is not supported yet (supported: mooncake, bailian, auto)");
     }
-    if (block_tokens == 0) block_tokens = 512;
+    if (format == "auto") {
+      try {
+        format = detect_format(trace);
+      } catch (const trace_error& e) {
+        std::cerr << "kvtk replay: " << e.what() << "\n";
+        return 1;
+      }
+    }
+    if (block_tokens == 0) block_tokens = format == "bailian" ? 16 : 512;
     if (partial == "cache") {
       pb = partial_block::cache;
     } else if (partial != "skip") {
@@ -256,7 +264,7 @@ int run_replay(const std::vector<std::string>& args) {
 
   prefix_trace t;
   try {
-    t = load_mooncake_requests(trace, block_tokens);
+    t = load_requests(trace, format, block_tokens);
   } catch (const trace_error& e) {
     std::cerr << "kvtk replay: " << e.what() << "\n";
     return 1;
@@ -302,7 +310,7 @@ int run_replay(const std::vector<std::string>& args) {
 
   nlohmann::json out;
   out["trace"] = {{"path", trace},
-                  {"format", "mooncake"},
+                  {"format", format},
                   {"requests", t.requests()},
                   {"block_refs", block_refs},
                   {"unique_blocks", unique.size()},

@@ -1,4 +1,5 @@
-// sim/formats/mooncake_flat.hpp — a Mooncake JSONL trace flattened to one block per request.
+// sim/formats/mooncake_flat.hpp — Mooncake and Bailian JSONL request traces, and the Mooncake trace
+// flattened to one block per request.
 //
 // Every element of every line's `hash_ids`, in file order, becomes one unit-size request: the
 // "flat block trace" on which the policy golden values are defined. Full trace ingestion (all
@@ -32,5 +33,22 @@ kvtk::prefix::prefix_trace parse_mooncake_requests(std::istream& in, const std::
                                                    std::uint32_t block_tokens = 512);
 kvtk::prefix::prefix_trace load_mooncake_requests(const std::string& path,
                                                   std::uint32_t block_tokens = 512);
+
+/// Parses an Alibaba Bailian JSONL trace (chat_id, parent_chat_id, timestamp in s, input_length,
+/// output_length, type, turn, hash_ids = per-block *content* ids, 16-token blocks by default).
+/// The content ids are chained into prefix keys (kvtk::prefix::chain_keys), so equal content under
+/// different prefixes never shares a key.
+kvtk::prefix::prefix_trace parse_bailian_requests(std::istream& in, const std::string& name,
+                                                  std::uint32_t block_tokens = 16);
+
+/// "mooncake" or "bailian", from the first non-blank line (chat_id / parent_chat_id -> bailian,
+/// hash_ids -> mooncake). Throws trace_error when it cannot tell.
+std::string detect_format(const std::string& path);
+
+/// Loads a request trace of `format` ("mooncake", "bailian" or "auto"); block_tokens 0 = the
+/// format's default (512 / 16). Both formats are checked for one id per block of input
+/// (len(hash_ids) == ceil(input_length / block_tokens)) and non-decreasing timestamps.
+kvtk::prefix::prefix_trace load_requests(const std::string& path, const std::string& format,
+                                         std::uint32_t block_tokens = 0);
 
 }  // namespace kvtk::sim
