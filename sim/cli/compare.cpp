@@ -7,27 +7,17 @@
 #include <kvtk/kvtk.hpp>
 #include <sstream>
 
+#include "cli/common.hpp"
 #include "formats/mooncake_flat.hpp"
 
 namespace kvtk::sim {
 namespace {
 
 namespace po = boost::program_options;
+using cli::split_list;
+using cli::usage_error;
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::uint64_t parse_capacity(const std::string& s) {
+std::uint64_t parse_blocks(const std::string& s) {
   std::size_t pos = 0;
   unsigned long long v = 0;
   try {
@@ -82,7 +72,7 @@ int run_compare(const std::vector<std::string>& args) {
         }
       }
     }
-    for (const auto& c : split_list(capacities)) caps.push_back(parse_capacity(c));
+    for (const auto& c : split_list(capacities)) caps.push_back(parse_blocks(c));
     if (names.empty()) throw usage_error("--policy: empty list");
     if (caps.empty()) throw usage_error("--capacity: empty list");
   } catch (const po::error& e) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/compare.hpp"
+#include "cli/mrc.hpp"
 #include "cli/replay.hpp"
 
 namespace {
@@ -15,6 +16,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  replay    replay a request trace through prefix-cache indexes, policies, capacities\n"
+    "  mrc       the exact (or sampled) prefix-LRU miss-ratio curve, optionally with the optimum\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "compare") return kvtk::sim::run_compare(rest);
     if (cmd == "replay") return kvtk::sim::run_replay(rest);
+    if (cmd == "mrc") return kvtk::sim::run_mrc(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

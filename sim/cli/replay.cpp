@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "cli/common.hpp"
 #include "formats/mooncake_flat.hpp"
 
 namespace kvtk::sim {
@@ -21,83 +22,7 @@ namespace {
 
 namespace po = boost::program_options;
 using namespace kvtk::prefix;
-
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-// KV bytes per token of the model presets (bf16).
-const std::map<std::string, std::uint64_t>& model_bytes_per_token() {
-  static const std::map<std::string, std::uint64_t> m = {{"deepseek-v3", 70272},
-                                                         {"llama-3-70b", 327680},
-                                                         {"qwen2.5-7b", 57344},
-                                                         {"qwen3-235b-a22b", 192512}};
-  return m;
-}
-
-// "1000" blocks, "3Mtok" tokens, "64GiB" bytes (needs bytes_per_token).
-std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
-                             std::uint64_t bytes_per_token) {
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    throw usage_error("--capacity: '" + text + "' does not start with a number");
-  }
-  if (!(v > 0) || !std::isfinite(v))
-    throw usage_error("--capacity: '" + text + "' is not positive");
-  const std::string unit = text.substr(pos);
-  static const std::map<std::string, double> scale = {{"", 1},
-                                                      {"k", 1e3},
-                                                      {"M", 1e6},
-                                                      {"G", 1e9},
-                                                      {"B", 1},
-                                                      {"KB", 1e3},
-                                                      {"MB", 1e6},
-                                                      {"GB", 1e9},
-                                                      {"TB", 1e12},
-                                                      {"KiB", 1024.0},
-                                                      {"MiB", 1048576.0},
-                                                      {"GiB", 1073741824.0},
-                                                      {"TiB", 1099511627776.0}};
-  double blocks = 0;
-  if (unit.size() >= 3 && unit.compare(unit.size() - 3, 3, "tok") == 0) {
-    const auto it = scale.find(unit.substr(0, unit.size() - 3));
-    if (it == scale.end() || it->first.size() > 1) {
-      throw usage_error("--capacity: unknown token unit in '" + text +
-                        "' (use tok, ktok, Mtok, Gtok)");
-    }
-    blocks = std::floor(v * it->second / block_tokens);
-  } else if (unit.empty()) {
-    if (std::floor(v) != v)
-      throw usage_error("--capacity: '" + text + "' is not a whole number of blocks");
-    blocks = v;
-  } else {
-    const auto it = scale.find(unit);
-    if (it == scale.end() || it->first.size() < 1 || it->first.back() != 'B') {
-      throw usage_error("--capacity: unknown unit in '" + text +
-                        "' (blocks: a number; tokens: 3Mtok; bytes: 64GiB, 500MB)");
-    }
-    if (bytes_per_token == 0) {
-      throw usage_error("--capacity: '" + text +
-                        "' is in bytes; give --model to know KV bytes per token");
-    }
-    blocks = std::floor(v * it->second / static_cast<double>(bytes_per_token * block_tokens));
-  }
-  if (blocks < 1) throw usage_error("--capacity: '" + text + "' is less than one block");
-  if (blocks >= 2147483648.0) throw usage_error("--capacity: '" + text + "' is over 2^31-1 blocks");
-  return static_cast<std::uint64_t>(blocks);
-}
+using namespace kvtk::sim::cli;
 
 struct job {
   std::string index, policy;
@@ -152,17 +77,6 @@ outcome run_job(const job& j, const prefix_trace& t, partial_block p,
   }
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
-}
-
-void write_to(const std::string& where, const std::string& text) {
-  if (where == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream out(where, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot write '" + where + "'");
-  out << text;
-  if (!out) throw std::runtime_error("error writing '" + where + "'");
 }
 
 }  // namespace
@@ -225,15 +139,7 @@ int run_replay(const std::vector<std::string>& args) {
       throw usage_error("--partial-block: '" + partial + "' (use skip or cache)");
     }
     if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
-    if (vm.count("model")) {
-      const auto it = model_bytes_per_token().find(model);
-      if (it == model_bytes_per_token().end()) {
-        std::string known;
-        for (auto& [n, b] : model_bytes_per_token()) known += " " + n;
-        throw usage_error("--model: unknown model '" + model + "' (known:" + known + ")");
-      }
-      bytes_per_token = it->second;
-    }
+    if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
     std::vector<std::uint64_t> caps;
     for (const auto& c : split_list(capacities))
       caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));

@@ -1,0 +1,35 @@
+// sim/cli/common.hpp — helpers shared by the kvtk subcommands.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kvtk::sim::cli {
+
+/// A bad command line: reported with exit code 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_list(const std::string& s);
+
+/// KV bytes per token of the model presets (bf16): deepseek-v3, llama-3-70b, qwen2.5-7b,
+/// qwen3-235b-a22b.
+const std::map<std::string, std::uint64_t>& model_bytes_per_token();
+
+/// Bytes per token of `model`; throws usage_error listing the presets for an unknown name.
+std::uint64_t bytes_per_token_of(const std::string& model);
+
+/// A capacity in blocks from "1000" (blocks), "3Mtok" (tokens) or "64GiB" (bytes; needs
+/// bytes_per_token > 0). Throws usage_error naming the text and the reason.
+std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
+                             std::uint64_t bytes_per_token);
+
+/// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.
+void write_to(const std::string& where, const std::string& text);
+
+}  // namespace kvtk::sim::cli
