@@ -1,15 +1,6 @@
 # kvtk replay: golden numbers through the executable, thread invariance, output files, bad input.
 file(MAKE_DIRECTORY ${WORK_DIR})
-function(expect code_want pattern)
-  execute_process(COMMAND ${KVTK} ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  if(NOT code EQUAL code_want)
-    message(FATAL_ERROR "kvtk ${ARGN}: exit ${code}, want ${code_want}\n${out}\n${err}")
-  endif()
-  if(NOT "${out}${err}" MATCHES "${pattern}")
-    message(FATAL_ERROR "kvtk ${ARGN}: output does not match '${pattern}':\n${out}\n${err}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 
 set(T ${TRACE})
 expect(0 "--partial-block" replay --help)

@@ -99,4 +99,17 @@ void write_to(const std::string& where, const std::string& text) {
   if (!out) throw std::runtime_error("error writing '" + where + "'");
 }
 
+void check_request_format(const std::string& format) {
+  if (format != "auto" && format != "mooncake" && format != "bailian") {
+    throw usage_error("--format: '" + format +
+                      "' is not supported yet (supported: mooncake, bailian, auto)");
+  }
+}
+
+int parse_partial_block(const std::string& text) {
+  if (text == "skip") return 0;
+  if (text == "cache") return 1;
+  throw usage_error("--partial-block: '" + text + "' (use skip or cache)");
+}
+
 }  // namespace kvtk::sim::cli

@@ -29,6 +29,13 @@ std::uint64_t bytes_per_token_of(const std::string& model);
 std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
                              std::uint64_t bytes_per_token);
 
+/// Checks a --format value of the request-trace commands (mooncake, bailian, auto).
+void check_request_format(const std::string& format);
+
+/// kvtk::prefix::partial_block from "skip" / "cache"; throws usage_error otherwise.
+/// (Declared with an int result to keep this header free of the prefix headers: 0 skip, 1 cache.)
+int parse_partial_block(const std::string& text);
+
 /// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.
 void write_to(const std::string& where, const std::string& text);
 

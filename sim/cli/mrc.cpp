@@ -52,14 +52,8 @@ int run_mrc(const std::vector<std::string>& args) {
       return 0;
     }
     po::notify(vm);
-    if (format != "auto" && format != "mooncake" && format != "bailian") {
-      throw usage_error("--format: '" + format + "' (supported: mooncake, bailian, auto)");
-    }
-    if (partial == "cache") {
-      pb = partial_block::cache;
-    } else if (partial != "skip") {
-      throw usage_error("--partial-block: '" + partial + "' (use skip or cache)");
-    }
+    check_request_format(format);
+    pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
     if (!(sample > 0.0 && sample <= 1.0)) throw usage_error("--sample: must be in (0, 1]");
     if (points < 2 || points > 10000) throw usage_error("--points: must be in [2, 10000]");
     if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);

@@ -120,10 +120,7 @@ int run_replay(const std::vector<std::string>& args) {
       return 0;
     }
     po::notify(vm);
-    if (format != "auto" && format != "mooncake" && format != "bailian") {
-      throw usage_error("--format: '" + format +
-                        "' is not supported yet (supported: mooncake, bailian, auto)");
-    }
+    check_request_format(format);
     if (format == "auto") {
       try {
         format = detect_format(trace);
@@ -133,11 +130,7 @@ int run_replay(const std::vector<std::string>& args) {
       }
     }
     if (block_tokens == 0) block_tokens = format == "bailian" ? 16 : 512;
-    if (partial == "cache") {
-      pb = partial_block::cache;
-    } else if (partial != "skip") {
-      throw usage_error("--partial-block: '" + partial + "' (use skip or cache)");
-    }
+    pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
     if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
     if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
     std::vector<std::uint64_t> caps;
