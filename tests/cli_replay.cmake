@@ -73,3 +73,14 @@ expect(0 "\"format\": \"bailian\"" replay --trace ${WORK_DIR}/bailian.jsonl --ca
 expect(0 "radix,lru,100,3,10,3," replay --trace ${WORK_DIR}/bailian.jsonl --capacity 100 --csv - --no-opt)
 file(WRITE ${WORK_DIR}/neither.jsonl "{\"prompt\": \"hi\"}\n")
 expect(1 "neither.jsonl:1: cannot detect the format" replay --trace ${WORK_DIR}/neither.jsonl)
+
+# --skip-invalid counts and reports bad lines instead of stopping.
+file(WRITE ${WORK_DIR}/mixed.jsonl
+  "{\"timestamp\": 0, \"input_length\": 600, \"hash_ids\": [1, 2]}\n"
+  "{\"timestamp\": 1, \"input_length\": 600, \"hash_ids\": [1, -2]}\n"
+  "not json\n"
+  "{\"timestamp\": 2, \"input_length\": 600, \"hash_ids\": [1, 2]}\n")
+expect(1 "mixed.jsonl:2: 'hash_ids'\\[1\\] is negative" replay --trace ${WORK_DIR}/mixed.jsonl --format mooncake)
+expect(0 "skipped 2 invalid line\\(s\\); the first: .*mixed.jsonl:2: 'hash_ids'\\[1\\] is negative"
+       replay --trace ${WORK_DIR}/mixed.jsonl --format mooncake --skip-invalid --capacity 10)
+expect(0 "\"skipped_lines\": 2" replay --trace ${WORK_DIR}/mixed.jsonl --format mooncake --skip-invalid --capacity 10 --json -)

@@ -41,7 +41,8 @@ int run_mrc(const std::vector<std::string>& args) {
       "sampling rate in (0, 1]; below 1 the SHARDS-style sampled curve")(
       "opt", "also replay the offline optimum (leaf-only Belady) at every capacity")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
-      "csv", po::value(&csv_out), "write CSV to a file, or - for stdout");
+      "csv", po::value(&csv_out), "write CSV to a file, or - for stdout")(
+      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
   po::variables_map vm;
   partial_block pb = partial_block::skip;
   std::uint64_t bytes_per_token = 0;
@@ -65,9 +66,16 @@ int run_mrc(const std::vector<std::string>& args) {
     return 2;
   }
   prefix_trace t;
+  read_report skipped;
   try {
     if (format == "auto") format = detect_format(trace);
-    t = load_requests(trace, format, block_tokens);
+    read_options ropts;
+    ropts.skip_invalid = vm.count("skip-invalid") != 0;
+    t = load_requests(trace, format, block_tokens, ropts, &skipped);
+    if (skipped.skipped_lines > 0) {
+      std::cerr << "kvtk mrc: skipped " << skipped.skipped_lines
+                << " invalid line(s); the first: " << skipped.first_error << "\n";
+    }
   } catch (const trace_error& e) {
     std::cerr << "kvtk mrc: " << e.what() << "\n";
     return 1;
@@ -103,6 +111,7 @@ int run_mrc(const std::vector<std::string>& args) {
                   {"token_refs", exact.token_refs},
                   {"block_tokens", t.block_tokens},
                   {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
+                  {"skipped_lines", skipped.skipped_lines},
                   {"saturation_blocks", exact.saturation()}};
   if (sample < 1.0)
     out["sample"] = {

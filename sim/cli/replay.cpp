@@ -108,7 +108,8 @@ int run_replay(const std::vector<std::string>& args) {
                                      "worker threads")(
       "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
-      "no-opt", "skip the offline optimum (opt_fraction)");
+      "no-opt", "skip the offline optimum (opt_fraction)")(
+      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
   po::variables_map vm;
   std::vector<job> jobs;
   partial_block pb = partial_block::skip;
@@ -162,8 +163,15 @@ int run_replay(const std::vector<std::string>& args) {
   }
 
   prefix_trace t;
+  read_report skipped;
   try {
-    t = load_requests(trace, format, block_tokens);
+    read_options ropts;
+    ropts.skip_invalid = vm.count("skip-invalid") != 0;
+    t = load_requests(trace, format, block_tokens, ropts, &skipped);
+    if (skipped.skipped_lines > 0) {
+      std::cerr << "kvtk replay: skipped " << skipped.skipped_lines
+                << " invalid line(s); the first: " << skipped.first_error << "\n";
+    }
   } catch (const trace_error& e) {
     std::cerr << "kvtk replay: " << e.what() << "\n";
     return 1;
@@ -215,6 +223,7 @@ int run_replay(const std::vector<std::string>& args) {
                   {"unique_blocks", unique.size()},
                   {"block_tokens", block_tokens},
                   {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
+                  {"skipped_lines", skipped.skipped_lines},
                   {"ideal_block_hit_ratio", ideal.block_hit_ratio()},
                   {"ideal_token_hit_ratio", ideal.token_hit_ratio()}};
   out["results"] = nlohmann::json::array();

@@ -14,60 +14,67 @@ struct record {
   double timestamp = 0;
 };
 
-// Reads `in` line by line, validating each line and calling on_record(ids, record).
+// Reads `in` line by line, validating each line and calling on_record(ids, record, lineno). With
+// skip_invalid a bad line (including one on_record rejects) is counted in `report` and skipped.
 template <class F>
-void for_each_record(std::istream& in, const std::string& name, bool need_length, F&& on_record) {
+void for_each_record(std::istream& in, const std::string& name, bool need_length, F&& on_record,
+                     const read_options& opts = {}, read_report* report = nullptr) {
   std::string line;
   std::uint64_t lineno = 0;
   std::vector<std::uint64_t> ids;
   while (std::getline(in, line)) {
     ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos) {
-      throw trace_error(name, lineno, "empty line (expected a JSON object)");
+    try {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      const std::size_t first = line.find_first_not_of(" \t");
+      if (first == std::string::npos) {
+        throw trace_error(name, lineno, "empty line (expected a JSON object)");
+      }
+      if (line[first] != '{') throw trace_error(name, lineno, "expected a JSON object");
+      record rec;
+      std::string problem;
+      const std::string err = jsonl::scan_object(
+          line, ids, [](std::string_view key) { return key == "hash_ids"; },
+          [&](std::string_view key, const jsonl::value& v) {
+            if (key == "hash_ids") {
+              rec.has_ids = true;
+              if (v.type != jsonl::kind::int_array) {
+                problem = "'hash_ids' must be an array";
+              } else if (v.bad_element != jsonl::value::npos) {
+                const std::string at = "'hash_ids'[" + std::to_string(v.bad_element) + "]";
+                problem = v.bad_type == "negative"
+                              ? at + " is negative"
+                              : at + " must be an integer, got " + std::string(v.bad_type);
+              }
+            } else if (key == "timestamp" && need_length) {
+              rec.has_time = true;
+              if (v.type != jsonl::kind::integer && v.type != jsonl::kind::number) {
+                problem = "'timestamp' must be a number, got " + std::string(v.type_name());
+              } else {
+                rec.timestamp = v.number;
+              }
+            } else if (key == "input_length" && need_length) {
+              rec.has_length = true;
+              if (v.type == jsonl::kind::integer && v.negative && v.magnitude != 0) {
+                problem = "'input_length' is negative";
+              } else if (v.type != jsonl::kind::integer) {
+                problem = "'input_length' must be an integer, got " + std::string(v.type_name());
+              } else {
+                rec.input_length = v.magnitude;
+              }
+            }
+          });
+      if (!err.empty()) throw trace_error(name, lineno, err);
+      if (!problem.empty()) throw trace_error(name, lineno, problem);
+      if (need_length && !rec.has_length) {
+        throw trace_error(name, lineno, "missing field 'input_length'");
+      }
+      if (!rec.has_ids) throw trace_error(name, lineno, "missing field 'hash_ids'");
+      on_record(ids, rec, lineno);
+    } catch (const trace_error& e) {
+      if (!opts.skip_invalid) throw;
+      if (report != nullptr && report->skipped_lines++ == 0) report->first_error = e.what();
     }
-    if (line[first] != '{') throw trace_error(name, lineno, "expected a JSON object");
-    record rec;
-    std::string problem;
-    const std::string err = jsonl::scan_object(
-        line, ids, [](std::string_view key) { return key == "hash_ids"; },
-        [&](std::string_view key, const jsonl::value& v) {
-          if (key == "hash_ids") {
-            rec.has_ids = true;
-            if (v.type != jsonl::kind::int_array) {
-              problem = "'hash_ids' must be an array";
-            } else if (v.bad_element != jsonl::value::npos) {
-              const std::string at = "'hash_ids'[" + std::to_string(v.bad_element) + "]";
-              problem = v.bad_type == "negative"
-                            ? at + " is negative"
-                            : at + " must be an integer, got " + std::string(v.bad_type);
-            }
-          } else if (key == "timestamp" && need_length) {
-            rec.has_time = true;
-            if (v.type != jsonl::kind::integer && v.type != jsonl::kind::number) {
-              problem = "'timestamp' must be a number, got " + std::string(v.type_name());
-            } else {
-              rec.timestamp = v.number;
-            }
-          } else if (key == "input_length" && need_length) {
-            rec.has_length = true;
-            if (v.type == jsonl::kind::integer && v.negative && v.magnitude != 0) {
-              problem = "'input_length' is negative";
-            } else if (v.type != jsonl::kind::integer) {
-              problem = "'input_length' must be an integer, got " + std::string(v.type_name());
-            } else {
-              rec.input_length = v.magnitude;
-            }
-          }
-        });
-    if (!err.empty()) throw trace_error(name, lineno, err);
-    if (!problem.empty()) throw trace_error(name, lineno, problem);
-    if (need_length && !rec.has_length) {
-      throw trace_error(name, lineno, "missing field 'input_length'");
-    }
-    if (!rec.has_ids) throw trace_error(name, lineno, "missing field 'hash_ids'");
-    on_record(ids, rec, lineno);
   }
   if (in.bad()) throw trace_error(name, lineno, "read error");
 }
@@ -94,7 +101,8 @@ namespace {
 // Requests of a Mooncake (prefix ids) or Bailian (content ids, chained here) trace, with the
 // checks both formats promise: one id per block of input, and arrival times that never go back.
 kvtk::prefix::prefix_trace parse_requests(std::istream& in, const std::string& name,
-                                          std::uint32_t block_tokens, bool content_ids) {
+                                          std::uint32_t block_tokens, bool content_ids,
+                                          const read_options& opts, read_report* report) {
   if (block_tokens == 0) throw trace_error(name, 0, "block size must be positive");
   kvtk::prefix::prefix_trace t;
   t.block_tokens = block_tokens;
@@ -127,7 +135,8 @@ kvtk::prefix::prefix_trace parse_requests(std::istream& in, const std::string& n
         } else {
           t.add(ids, r.input_length);
         }
-      });
+      },
+      opts, report);
   return t;
 }
 
@@ -135,12 +144,12 @@ kvtk::prefix::prefix_trace parse_requests(std::istream& in, const std::string& n
 
 kvtk::prefix::prefix_trace parse_mooncake_requests(std::istream& in, const std::string& name,
                                                    std::uint32_t block_tokens) {
-  return parse_requests(in, name, block_tokens, false);
+  return parse_requests(in, name, block_tokens, false, {}, nullptr);
 }
 
 kvtk::prefix::prefix_trace parse_bailian_requests(std::istream& in, const std::string& name,
                                                   std::uint32_t block_tokens) {
-  return parse_requests(in, name, block_tokens, true);
+  return parse_requests(in, name, block_tokens, true, {}, nullptr);
 }
 
 std::string detect_format(const std::string& path) {
@@ -163,12 +172,17 @@ std::string detect_format(const std::string& path) {
 }
 
 kvtk::prefix::prefix_trace load_requests(const std::string& path, const std::string& format,
-                                         std::uint32_t block_tokens) {
+                                         std::uint32_t block_tokens, const read_options& opts,
+                                         read_report* report) {
   const std::string f = format == "auto" ? detect_format(path) : format;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw trace_error(path, 0, "cannot open file");
-  if (f == "mooncake") return parse_requests(in, path, block_tokens ? block_tokens : 512, false);
-  if (f == "bailian") return parse_requests(in, path, block_tokens ? block_tokens : 16, true);
+  if (f == "mooncake") {
+    return parse_requests(in, path, block_tokens ? block_tokens : 512, false, opts, report);
+  }
+  if (f == "bailian") {
+    return parse_requests(in, path, block_tokens ? block_tokens : 16, true, opts, report);
+  }
   throw trace_error(path, 0, "unsupported format '" + f + "'");
 }
 

@@ -17,6 +17,18 @@
 
 namespace kvtk::sim {
 
+/// How readers treat bad lines.
+struct read_options {
+  /// Skip malformed lines (counting them) instead of stopping at the first one.
+  bool skip_invalid = false;
+};
+
+/// What a reader skipped (with read_options::skip_invalid).
+struct read_report {
+  std::uint64_t skipped_lines = 0;
+  std::string first_error;  ///< "file:line: reason" of the first skipped line
+};
+
 /// Parses `in` (named `name` in errors). Each non-empty line must be a JSON object with a
 /// `hash_ids` array of non-negative integers (< 2^64). Throws trace_error("name:line: reason") on
 /// the first malformed line: invalid JSON, not an object, missing/ill-typed hash_ids, negative or
@@ -49,6 +61,8 @@ std::string detect_format(const std::string& path);
 /// format's default (512 / 16). Both formats are checked for one id per block of input
 /// (len(hash_ids) == ceil(input_length / block_tokens)) and non-decreasing timestamps.
 kvtk::prefix::prefix_trace load_requests(const std::string& path, const std::string& format,
-                                         std::uint32_t block_tokens = 0);
+                                         std::uint32_t block_tokens = 0,
+                                         const read_options& opts = {},
+                                         read_report* report = nullptr);
 
 }  // namespace kvtk::sim
