@@ -99,6 +99,19 @@ void write_to(const std::string& where, const std::string& text) {
   if (!out) throw std::runtime_error("error writing '" + where + "'");
 }
 
+kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::string& path,
+                                          const std::string& format, std::uint32_t block_tokens,
+                                          bool skip_invalid, read_report& report) {
+  read_options opts;
+  opts.skip_invalid = skip_invalid;
+  auto t = load_requests(path, format, block_tokens, opts, &report);
+  if (report.skipped_lines > 0) {
+    std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
+              << " invalid line(s); the first: " << report.first_error << "\n";
+  }
+  return t;
+}
+
 void check_request_format(const std::string& format) {
   if (format != "auto" && format != "mooncake" && format != "bailian") {
     throw usage_error("--format: '" + format +

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/mooncake_flat.hpp"
+
 namespace kvtk::sim::cli {
 
 /// A bad command line: reported with exit code 2.
@@ -35,6 +37,13 @@ void check_request_format(const std::string& format);
 /// kvtk::prefix::partial_block from "skip" / "cache"; throws usage_error otherwise.
 /// (Declared with an int result to keep this header free of the prefix headers: 0 skip, 1 cache.)
 int parse_partial_block(const std::string& text);
+
+/// Loads a request trace for subcommand `cmd` (format "auto" is detected), skipping bad lines when
+/// asked and then printing "kvtk <cmd>: skipped N invalid line(s); the first: ..." to stderr.
+/// Throws trace_error.
+kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::string& path,
+                                          const std::string& format, std::uint32_t block_tokens,
+                                          bool skip_invalid, read_report& report);
 
 /// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.
 void write_to(const std::string& where, const std::string& text);

@@ -69,13 +69,7 @@ int run_mrc(const std::vector<std::string>& args) {
   read_report skipped;
   try {
     if (format == "auto") format = detect_format(trace);
-    read_options ropts;
-    ropts.skip_invalid = vm.count("skip-invalid") != 0;
-    t = load_requests(trace, format, block_tokens, ropts, &skipped);
-    if (skipped.skipped_lines > 0) {
-      std::cerr << "kvtk mrc: skipped " << skipped.skipped_lines
-                << " invalid line(s); the first: " << skipped.first_error << "\n";
-    }
+    t = load_trace_for("mrc", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
   } catch (const trace_error& e) {
     std::cerr << "kvtk mrc: " << e.what() << "\n";
     return 1;

@@ -165,13 +165,8 @@ int run_replay(const std::vector<std::string>& args) {
   prefix_trace t;
   read_report skipped;
   try {
-    read_options ropts;
-    ropts.skip_invalid = vm.count("skip-invalid") != 0;
-    t = load_requests(trace, format, block_tokens, ropts, &skipped);
-    if (skipped.skipped_lines > 0) {
-      std::cerr << "kvtk replay: skipped " << skipped.skipped_lines
-                << " invalid line(s); the first: " << skipped.first_error << "\n";
-    }
+    t = load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0,
+                       skipped);
   } catch (const trace_error& e) {
     std::cerr << "kvtk replay: " << e.what() << "\n";
     return 1;
