@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "formats/flat_traces.hpp"
 #include "formats/mooncake_flat.hpp"
 
 using kvtk::sim::parse_mooncake_flat;
@@ -106,5 +107,26 @@ TEST_CASE("fuzz regression inputs are handled", "[formats][fuzz]") {
       (void)parse_mooncake_flat(in, name);
     } catch (const trace_error&) {
     }
+  }
+}
+
+TEST_CASE("oracleGeneral records: ids in little-endian order; truncation detected", "[formats]") {
+  std::string bytes;
+  auto put = [&](std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  for (std::uint64_t id : {7ull, 0x0102030405060708ull, 7ull}) {
+    put(1, 4);      // time
+    put(id, 8);     // id
+    put(1, 4);      // size
+    put(~0ull, 8);  // next access (-1)
+  }
+  REQUIRE(kvtk::sim::parse_oracle_general(bytes, "o.bin") ==
+          std::vector<std::uint64_t>{7, 0x0102030405060708ull, 7});
+  try {
+    kvtk::sim::parse_oracle_general(bytes.substr(0, 30), "o.bin");
+    FAIL("no exception");
+  } catch (const trace_error& e) {
+    REQUIRE(std::string(e.what()).find("o.bin:0: size 30 bytes is not a whole number") == 0);
   }
 }

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "cli/common.hpp"
-#include "formats/mooncake_flat.hpp"
+#include "formats/flat_traces.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -36,12 +36,17 @@ std::uint64_t parse_blocks(const std::string& s) {
 
 int run_compare(const std::vector<std::string>& args) {
   po::options_description opts(
-      "kvtk compare: replay a flat block trace (every hash_id of a Mooncake JSONL trace is one\n"
-      "unit-size request) through each eviction policy at each capacity and print miss ratios.\n"
+      "kvtk compare: replay a flat block trace (each record one unit-size request: every hash_id "
+      "of\n"
+      "a Mooncake JSONL trace, every line of an ids file, every oracleGeneral record) through "
+      "each\n"
+      "eviction policy at each capacity and print miss ratios.\n"
       "Options");
-  std::string trace, policies, capacities;
+  std::string trace, format, policies, capacities;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "Mooncake-format JSONL trace file")(
+                                                 "flat trace file")(
+      "format", po::value(&format)->default_value("auto"),
+      "mooncake | ids | oracle-general | auto (detected from the content)")(
       "policy", po::value(&policies)->default_value("all"),
       "comma-separated policy names, or 'all'")(
       "capacity", po::value(&capacities)->default_value("1000,5859,10000"),
@@ -85,7 +90,12 @@ int run_compare(const std::vector<std::string>& args) {
 
   std::vector<std::uint64_t> keys;
   try {
-    keys = load_mooncake_flat(trace);
+    if (format != "auto" && format != "mooncake" && format != "ids" && format != "oracle-general") {
+      std::cerr << "kvtk compare: --format: '" << format
+                << "' (supported: mooncake, ids, oracle-general, auto)\n";
+      return 2;
+    }
+    keys = load_flat(trace, format);
   } catch (const trace_error& e) {
     std::cerr << "kvtk compare: " << e.what() << "\n";
     return 1;

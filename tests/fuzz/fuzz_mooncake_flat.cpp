@@ -1,4 +1,4 @@
-// libFuzzer target: both Mooncake parsers (flat ids, and requests for the prefix layer) must turn
+// libFuzzer target: the trace parsers (Mooncake flat and requests, plain ids, oracleGeneral) must turn
 // any byte string into either a result or a trace_error — never a crash, hang, leak or undefined
 // behaviour.
 #include <cstddef>
@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "formats/flat_traces.hpp"
 #include "formats/mooncake_flat.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -22,6 +23,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const auto t = kvtk::sim::parse_mooncake_requests(in2, "fuzz");
     if (t.offsets.size() != t.requests() + 1 || t.offsets.back() != t.keys.size()) __builtin_trap();
+  } catch (const kvtk::sim::trace_error& e) {
+    if (std::string(e.what()).rfind("fuzz:", 0) != 0) __builtin_trap();
+  }
+  std::istringstream in3(text);
+  try {
+    (void)kvtk::sim::parse_ids(in3, "fuzz");
+  } catch (const kvtk::sim::trace_error& e) {
+    if (std::string(e.what()).rfind("fuzz:", 0) != 0) __builtin_trap();
+  }
+  try {
+    (void)kvtk::sim::parse_oracle_general(text, "fuzz");
   } catch (const kvtk::sim::trace_error& e) {
     if (std::string(e.what()).rfind("fuzz:", 0) != 0) __builtin_trap();
   }
