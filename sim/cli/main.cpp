@@ -8,6 +8,7 @@
 #include "cli/compare.hpp"
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
+#include "cli/trace_stats.hpp"
 
 namespace {
 
@@ -17,6 +18,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  replay    replay a request trace through prefix-cache indexes, policies, capacities\n"
     "  mrc       the exact (or sampled) prefix-LRU miss-ratio curve, optionally with the optimum\n"
+    "  trace     stats: what a request trace looks like\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
     if (cmd == "compare") return kvtk::sim::run_compare(rest);
     if (cmd == "replay") return kvtk::sim::run_replay(rest);
     if (cmd == "mrc") return kvtk::sim::run_mrc(rest);
+    if (cmd == "trace") return kvtk::sim::run_trace(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

@@ -1,6 +1,7 @@
 #include "formats/mooncake_flat.hpp"
 
 #include <fstream>
+#include <limits>
 
 #include "formats/jsonl_scan.hpp"
 
@@ -9,8 +10,8 @@ namespace {
 
 // One record: hash_ids always; input_length and timestamp when reading requests.
 struct record {
-  bool has_ids = false, has_length = false, has_time = false;
-  std::uint64_t input_length = 0;
+  bool has_ids = false, has_length = false, has_time = false, has_output = false;
+  std::uint64_t input_length = 0, output_length = 0;
   double timestamp = 0;
 };
 
@@ -52,6 +53,13 @@ void for_each_record(std::istream& in, const std::string& name, bool need_length
                 problem = "'timestamp' must be a number, got " + std::string(v.type_name());
               } else {
                 rec.timestamp = v.number;
+              }
+            } else if (key == "output_length" && need_length) {
+              if (v.type == jsonl::kind::integer && !v.negative) {
+                rec.has_output = true;
+                rec.output_length = v.magnitude;
+              } else {
+                problem = "'output_length' must be a non-negative integer";
               }
             } else if (key == "input_length" && need_length) {
               rec.has_length = true;
@@ -108,7 +116,7 @@ kvtk::prefix::prefix_trace parse_requests(std::istream& in, const std::string& n
   t.block_tokens = block_tokens;
   std::vector<kvtk::block_key> chained;
   double last_time = 0;
-  bool any = false;
+  bool any = false, saw_time = false, saw_output = false;
   for_each_record(
       in, name, true,
       [&](const std::vector<std::uint64_t>& ids, const record& r, std::uint64_t lineno) {
@@ -135,8 +143,16 @@ kvtk::prefix::prefix_trace parse_requests(std::istream& in, const std::string& n
         } else {
           t.add(ids, r.input_length);
         }
+        // Mooncake times are milliseconds, Bailian times seconds.
+        t.arrival_s.push_back(r.has_time ? r.timestamp * (content_ids ? 1.0 : 0.001)
+                                         : std::numeric_limits<double>::quiet_NaN());
+        t.output_length.push_back(r.output_length);
+        saw_time |= r.has_time;
+        saw_output |= r.has_output;
       },
       opts, report);
+  if (!saw_time) t.arrival_s.clear();
+  if (!saw_output) t.output_length.clear();
   return t;
 }
 

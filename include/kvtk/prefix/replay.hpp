@@ -38,7 +38,9 @@ struct prefix_trace {
   std::vector<block_key> keys;
   std::vector<std::uint64_t> offsets{0};  ///< request r owns keys[offsets[r], offsets[r+1])
   std::vector<std::uint64_t> input_length;
-  std::vector<std::uint32_t> priority;  ///< per request; empty = access_hint's default
+  std::vector<std::uint32_t> priority;       ///< per request; empty = access_hint's default
+  std::vector<double> arrival_s;             ///< per request when the trace has times, else empty
+  std::vector<std::uint64_t> output_length;  ///< per request when the trace has them, else empty
 
   void add(std::span<const block_key> blocks, std::uint64_t input_tokens) {
     keys.insert(keys.end(), blocks.begin(), blocks.end());
@@ -71,9 +73,9 @@ struct prefix_counts {
   /// This replay's block hits as a fraction of another's (e.g. the offline optimum's at the same
   /// capacity, from replay_optimum); 1 when the other has no hits.
   [[nodiscard]] double fraction_of(const prefix_counts& optimum) const noexcept {
-    return optimum.block_hits ? static_cast<double>(block_hits) /
-                                    static_cast<double>(optimum.block_hits)
-                              : 1.0;
+    return optimum.block_hits
+               ? static_cast<double>(block_hits) / static_cast<double>(optimum.block_hits)
+               : 1.0;
   }
 };
 
