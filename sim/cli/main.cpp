@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  replay    replay a request trace through prefix-cache indexes, policies, capacities\n"
     "  mrc       the exact (or sampled) prefix-LRU miss-ratio curve, optionally with the optimum\n"
-    "  trace     stats: what a request trace looks like\n"
+    "  trace     stats: what a request trace looks like; gen: a synthetic DeepSeek-style trace\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";

@@ -4,12 +4,15 @@
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <kvtk/kvtk.hpp>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "cli/common.hpp"
+#include "cli/trace_gen.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -128,16 +131,84 @@ int stats(const std::vector<std::string>& args) {
   return 0;
 }
 
+int gen(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  using namespace cli;
+  po::options_description opts(
+      "kvtk trace gen: a synthetic DeepSeek-style workload as Mooncake-format JSONL (timestamp "
+      "ms,\n"
+      "input_length, output_length, hash_ids = prefix ids). Profiles: chat (multi-turn sessions\n"
+      "re-sending their history under popular system prompts), agent (tool loops re-sending a "
+      "long\n"
+      "context), api (one-off requests), mixed (45/25/30). Deterministic for a seed.\nOptions");
+  gen_options g;
+  std::string out_path;
+  opts.add_options()("help,h", "show this help")(
+      "profile", po::value(&g.profile)->default_value("mixed"), "chat | agent | api | mixed")(
+      "requests", po::value(&g.requests)->default_value(10000), "number of requests")(
+      "seed", po::value(&g.seed)->default_value(1), "random seed")(
+      "block-tokens", po::value(&g.block_tokens)->default_value(64), "tokens per block")(
+      "rate", po::value(&g.rate_per_s)->default_value(5.0), "mean arrivals per second")(
+      "output,o", po::value(&out_path)->required(), "output file, or - for stdout")(
+      "force", "overwrite an existing output file");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts;
+      return 0;
+    }
+    po::notify(vm);
+    if (g.profile != "chat" && g.profile != "agent" && g.profile != "api" && g.profile != "mixed") {
+      throw usage_error("--profile: unknown profile '" + g.profile +
+                        "' (known: chat agent api mixed)");
+    }
+    if (g.requests == 0) throw usage_error("--requests: must be positive");
+    if (g.block_tokens == 0 || g.block_tokens > 65536) {
+      throw usage_error("--block-tokens: must be in [1, 65536]");
+    }
+    if (!(g.rate_per_s > 0) || !std::isfinite(g.rate_per_s)) {
+      throw usage_error("--rate: must be positive");
+    }
+    if (out_path != "-" && std::filesystem::exists(out_path) && !vm.count("force")) {
+      throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
+    }
+  } catch (const po::error& e) {
+    std::cerr << "kvtk trace gen: " << e.what() << "\n(try 'kvtk trace gen --help')\n";
+    return 2;
+  } catch (const usage_error& e) {
+    std::cerr << "kvtk trace gen: " << e.what() << "\n";
+    return 2;
+  }
+  if (out_path == "-") {
+    generate_trace(g, std::cout);
+    return 0;
+  }
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::cerr << "kvtk trace gen: cannot write '" << out_path << "'\n";
+    return 1;
+  }
+  generate_trace(g, out);
+  out.flush();
+  if (!out) {
+    std::cerr << "kvtk trace gen: error writing '" << out_path << "'\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_trace(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs("usage: kvtk trace stats F [options]   ('kvtk trace stats --help')\n",
+    std::fputs("usage: kvtk trace stats F [options] | kvtk trace gen -o F [options]\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "stats") return stats(std::vector<std::string>(args.begin() + 1, args.end()));
-  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats)\n", args[0].c_str());
+  if (args[0] == "gen") return gen(std::vector<std::string>(args.begin() + 1, args.end()));
+  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats gen)\n", args[0].c_str());
   return 2;
 }
 
