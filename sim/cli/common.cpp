@@ -7,6 +7,32 @@
 
 namespace kvtk::sim::cli {
 
+int parse_command(const std::string& cmd, const boost::program_options::options_description& opts,
+                  const std::vector<std::string>& args, boost::program_options::variables_map& vm,
+                  const std::function<void()>& check,
+                  const boost::program_options::positional_options_description* positional) {
+  namespace po = boost::program_options;
+  try {
+    po::command_line_parser parser(args);
+    parser.options(opts);
+    if (positional != nullptr) parser.positional(*positional);
+    po::store(parser.run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts;
+      return 0;
+    }
+    po::notify(vm);
+    check();
+  } catch (const po::error& e) {
+    std::cerr << "kvtk " << cmd << ": " << e.what() << "\n(try 'kvtk " << cmd << " --help')\n";
+    return 2;
+  } catch (const usage_error& e) {
+    std::cerr << "kvtk " << cmd << ": " << e.what() << "\n";
+    return 2;
+  }
+  return -1;
+}
+
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);

@@ -1,7 +1,9 @@
 // sim/cli/common.hpp — helpers shared by the kvtk subcommands.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,15 @@ namespace kvtk::sim::cli {
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// Parses the arguments of subcommand `cmd` (e.g. "trace stats") into vm and runs check(), which
+/// validates values and may throw usage_error. Returns -1 to go on, 0 after printing --help, or 2
+/// after printing "kvtk <cmd>: <problem>" for a usage error.
+int parse_command(
+    const std::string& cmd, const boost::program_options::options_description& opts,
+    const std::vector<std::string>& args, boost::program_options::variables_map& vm,
+    const std::function<void()>& check,
+    const boost::program_options::positional_options_description* positional = nullptr);
 
 /// "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& s);

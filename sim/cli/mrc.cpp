@@ -46,24 +46,20 @@ int run_mrc(const std::vector<std::string>& args) {
   po::variables_map vm;
   partial_block pb = partial_block::skip;
   std::uint64_t bytes_per_token = 0;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return 0;
-    }
-    po::notify(vm);
-    check_request_format(format);
-    pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
-    if (!(sample > 0.0 && sample <= 1.0)) throw usage_error("--sample: must be in (0, 1]");
-    if (points < 2 || points > 10000) throw usage_error("--points: must be in [2, 10000]");
-    if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
-  } catch (const po::error& e) {
-    std::cerr << "kvtk mrc: " << e.what() << "\n(try 'kvtk mrc --help')\n";
-    return 2;
-  } catch (const usage_error& e) {
-    std::cerr << "kvtk mrc: " << e.what() << "\n";
-    return 2;
+  if (const int rc = parse_command("mrc", opts, args, vm,
+                                   [&] {
+                                     check_request_format(format);
+                                     pb = parse_partial_block(partial) == 1 ? partial_block::cache
+                                                                            : partial_block::skip;
+                                     if (!(sample > 0.0 && sample <= 1.0))
+                                       throw usage_error("--sample: must be in (0, 1]");
+                                     if (points < 2 || points > 10000)
+                                       throw usage_error("--points: must be in [2, 10000]");
+                                     if (vm.count("model"))
+                                       bytes_per_token = bytes_per_token_of(model);
+                                   });
+      rc >= 0) {
+    return rc;
   }
   prefix_trace t;
   read_report skipped;

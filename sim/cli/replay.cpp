@@ -114,52 +114,40 @@ int run_replay(const std::vector<std::string>& args) {
   std::vector<job> jobs;
   partial_block pb = partial_block::skip;
   std::uint64_t bytes_per_token = 0;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return 0;
-    }
-    po::notify(vm);
-    check_request_format(format);
-    if (format == "auto") {
-      try {
-        format = detect_format(trace);
-      } catch (const trace_error& e) {
-        std::cerr << "kvtk replay: " << e.what() << "\n";
-        return 1;
-      }
-    }
-    if (block_tokens == 0) block_tokens = format == "bailian" ? 16 : 512;
-    pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
-    if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
-    if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
-    std::vector<std::uint64_t> caps;
-    for (const auto& c : split_list(capacities))
-      caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));
-    if (caps.empty()) throw usage_error("--capacity: empty list");
-    const auto idx_list = split_list(indexes);
-    const auto pol_list = split_list(policies);
-    if (idx_list.empty()) throw usage_error("--index: empty list");
-    if (pol_list.empty()) throw usage_error("--policy: empty list");
-    for (const auto& i : idx_list) {
-      if (i != "radix" && i != "flat" && i != "hashchain") {
-        throw usage_error("--index: unknown index '" + i + "' (known: radix flat hashchain)");
-      }
-      for (const auto& p : (i == "hashchain" ? std::vector<std::string>{"vllm"} : pol_list)) {
-        if (!known_for(i, p)) {
-          throw usage_error("--policy: unknown policy '" + p + "' for index " + i +
-                            " (known:" + known_list(i) + ")");
-        }
-        for (auto c : caps) jobs.push_back({i, p, c});
-      }
-    }
-  } catch (const po::error& e) {
-    std::cerr << "kvtk replay: " << e.what() << "\n(try 'kvtk replay --help')\n";
-    return 2;
-  } catch (const usage_error& e) {
-    std::cerr << "kvtk replay: " << e.what() << "\n";
-    return 2;
+  if (const int rc = parse_command(
+          "replay", opts, args, vm,
+          [&] {
+            check_request_format(format);
+            if (format == "auto") format = detect_format(trace);  // trace_error: exit 1 via main
+            if (block_tokens == 0) block_tokens = format == "bailian" ? 16 : 512;
+            pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
+            if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
+            if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
+            std::vector<std::uint64_t> caps;
+            for (const auto& c : split_list(capacities))
+              caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));
+            if (caps.empty()) throw usage_error("--capacity: empty list");
+            const auto idx_list = split_list(indexes);
+            const auto pol_list = split_list(policies);
+            if (idx_list.empty()) throw usage_error("--index: empty list");
+            if (pol_list.empty()) throw usage_error("--policy: empty list");
+            for (const auto& i : idx_list) {
+              if (i != "radix" && i != "flat" && i != "hashchain") {
+                throw usage_error("--index: unknown index '" + i +
+                                  "' (known: radix flat hashchain)");
+              }
+              for (const auto& p :
+                   (i == "hashchain" ? std::vector<std::string>{"vllm"} : pol_list)) {
+                if (!known_for(i, p)) {
+                  throw usage_error("--policy: unknown policy '" + p + "' for index " + i +
+                                    " (known:" + known_list(i) + ")");
+                }
+                for (auto c : caps) jobs.push_back({i, p, c});
+              }
+            }
+          });
+      rc >= 0) {
+    return rc;
   }
 
   prefix_trace t;

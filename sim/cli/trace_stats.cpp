@@ -52,21 +52,15 @@ int stats(const std::vector<std::string>& args) {
   pos.add("trace", 1);
   po::variables_map vm;
   partial_block pb = partial_block::skip;
-  try {
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return 0;
-    }
-    po::notify(vm);
-    check_request_format(format);
-    pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
-  } catch (const po::error& e) {
-    std::cerr << "kvtk trace stats: " << e.what() << "\n(try 'kvtk trace stats --help')\n";
-    return 2;
-  } catch (const usage_error& e) {
-    std::cerr << "kvtk trace stats: " << e.what() << "\n";
-    return 2;
+  if (const int rc = parse_command(
+          "trace stats", opts, args, vm,
+          [&] {
+            check_request_format(format);
+            pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
+          },
+          &pos);
+      rc >= 0) {
+    return rc;
   }
   prefix_trace t;
   read_report skipped;
@@ -152,33 +146,27 @@ int gen(const std::vector<std::string>& args) {
       "output,o", po::value(&out_path)->required(), "output file, or - for stdout")(
       "force", "overwrite an existing output file");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts;
-      return 0;
-    }
-    po::notify(vm);
-    if (g.profile != "chat" && g.profile != "agent" && g.profile != "api" && g.profile != "mixed") {
-      throw usage_error("--profile: unknown profile '" + g.profile +
-                        "' (known: chat agent api mixed)");
-    }
-    if (g.requests == 0) throw usage_error("--requests: must be positive");
-    if (g.block_tokens == 0 || g.block_tokens > 65536) {
-      throw usage_error("--block-tokens: must be in [1, 65536]");
-    }
-    if (!(g.rate_per_s > 0) || !std::isfinite(g.rate_per_s)) {
-      throw usage_error("--rate: must be positive");
-    }
-    if (out_path != "-" && std::filesystem::exists(out_path) && !vm.count("force")) {
-      throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
-    }
-  } catch (const po::error& e) {
-    std::cerr << "kvtk trace gen: " << e.what() << "\n(try 'kvtk trace gen --help')\n";
-    return 2;
-  } catch (const usage_error& e) {
-    std::cerr << "kvtk trace gen: " << e.what() << "\n";
-    return 2;
+  if (const int rc = parse_command(
+          "trace gen", opts, args, vm,
+          [&] {
+            if (g.profile != "chat" && g.profile != "agent" && g.profile != "api" &&
+                g.profile != "mixed") {
+              throw usage_error("--profile: unknown profile '" + g.profile +
+                                "' (known: chat agent api mixed)");
+            }
+            if (g.requests == 0) throw usage_error("--requests: must be positive");
+            if (g.block_tokens == 0 || g.block_tokens > 65536) {
+              throw usage_error("--block-tokens: must be in [1, 65536]");
+            }
+            if (!(g.rate_per_s > 0) || !std::isfinite(g.rate_per_s)) {
+              throw usage_error("--rate: must be positive");
+            }
+            if (out_path != "-" && std::filesystem::exists(out_path) && !vm.count("force")) {
+              throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
+            }
+          });
+      rc >= 0) {
+    return rc;
   }
   if (out_path == "-") {
     generate_trace(g, std::cout);
