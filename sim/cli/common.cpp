@@ -126,8 +126,9 @@ void write_to(const std::string& where, const std::string& text) {
 }
 
 kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::string& path,
-                                          const std::string& format, std::uint32_t block_tokens,
+                                          std::string& format, std::uint32_t block_tokens,
                                           bool skip_invalid, read_report& report) {
+  if (format == "auto") format = detect_format(path);
   read_options opts;
   opts.skip_invalid = skip_invalid;
   auto t = load_requests(path, format, block_tokens, opts, &report);

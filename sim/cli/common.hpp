@@ -49,11 +49,11 @@ void check_request_format(const std::string& format);
 /// (Declared with an int result to keep this header free of the prefix headers: 0 skip, 1 cache.)
 int parse_partial_block(const std::string& text);
 
-/// Loads a request trace for subcommand `cmd` (format "auto" is detected), skipping bad lines when
-/// asked and then printing "kvtk <cmd>: skipped N invalid line(s); the first: ..." to stderr.
-/// Throws trace_error.
+/// Loads a request trace for subcommand `cmd`; format "auto" is detected and replaced by the
+/// detected name. Skips bad lines when asked, then prints "kvtk <cmd>: skipped N invalid line(s);
+/// the first: ..." to stderr. Throws trace_error (the executable reports it and exits 1).
 kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::string& path,
-                                          const std::string& format, std::uint32_t block_tokens,
+                                          std::string& format, std::uint32_t block_tokens,
                                           bool skip_invalid, read_report& report);
 
 /// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.

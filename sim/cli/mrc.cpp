@@ -63,13 +63,7 @@ int run_mrc(const std::vector<std::string>& args) {
   }
   prefix_trace t;
   read_report skipped;
-  try {
-    if (format == "auto") format = detect_format(trace);
-    t = load_trace_for("mrc", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
-  } catch (const trace_error& e) {
-    std::cerr << "kvtk mrc: " << e.what() << "\n";
-    return 1;
-  }
+  t = load_trace_for("mrc", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
   std::set<std::uint64_t> caps;
   try {
     if (vm.count("capacity")) {

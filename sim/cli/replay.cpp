@@ -152,13 +152,7 @@ int run_replay(const std::vector<std::string>& args) {
 
   prefix_trace t;
   read_report skipped;
-  try {
-    t = load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0,
-                       skipped);
-  } catch (const trace_error& e) {
-    std::cerr << "kvtk replay: " << e.what() << "\n";
-    return 1;
-  }
+  t = load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
   // Offline policies and the optimum need every reference's next use.
   const std::vector<std::uint64_t> next = next_use_positions(t, pb);
   std::uint64_t block_refs = 0;

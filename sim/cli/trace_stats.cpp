@@ -64,14 +64,8 @@ int stats(const std::vector<std::string>& args) {
   }
   prefix_trace t;
   read_report skipped;
-  try {
-    if (format == "auto") format = detect_format(trace);
-    t = load_trace_for("trace stats", trace, format, block_tokens, vm.count("skip-invalid") != 0,
-                       skipped);
-  } catch (const trace_error& e) {
-    std::cerr << "kvtk trace stats: " << e.what() << "\n";
-    return 1;
-  }
+  t = load_trace_for("trace stats", trace, format, block_tokens, vm.count("skip-invalid") != 0,
+                     skipped);
 
   std::vector<double> input, output, reuse;
   std::unordered_map<block_key, std::uint64_t> last;
