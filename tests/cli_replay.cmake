@@ -54,7 +54,7 @@ expect(2 "unknown model 'gpt-5'" replay --trace ${T} --capacity 64GiB --model gp
 expect(2 "unknown unit in '10parsecs'" replay --trace ${T} --capacity 10parsecs)
 expect(2 "less than one block" replay --trace ${T} --capacity 100tok)
 expect(2 "not a whole number of blocks" replay --trace ${T} --capacity 10.5)
-expect(2 "'oracle-general' is not supported yet" replay --trace ${T} --format oracle-general)
+expect(2 "--format: unknown format 'csv'" replay --trace ${T} --format csv)
 expect(2 "--threads: must be in" replay --trace ${T} --threads 0)
 expect(2 "--partial-block: 'half'" replay --trace ${T} --partial-block half)
 expect(1 "nope.jsonl:0: cannot open file" replay --trace ${WORK_DIR}/nope.jsonl)

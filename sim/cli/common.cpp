@@ -125,13 +125,19 @@ void write_to(const std::string& where, const std::string& text) {
   if (!out) throw std::runtime_error("error writing '" + where + "'");
 }
 
-kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::string& path,
-                                          std::string& format, std::uint32_t block_tokens,
-                                          bool skip_invalid, read_report& report) {
-  if (format == "auto") format = detect_format(path);
+void resolve_trace(const std::string& path, std::string& format, std::uint32_t& block_tokens) {
+  const auto f = format == "auto" ? detect_trace_format(path) : parse_format_name(format);
+  if (!f) throw usage_error("--format: unknown format '" + format + "'");
+  format = std::string(format_name(*f));
+  if (block_tokens == 0) block_tokens = default_block_tokens(path, *f);
+}
+
+loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
+                            std::uint32_t& block_tokens, bool skip_invalid, read_report& report) {
+  resolve_trace(path, format, block_tokens);
   read_options opts;
   opts.skip_invalid = skip_invalid;
-  auto t = load_requests(path, format, block_tokens, opts, &report);
+  auto t = loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report);
   if (report.skipped_lines > 0) {
     std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";
@@ -140,9 +146,9 @@ kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::str
 }
 
 void check_request_format(const std::string& format) {
-  if (format != "auto" && format != "mooncake" && format != "bailian") {
-    throw usage_error("--format: '" + format +
-                      "' is not supported yet (supported: mooncake, bailian, auto)");
+  if (format != "auto" && !parse_format_name(format)) {
+    throw usage_error("--format: unknown format '" + format + "' (known: " + format_names() +
+                      "|auto)");
   }
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/mooncake_flat.hpp"
+#include "formats/requests.hpp"
 
 namespace kvtk::sim::cli {
 
@@ -42,19 +42,23 @@ std::uint64_t bytes_per_token_of(const std::string& model);
 std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
                              std::uint64_t bytes_per_token);
 
-/// Checks a --format value of the request-trace commands (mooncake, bailian, auto).
+/// Checks a --format value of the request-trace commands (auto or a format_names() name).
 void check_request_format(const std::string& format);
+
+/// Resolves format "auto" (detecting it from the file) and block_tokens 0 (the trace's default:
+/// kvtb / kvtk header, else the format's). Throws trace_error when the file cannot be read.
+void resolve_trace(const std::string& path, std::string& format, std::uint32_t& block_tokens);
 
 /// kvtk::prefix::partial_block from "skip" / "cache"; throws usage_error otherwise.
 /// (Declared with an int result to keep this header free of the prefix headers: 0 skip, 1 cache.)
 int parse_partial_block(const std::string& text);
 
-/// Loads a request trace for subcommand `cmd`; format "auto" is detected and replaced by the
-/// detected name. Skips bad lines when asked, then prints "kvtk <cmd>: skipped N invalid line(s);
-/// the first: ..." to stderr. Throws trace_error (the executable reports it and exits 1).
-kvtk::prefix::prefix_trace load_trace_for(const std::string& cmd, const std::string& path,
-                                          std::string& format, std::uint32_t block_tokens,
-                                          bool skip_invalid, read_report& report);
+/// Loads a request trace for subcommand `cmd` (resolve_trace first, so format and block_tokens
+/// name what was read). A kvtb file is mapped; other formats are read into memory. Skips bad
+/// lines when asked, then prints "kvtk <cmd>: skipped N invalid line(s); the first: ..." to
+/// stderr. Throws trace_error (the executable reports it and exits 1).
+loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
+                            std::uint32_t& block_tokens, bool skip_invalid, read_report& report);
 
 /// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.
 void write_to(const std::string& where, const std::string& text);

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "cli/common.hpp"
-#include "formats/mooncake_flat.hpp"
+#include "formats/requests.hpp"
 
 namespace kvtk::sim {
 
@@ -27,8 +27,9 @@ int run_mrc(const std::vector<std::string>& args) {
   std::uint32_t block_tokens = 0, points = 24;
   double sample = 1.0;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "trace file (Mooncake or Bailian JSONL)")(
-      "format", po::value(&format)->default_value("auto"), "mooncake | bailian | auto")(
+                                                 "trace file (any format kvtk reads)")(
+      "format", po::value(&format)->default_value("auto"),
+      "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto")(
       "block-tokens", po::value(&block_tokens)->default_value(0),
       "tokens per block (0 = the format's default)")(
       "partial-block", po::value(&partial)->default_value("skip"), "skip | cache")(
@@ -61,9 +62,10 @@ int run_mrc(const std::vector<std::string>& args) {
       rc >= 0) {
     return rc;
   }
-  prefix_trace t;
   read_report skipped;
-  t = load_trace_for("mrc", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
+  const loaded_trace loaded =
+      load_trace_for("mrc", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
+  const prefix_trace_view& t = loaded.view();
   std::set<std::uint64_t> caps;
   try {
     if (vm.count("capacity")) {

@@ -15,7 +15,8 @@
 #include <unordered_set>
 
 #include "cli/common.hpp"
-#include "formats/mooncake_flat.hpp"
+#include "cli/progress.hpp"
+#include "formats/requests.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -56,24 +57,41 @@ std::string known_list(const std::string& index) {
   return out;
 }
 
-outcome run_job(const job& j, const prefix_trace& t, partial_block p,
-                const std::vector<std::uint64_t>& next) {
+// Replays in slices of requests so that a long job reports progress; the slices add up to one
+// replay (replay_requests), so results do not depend on the slicing.
+template <class Index>
+prefix_counts replay_with_progress(const prefix_trace_view& t, Index& idx, partial_block p,
+                                   std::span<const std::uint64_t> next, progress* bar) {
+  prefix_counts c;
+  std::uint64_t pos = 0;
+  constexpr std::size_t slice = 1 << 14;
+  for (std::size_t r = 0; r < t.requests(); r += slice) {
+    const std::uint64_t before = c.block_refs;
+    replay_requests(t, idx, p, next, r, std::min(t.requests(), r + slice), c, pos);
+    if (bar != nullptr) bar->add(c.block_refs - before);
+  }
+  c.evictions = idx.evictions();
+  return c;
+}
+
+outcome run_job(const job& j, const prefix_trace_view& t, partial_block p,
+                const std::vector<std::uint64_t>& next, progress* bar) {
   const auto cap = static_cast<std::uint32_t>(j.capacity);
   const auto t0 = std::chrono::steady_clock::now();
   outcome o;
   if (j.index == "flat") {
     o.counts = visit_policy(j.policy, [&]<class P>() {
       flat_index<P> idx(cap);
-      return replay(t, idx, p, next);
+      return replay_with_progress(t, idx, p, next, bar);
     });
   } else if (j.index == "radix") {
     o.counts = visit_leaf_policy(j.policy, [&]<class L>() {
       radix_index<L> idx(cap);
-      return replay(t, idx, p, next);
+      return replay_with_progress(t, idx, p, next, bar);
     });
   } else {
     hash_chain_index idx(cap);
-    o.counts = replay(t, idx, p);
+    o.counts = replay_with_progress(t, idx, p, {}, bar);
   }
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
@@ -89,11 +107,12 @@ int run_replay(const std::vector<std::string>& args) {
   std::string trace, format, indexes, policies, capacities, model, partial, json_out, csv_out;
   std::uint32_t block_tokens = 0, threads = 1;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "trace file (Mooncake or Bailian JSONL)")(
+                                                 "trace file (any format below)")(
       "format", po::value(&format)->default_value("auto"),
-      "mooncake | bailian | auto (detected from the first line)")(
+      "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto (detected from content)")(
       "block-tokens", po::value(&block_tokens)->default_value(0),
-      "tokens per block (0 = the format's default: 512 for Mooncake, 16 for Bailian)")(
+      "tokens per block (0 = the trace's: kvtb/kvtk header, else 512 Mooncake, 16 Bailian, 64 "
+      "kvtk, 1 flat)")(
       "index", po::value(&indexes)->default_value("radix"), "radix | flat | hashchain (a list)")(
       "policy", po::value(&policies)->default_value("lru"),
       "policies (a list): radix leaf orders, flat core policies, or vllm for hashchain")(
@@ -118,8 +137,7 @@ int run_replay(const std::vector<std::string>& args) {
           "replay", opts, args, vm,
           [&] {
             check_request_format(format);
-            if (format == "auto") format = detect_format(trace);  // trace_error: exit 1 via main
-            if (block_tokens == 0) block_tokens = format == "bailian" ? 16 : 512;
+            resolve_trace(trace, format, block_tokens);  // trace_error: exit 1 via main
             pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
             if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
             if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
@@ -150,9 +168,10 @@ int run_replay(const std::vector<std::string>& args) {
     return rc;
   }
 
-  prefix_trace t;
   read_report skipped;
-  t = load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
+  const loaded_trace loaded =
+      load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
+  const prefix_trace_view& t = loaded.view();
   // Offline policies and the optimum need every reference's next use.
   const std::vector<std::uint64_t> next = next_use_positions(t, pb);
   std::uint64_t block_refs = 0;
@@ -175,14 +194,15 @@ int run_replay(const std::vector<std::string>& args) {
   std::vector<std::uint64_t> opt_caps;
   for (auto& [c, v] : optimum) opt_caps.push_back(c);
   const std::size_t total = jobs.size() + opt_caps.size();
+  progress bar("kvtk replay", "block refs", block_refs * total);
   std::atomic<std::size_t> cursor{0};
   auto worker = [&] {
     for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
       if (i < jobs.size()) {
-        results[i] = run_job(jobs[i], t, pb, next);
+        results[i] = run_job(jobs[i], t, pb, next, &bar);
       } else {
         const std::uint64_t c = opt_caps[i - jobs.size()];
-        optimum[c] = run_job({"radix", "belady", c}, t, pb, next).counts;
+        optimum[c] = run_job({"radix", "belady", c}, t, pb, next, &bar).counts;
       }
     }
   };

@@ -10,8 +10,18 @@
 //    DeepSeek's published 56.3 %: 0.557-0.565 for seeds 1-3 at 20,000 requests, checked in tests).
 // Block content ids are unique per (session, position) except for shared system prompts, and are
 // chained into prefix ids, so a block hits iff its whole prefix was sent before. Arrivals are
-// Poisson with a day/night sinusoid (period 24 h of trace time, +-50 %).
+// Poisson (or, with arrivals=bursty, gamma inter-arrivals with coefficient of variation
+// burst_cv: clustered bursts and lulls at the same mean rate) with a day/night sinusoid
+// (period 24 h of trace time, +-50 %). Every chat or agent session has its own session id and a
+// tenant (Zipf over `tenants`); a one-off API request is a session of its own.
 #include "cli/trace_gen.hpp"
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/common.hpp"
+#include "formats/writers.hpp"
 
 #include <cmath>
 #include <deque>
@@ -28,12 +38,32 @@ struct session {
   int turns_left = 0;
   int kind = 0;                     // 0 chat, 1 agent
   std::uint32_t append_tokens = 0;  // agent: tokens appended per step
+  std::uint64_t id = 0;
+  std::uint32_t tenant = 0;
 };
 
 }  // namespace
 
-void generate_trace(const gen_options& o, std::ostream& out) {
+void generate_trace(const gen_options& o, const request_sink& sink) {
   std::mt19937_64 rng(o.seed);
+  std::mt19937_64 tenant_rng(o.seed ^ 0x5DEECE66Dull);  // separate: tenants never change requests
+  std::vector<std::string> tenant_names;
+  for (std::uint32_t i = 0; i < o.tenants; ++i) tenant_names.push_back("t" + std::to_string(i));
+  auto pick_tenant = [&]() -> std::uint32_t {
+    if (o.tenants == 0) return 0;
+    double total = 0;
+    for (std::uint32_t i = 0; i < o.tenants; ++i) total += 1.0 / (i + 1);
+    double x = std::uniform_real_distribution<double>(0.0, total)(tenant_rng);
+    for (std::uint32_t i = 0; i < o.tenants; ++i) {
+      x -= 1.0 / (i + 1);
+      if (x <= 0) return i;
+    }
+    return o.tenants - 1;
+  };
+  std::uint64_t next_session = 1;
+  // Gamma(k, mean/k) inter-arrivals have the requested mean and a CV of 1/sqrt(k).
+  const double shape = 1.0 / (o.burst_cv * o.burst_cv);
+  std::gamma_distribution<double> burst_gap(shape, 1.0 / shape);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   const std::uint32_t bt = o.block_tokens;
   std::uint64_t next_content = 1'000'000;  // ids below are system prompts
@@ -73,15 +103,19 @@ void generate_trace(const gen_options& o, std::ostream& out) {
   for (std::uint64_t r = 0; r < o.requests; ++r) {
     // Arrival: Poisson, rate modulated by a day/night curve.
     const double rate = o.rate_per_s * (1.0 + 0.5 * std::sin(2 * M_PI * t_ms / day_ms));
-    t_ms += -std::log(1.0 - u01(rng)) / rate * 1000.0;
+    const double unit_gap = o.arrivals == "bursty" ? burst_gap(rng) : -std::log(1.0 - u01(rng));
+    t_ms += unit_gap / rate * 1000.0;
     const double p_mix_chat = o.profile == "chat" ? 1.0 : o.profile == "agent" ? 0.0 : 0.35;
     const double p_mix_agent = o.profile == "agent" ? 1.0 : o.profile == "chat" ? 0.0 : 0.05;
     const bool api_only = o.profile == "api";
     // Continue a live session with probability 0.7 (if any), else start new work.
-    std::uint64_t input = 0, output = 0;
+    std::uint64_t input = 0, output = 0, session_id = 0;
+    std::uint32_t tenant = 0;
     if (!api_only && !live.empty() && u01(rng) < p_continue) {
       const std::size_t i = static_cast<std::size_t>(rng() % live.size());
       session& s = live[i];
+      session_id = s.id;
+      tenant = s.tenant;
       if (s.kind == 0) {
         push_tokens(s, 50 + rng() % 400, 0);  // the new user message
       } else {
@@ -96,6 +130,10 @@ void generate_trace(const gen_options& o, std::ostream& out) {
     } else {
       const double x = u01(rng) * (p_mix_chat + p_mix_agent + (api_only ? 1.0 : 0.60));
       session s;
+      s.id = next_session++;
+      s.tenant = pick_tenant();
+      session_id = s.id;
+      tenant = s.tenant;
       if (!api_only && x < p_mix_chat + p_mix_agent) {
         s.kind = x < p_mix_chat ? 0 : 1;
         const int p = popular_prompt();
@@ -129,11 +167,97 @@ void generate_trace(const gen_options& o, std::ostream& out) {
         output = 50 + rng() % 500;
       }
     }
-    out << "{\"timestamp\": " << static_cast<std::uint64_t>(t_ms) << ", \"input_length\": " << input
-        << ", \"output_length\": " << output << ", \"hash_ids\": [";
-    for (std::size_t k = 0; k < keys.size(); ++k) out << (k ? ", " : "") << keys[k];
-    out << "]}\n";
+    request_record rec;
+    rec.keys = keys;
+    rec.input_length = input;
+    rec.block_tokens = bt;
+    rec.line = r + 1;
+    // Millisecond arrival times, as Mooncake writes them (whole ms keep both formats exact).
+    rec.arrival_s = std::floor(t_ms) / 1000.0;
+    rec.output_length = output;
+    rec.session = session_id;
+    if (o.tenants > 0) rec.tenant = tenant_names[tenant];
+    sink(rec);
   }
+}
+
+int run_trace_gen(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  using namespace cli;
+  po::options_description opts(
+      "kvtk trace gen: a synthetic DeepSeek-style workload. Profiles: chat (multi-turn sessions\n"
+      "re-sending their history under popular system prompts), agent (tool loops re-sending a\n"
+      "long context), api (one-off requests), mixed (the default; lands near DeepSeek's 56.3%\n"
+      "input-token hit ratio). Deterministic for a seed; streams any number of requests.\n"
+      "Options");
+  gen_options g;
+  std::string out_path, to;
+  opts.add_options()("help,h", "show this help")(
+      "profile", po::value(&g.profile)->default_value("mixed"), "chat | agent | api | mixed")(
+      "requests", po::value(&g.requests)->default_value(10000), "number of requests")(
+      "seed", po::value(&g.seed)->default_value(1), "random seed")(
+      "block-tokens", po::value(&g.block_tokens)->default_value(64), "tokens per block")(
+      "rate", po::value(&g.rate_per_s)->default_value(5.0), "mean arrivals per second")(
+      "arrivals", po::value(&g.arrivals)->default_value("poisson"),
+      "poisson | bursty (gamma inter-arrival times; both follow a day/night rate curve)")(
+      "burst-cv", po::value(&g.burst_cv)->default_value(3.0),
+      "bursty: coefficient of variation of inter-arrival times (Poisson is 1)")(
+      "tenants", po::value(&g.tenants)->default_value(4),
+      "number of tenants (Zipf-weighted; kvtk/kvtb outputs carry them; 0 = none)")(
+      "to", po::value(&to),
+      "output format: mooncake (default) | kvtk (adds session and tenant) | kvtb (default for a "
+      ".kvtb name)")("output,o", po::value(&out_path)->required(),
+                     "output file, or - for stdout (JSONL formats)")(
+      "force", "overwrite an existing output file");
+  po::variables_map vm;
+  trace_format f = trace_format::mooncake;
+  if (const int rc = parse_command("trace gen", opts, args, vm, [&] {
+        if (g.profile != "chat" && g.profile != "agent" && g.profile != "api" &&
+            g.profile != "mixed") {
+          throw usage_error("--profile: unknown profile '" + g.profile +
+                            "' (known: chat agent api mixed)");
+        }
+        if (g.requests == 0) throw usage_error("--requests: must be positive");
+        if (g.block_tokens == 0 || g.block_tokens > 65536) {
+          throw usage_error("--block-tokens: must be in [1, 65536]");
+        }
+        if (!(g.rate_per_s > 0) || !std::isfinite(g.rate_per_s)) {
+          throw usage_error("--rate: must be positive");
+        }
+        if (g.arrivals != "poisson" && g.arrivals != "bursty") {
+          throw usage_error("--arrivals: '" + g.arrivals + "' (use poisson or bursty)");
+        }
+        if (!(g.burst_cv >= 1.0 && g.burst_cv <= 100.0)) {
+          throw usage_error("--burst-cv: must be in [1, 100]");
+        }
+        if (g.tenants > 1000000) throw usage_error("--tenants: at most 10^6");
+        const bool kvtb_name =
+            out_path.size() > 5 && out_path.compare(out_path.size() - 5, 5, ".kvtb") == 0;
+        if (!vm.count("to")) to = kvtb_name ? "kvtb" : "mooncake";
+        if (to != "mooncake" && to != "kvtk" && to != "kvtb") {
+          throw usage_error("--to: '" + to + "' (use mooncake, kvtk or kvtb)");
+        }
+        f = *parse_format_name(to);
+        if (out_path == "-" && f == trace_format::kvtb) {
+          throw usage_error("-o -: kvtb cannot go to stdout (give a file name)");
+        }
+        if (out_path != "-" && std::filesystem::exists(out_path) && !vm.count("force")) {
+          throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
+        }
+      });
+      rc >= 0) {
+    return rc;
+  }
+  try {
+    auto w = out_path == "-" ? trace_writer::to_stream(std::cout, f, g.block_tokens)
+                             : trace_writer::open(out_path, f, g.block_tokens);
+    generate_trace(g, [&](const request_record& r) { w->add(r); });
+    w->finish();
+  } catch (const std::exception& e) {
+    std::cerr << "kvtk trace gen: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace kvtk::sim

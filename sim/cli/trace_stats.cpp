@@ -9,9 +9,11 @@
 #include <iostream>
 #include <kvtk/kvtk.hpp>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <unordered_map>
 
 #include "cli/common.hpp"
+#include "cli/trace_convert.hpp"
 #include "cli/trace_gen.hpp"
 
 namespace kvtk::sim {
@@ -30,6 +32,43 @@ nlohmann::json distribution(std::vector<double> v) {
           {"p99", q(0.99)},    {"max", v.back()}};
 }
 
+// Session structure from the trace's session ids (kvtk `session`, Bailian's chat chains); null
+// when the format has none (Mooncake).
+nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
+  if (t.session.empty()) return nullptr;
+  struct info {
+    std::uint64_t requests = 0;
+    double first = NAN, last = NAN;
+  };
+  std::unordered_map<std::uint64_t, info> by_id;
+  std::vector<double> gaps;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    info& s = by_id[t.session[r]];
+    ++s.requests;
+    if (!t.arrival_s.empty() && !std::isnan(t.arrival_s[r])) {
+      if (!std::isnan(s.last)) gaps.push_back(t.arrival_s[r] - s.last);
+      if (std::isnan(s.first)) s.first = t.arrival_s[r];
+      s.last = t.arrival_s[r];
+    }
+  }
+  std::vector<double> turns, duration;
+  std::uint64_t multi = 0, in_multi = 0;
+  for (const auto& [id, s] : by_id) {
+    turns.push_back(static_cast<double>(s.requests));
+    if (s.requests > 1) {
+      ++multi;
+      in_multi += s.requests;
+      if (!std::isnan(s.first)) duration.push_back(s.last - s.first);
+    }
+  }
+  return {{"sessions", by_id.size()},
+          {"multi_request_sessions", multi},
+          {"requests_in_multi_request_sessions", in_multi},
+          {"requests_per_session", distribution(turns)},
+          {"multi_request_session_duration_s", distribution(duration)},
+          {"gap_between_requests_of_a_session_s", distribution(gaps)}};
+}
+
 int stats(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   using namespace kvtk::prefix;
@@ -41,8 +80,9 @@ int stats(const std::vector<std::string>& args) {
   std::string trace, format, partial, json_out;
   std::uint32_t block_tokens = 0;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "trace file (Mooncake or Bailian JSONL)")(
-      "format", po::value(&format)->default_value("auto"), "mooncake | bailian | auto")(
+                                                 "trace file (any format kvtk reads)")(
+      "format", po::value(&format)->default_value("auto"),
+      "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto")(
       "block-tokens", po::value(&block_tokens)->default_value(0),
       "tokens per block (0 = the format's default)")(
       "partial-block", po::value(&partial)->default_value("skip"), "skip | cache")(
@@ -62,10 +102,10 @@ int stats(const std::vector<std::string>& args) {
       rc >= 0) {
     return rc;
   }
-  prefix_trace t;
   read_report skipped;
-  t = load_trace_for("trace stats", trace, format, block_tokens, vm.count("skip-invalid") != 0,
-                     skipped);
+  const loaded_trace loaded = load_trace_for("trace stats", trace, format, block_tokens,
+                                             vm.count("skip-invalid") != 0, skipped);
+  const prefix_trace_view& t = loaded.view();
 
   std::vector<double> input, output, reuse;
   std::unordered_map<block_key, std::uint64_t> last;
@@ -105,6 +145,28 @@ int stats(const std::vector<std::string>& args) {
   out["ideal_block_hit_ratio"] = ideal.block_hit_ratio();
   out["ideal_token_hit_ratio"] = ideal.token_hit_ratio();
   out["reuse_distance_block_refs"] = distribution(reuse);
+  if (!t.arrival_s.empty() && t.requests() > 2) {
+    // Burstiness: Poisson arrivals have a coefficient of variation of 1; bursty traffic more.
+    double sum = 0, sq = 0;
+    std::size_t n = 0;
+    for (std::size_t r = 1; r < t.requests(); ++r) {
+      const double gap = t.arrival_s[r] - t.arrival_s[r - 1];
+      if (std::isnan(gap)) continue;
+      sum += gap;
+      sq += gap * gap;
+      ++n;
+    }
+    const double mean = n ? sum / static_cast<double>(n) : 0.0;
+    const double var = n ? sq / static_cast<double>(n) - mean * mean : 0.0;
+    out["inter_arrival_cv"] = mean > 0 ? std::sqrt(std::max(var, 0.0)) / mean : 0.0;
+  }
+  out["sessions"] = session_stats(t);
+  if (!t.tenant.empty()) {
+    std::map<std::string, std::uint64_t> per_tenant;
+    const auto names = loaded.tenant_names();
+    for (std::uint32_t x : t.tenant) ++per_tenant[x ? names[x] : std::string("(none)")];
+    out["requests_per_tenant"] = per_tenant;
+  }
   if (vm.count("json")) {
     try {
       write_to(json_out, out.dump(2) + "\n");
@@ -119,78 +181,23 @@ int stats(const std::vector<std::string>& args) {
   return 0;
 }
 
-int gen(const std::vector<std::string>& args) {
-  namespace po = boost::program_options;
-  using namespace cli;
-  po::options_description opts(
-      "kvtk trace gen: a synthetic DeepSeek-style workload as Mooncake-format JSONL (timestamp "
-      "ms,\n"
-      "input_length, output_length, hash_ids = prefix ids). Profiles: chat (multi-turn sessions\n"
-      "re-sending their history under popular system prompts), agent (tool loops re-sending a "
-      "long\n"
-      "context), api (one-off requests), mixed (45/25/30). Deterministic for a seed.\nOptions");
-  gen_options g;
-  std::string out_path;
-  opts.add_options()("help,h", "show this help")(
-      "profile", po::value(&g.profile)->default_value("mixed"), "chat | agent | api | mixed")(
-      "requests", po::value(&g.requests)->default_value(10000), "number of requests")(
-      "seed", po::value(&g.seed)->default_value(1), "random seed")(
-      "block-tokens", po::value(&g.block_tokens)->default_value(64), "tokens per block")(
-      "rate", po::value(&g.rate_per_s)->default_value(5.0), "mean arrivals per second")(
-      "output,o", po::value(&out_path)->required(), "output file, or - for stdout")(
-      "force", "overwrite an existing output file");
-  po::variables_map vm;
-  if (const int rc = parse_command(
-          "trace gen", opts, args, vm,
-          [&] {
-            if (g.profile != "chat" && g.profile != "agent" && g.profile != "api" &&
-                g.profile != "mixed") {
-              throw usage_error("--profile: unknown profile '" + g.profile +
-                                "' (known: chat agent api mixed)");
-            }
-            if (g.requests == 0) throw usage_error("--requests: must be positive");
-            if (g.block_tokens == 0 || g.block_tokens > 65536) {
-              throw usage_error("--block-tokens: must be in [1, 65536]");
-            }
-            if (!(g.rate_per_s > 0) || !std::isfinite(g.rate_per_s)) {
-              throw usage_error("--rate: must be positive");
-            }
-            if (out_path != "-" && std::filesystem::exists(out_path) && !vm.count("force")) {
-              throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
-            }
-          });
-      rc >= 0) {
-    return rc;
-  }
-  if (out_path == "-") {
-    generate_trace(g, std::cout);
-    return 0;
-  }
-  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    std::cerr << "kvtk trace gen: cannot write '" << out_path << "'\n";
-    return 1;
-  }
-  generate_trace(g, out);
-  out.flush();
-  if (!out) {
-    std::cerr << "kvtk trace gen: error writing '" << out_path << "'\n";
-    return 1;
-  }
-  return 0;
-}
-
 }  // namespace
 
 int run_trace(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs("usage: kvtk trace stats F [options] | kvtk trace gen -o F [options]\n",
+    std::fputs(
+        "usage: kvtk trace stats F [options] | kvtk trace gen -o F [options] |\n"
+        "       kvtk trace convert IN -o OUT [--to FORMAT] [options]\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "stats") return stats(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (args[0] == "gen") return gen(std::vector<std::string>(args.begin() + 1, args.end()));
-  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats gen)\n", args[0].c_str());
+  if (args[0] == "gen") return run_trace_gen(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (args[0] == "convert") {
+    return run_trace_convert(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats gen convert)\n",
+               args[0].c_str());
   return 2;
 }
 

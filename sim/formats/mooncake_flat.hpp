@@ -2,9 +2,9 @@
 // flattened to one block per request.
 //
 // Every element of every line's `hash_ids`, in file order, becomes one unit-size request: the
-// "flat block trace" on which the policy golden values are defined. Full trace ingestion (all
-// formats, streaming, --skip-invalid) is the sim/formats reader set; this reader only needs
-// hash_ids and validates exactly what it uses.
+// "flat block trace" on which the policy golden values are defined. This reader only needs
+// hash_ids and validates exactly what it uses; the request readers of every format are in
+// formats/requests.hpp (these functions are their in-memory shortcuts).
 #pragma once
 
 #include <cstdint>
@@ -53,13 +53,16 @@ kvtk::prefix::prefix_trace load_mooncake_requests(const std::string& path,
 kvtk::prefix::prefix_trace parse_bailian_requests(std::istream& in, const std::string& name,
                                                   std::uint32_t block_tokens = 16);
 
-/// "mooncake" or "bailian", from the first non-blank line (chat_id / parent_chat_id -> bailian,
-/// hash_ids -> mooncake). Throws trace_error when it cannot tell.
+/// Parses a kvtk native JSONL trace (formats/requests.hpp).
+kvtk::prefix::prefix_trace parse_kvtk_requests(std::istream& in, const std::string& name,
+                                               std::uint32_t block_tokens = 64);
+
+/// The name of the detected format of any trace (detect_trace_format in formats/requests.hpp).
 std::string detect_format(const std::string& path);
 
-/// Loads a request trace of `format` ("mooncake", "bailian" or "auto"); block_tokens 0 = the
-/// format's default (512 / 16). Both formats are checked for one id per block of input
-/// (len(hash_ids) == ceil(input_length / block_tokens)) and non-decreasing timestamps.
+/// Loads a request trace of any format but kvtb (which is mapped: loaded_trace) or "auto" into
+/// memory; block_tokens 0 = the format's default. The JSONL formats are checked for one id per
+/// block of input (len(hash_ids) == ceil(input_length / block_tokens)) and non-decreasing times.
 kvtk::prefix::prefix_trace load_requests(const std::string& path, const std::string& format,
                                          std::uint32_t block_tokens = 0,
                                          const read_options& opts = {},

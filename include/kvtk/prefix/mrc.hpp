@@ -139,7 +139,7 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
         hist_tokens.resize(depth[i] + 1, 0);
       }
       ++hist_blocks[depth[i]];
-      const std::uint64_t bt = t.block_tokens;
+      const std::uint64_t bt = t.block_tokens_of(r);
       hist_tokens[depth[i]] +=
           std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
     }

@@ -19,9 +19,11 @@
 //  stream of cacheable block references (next_use_positions(trace, partial)).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kvtk/cache/block_cache.hpp"
@@ -32,7 +34,41 @@
 
 namespace kvtk::prefix {
 
-/// A request trace held in memory: every request's block keys, concatenated.
+/// Read-only view of a request trace: the layout replay needs, whether the arrays live in a
+/// prefix_trace or in a memory-mapped .kvtb file (the simulator's binary format). Empty optional
+/// columns mean "not in the trace".
+struct prefix_trace_view {
+  std::uint32_t block_tokens = 512;  ///< tokens per block (requests without their own size)
+  std::span<const block_key> keys;
+  std::span<const std::uint64_t> offsets;  ///< request r owns keys[offsets[r], offsets[r+1])
+  std::span<const std::uint64_t> input_length;
+  std::span<const std::uint32_t> priority;  ///< access_hint::priority per request
+  std::span<const double> arrival_s;
+  std::span<const std::uint64_t> output_length;
+  std::span<const std::uint64_t> session;            ///< session / conversation id per request
+  std::span<const std::uint32_t> tenant;             ///< tenant index per request
+  std::span<const std::uint32_t> request_block_tokens;  ///< per-request block size
+
+  [[nodiscard]] std::size_t requests() const noexcept { return input_length.size(); }
+  [[nodiscard]] std::uint32_t block_tokens_of(std::size_t r) const noexcept {
+    return request_block_tokens.empty() ? block_tokens : request_block_tokens[r];
+  }
+  [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
+    return keys.subspan(offsets[r], offsets[r + 1] - offsets[r]);
+  }
+  /// The request's cacheable blocks under `partial`.
+  [[nodiscard]] std::span<const block_key> cacheable(std::size_t r,
+                                                     partial_block p) const noexcept {
+    const auto all = blocks(r);
+    const std::uint64_t n = cacheable_blocks(input_length[r], block_tokens_of(r), p);
+    return all.first(std::min<std::uint64_t>(n, all.size()));
+  }
+};
+
+/// A request trace held in memory: every request's block keys, concatenated, plus per-request
+/// columns (empty when the trace does not have them). Session, tenant and output length are
+/// carried for the simulator and statistics; prefix replay reads keys, lengths, block sizes and
+/// priorities only.
 struct prefix_trace {
   std::uint32_t block_tokens = 512;
   std::vector<block_key> keys;
@@ -41,22 +77,32 @@ struct prefix_trace {
   std::vector<std::uint32_t> priority;       ///< per request; empty = access_hint's default
   std::vector<double> arrival_s;             ///< per request when the trace has times, else empty
   std::vector<std::uint64_t> output_length;  ///< per request when the trace has them, else empty
+  std::vector<std::uint64_t> session;        ///< per request when the trace has them, else empty
+  std::vector<std::uint32_t> tenant;         ///< index into tenant_names, or empty
+  std::vector<std::string> tenant_names;
+  std::vector<std::uint32_t> request_block_tokens;  ///< empty = block_tokens for every request
 
   void add(std::span<const block_key> blocks, std::uint64_t input_tokens) {
     keys.insert(keys.end(), blocks.begin(), blocks.end());
     offsets.push_back(keys.size());
     input_length.push_back(input_tokens);
   }
-  [[nodiscard]] std::size_t requests() const noexcept { return input_length.size(); }
-  [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
-    return {keys.data() + offsets[r], keys.data() + offsets[r + 1]};
+  [[nodiscard]] prefix_trace_view view() const noexcept {
+    return {block_tokens, keys,    offsets, input_length, priority,
+            arrival_s,    output_length, session, tenant,       request_block_tokens};
   }
-  /// The request's cacheable blocks under `partial`.
+  // Implicit on purpose: every function taking a view accepts a trace.
+  operator prefix_trace_view() const noexcept { return view(); }  // NOLINT
+  [[nodiscard]] std::size_t requests() const noexcept { return input_length.size(); }
+  [[nodiscard]] std::uint32_t block_tokens_of(std::size_t r) const noexcept {
+    return view().block_tokens_of(r);
+  }
+  [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
+    return view().blocks(r);
+  }
   [[nodiscard]] std::span<const block_key> cacheable(std::size_t r,
                                                      partial_block p) const noexcept {
-    const auto all = blocks(r);
-    const std::uint64_t n = cacheable_blocks(input_length[r], block_tokens, p);
-    return all.first(std::min<std::uint64_t>(n, all.size()));
+    return view().cacheable(r, p);
   }
 };
 
@@ -80,7 +126,8 @@ struct prefix_counts {
 };
 
 /// next_use for every cacheable block reference of the trace, in replay order.
-inline std::vector<std::uint64_t> next_use_positions(const prefix_trace& t, partial_block p) {
+inline std::vector<std::uint64_t> next_use_positions(const prefix_trace_view& t,
+                                                     partial_block p) {
   std::vector<block_key> stream;
   stream.reserve(t.keys.size());
   for (std::size_t r = 0; r < t.requests(); ++r) {
@@ -171,18 +218,20 @@ class hash_chain_index {
   std::vector<std::uint32_t> held_;
 };
 
-/// Replays trace t through idx (see the semantics above). next_use is required (one entry per
-/// cacheable block reference) for offline policies and ignored otherwise.
+/// Replays requests [first, last) of trace t through idx, adding to c (evictions excepted).
+/// `pos` is the index in next_use of request first's first cacheable block, and is advanced: a
+/// replay split into consecutive ranges (to report progress, say) equals one whole replay.
+/// Requires: next_use holds one entry per cacheable block reference when Index::offline.
+/// Throws: std::invalid_argument when next_use is missing or too short for an offline index.
 template <class Index>
-prefix_counts replay(const prefix_trace& t, Index& idx, partial_block p = partial_block::skip,
-                     std::span<const std::uint64_t> next_use = {}) {
+void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
+                     std::span<const std::uint64_t> next_use, std::size_t first,
+                     std::size_t last, prefix_counts& c, std::uint64_t& pos) {
   if (Index::offline && next_use.empty()) {
     throw std::invalid_argument("prefix replay: an offline policy needs next_use");
   }
-  prefix_counts c;
-  std::uint64_t pos = 0;
   access_hint base;
-  for (std::size_t r = 0; r < t.requests(); ++r) {
+  for (std::size_t r = first; r < last; ++r) {
     const auto blocks = t.cacheable(r, p);
     if (!t.priority.empty()) base.priority = t.priority[r];
     std::span<const std::uint64_t> next;
@@ -199,8 +248,19 @@ prefix_counts replay(const prefix_trace& t, Index& idx, partial_block p = partia
     c.block_refs += blocks.size();
     c.block_hits += h;
     c.token_refs += L;
-    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens, L);
+    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
   }
+}
+
+/// Replays trace t through idx (see the semantics above). next_use is required (one entry per
+/// cacheable block reference) for offline policies and ignored otherwise.
+/// Complexity: one Index::process per request.  Throws: as replay_requests.
+template <class Index>
+prefix_counts replay(const prefix_trace_view& t, Index& idx, partial_block p = partial_block::skip,
+                     std::span<const std::uint64_t> next_use = {}) {
+  prefix_counts c;
+  std::uint64_t pos = 0;
+  replay_requests(t, idx, p, next_use, 0, t.requests(), c, pos);
   c.evictions = idx.evictions();
   return c;
 }
@@ -208,7 +268,7 @@ prefix_counts replay(const prefix_trace& t, Index& idx, partial_block p = partia
 /// The offline optimum for a prefix cache of `capacity` blocks: Belady with leaf-only eviction
 /// (radix_index<leaf_belady>) on trace t. Every policy's counts .fraction_of() it gives the share
 /// of the achievable hits that policy gets.  Complexity: one replay plus next-use computation.
-inline prefix_counts replay_optimum(const prefix_trace& t, std::uint32_t capacity,
+inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
                                     partial_block p = partial_block::skip) {
   const std::vector<std::uint64_t> next = next_use_positions(t, p);
   radix_index<leaf_belady> idx(capacity);

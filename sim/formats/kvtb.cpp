@@ -1,0 +1,326 @@
+#include "formats/kvtb.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "formats/requests.hpp"
+
+static_assert(std::endian::native == std::endian::little,
+              "kvtb is little-endian and mapped without conversion");
+
+namespace kvtk::sim::kvtb {
+namespace {
+
+constexpr std::uint64_t p1 = 0x9E3779B185EBCA87ull, p2 = 0xC2B2AE3D27D4EB4Full;
+
+struct column_info {
+  int bit;  // -1 = always present
+  std::size_t elem_bytes;
+  bool per_request;  // else: offsets (n + 1) or keys (k)
+};
+
+std::uint64_t padded(std::uint64_t bytes) { return (bytes + 7) / 8 * 8; }
+
+std::uint64_t read_u64(const unsigned char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+std::uint32_t read_u32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+std::uint64_t checksum_of(const unsigned char* p, std::size_t bytes) {
+  checksum c;
+  c.update({reinterpret_cast<const std::uint64_t*>(p), bytes / 8});
+  return c.digest();
+}
+
+}  // namespace
+
+void checksum::update(std::span<const std::uint64_t> words) noexcept {
+  std::size_t i = 0;
+  // Keep lanes aligned with the running word count so that split updates equal one update.
+  for (; i < words.size() && (words_ + i) % 4 != 0; ++i) {
+    auto& l = lane_[(words_ + i) % 4];
+    l = std::rotl(l + words[i] * p2, 31) * p1;
+  }
+  for (; i + 4 <= words.size(); i += 4) {
+    for (int j = 0; j < 4; ++j) lane_[j] = std::rotl(lane_[j] + words[i + j] * p2, 31) * p1;
+  }
+  for (; i < words.size(); ++i) {
+    auto& l = lane_[(words_ + i) % 4];
+    l = std::rotl(l + words[i] * p2, 31) * p1;
+  }
+  words_ += words.size();
+}
+
+std::uint64_t checksum::digest() const noexcept {
+  std::uint64_t h = std::rotl(lane_[0], 1) + std::rotl(lane_[1], 7) + std::rotl(lane_[2], 12) +
+                    std::rotl(lane_[3], 18) + words_ * p1;
+  h ^= h >> 33;
+  h *= p2;
+  h ^= h >> 29;
+  h *= p1;
+  h ^= h >> 32;
+  return h;
+}
+
+image parse(std::span<const unsigned char> bytes, const std::string& name) {
+  auto fail = [&](const std::string& why) { return trace_error(name, 0, "kvtb: " + why); };
+  if (bytes.size() >= 8 && std::memcmp(bytes.data(), magic, 8) != 0) {
+    throw fail("bad magic (not a kvtb file)");
+  }
+  if (bytes.size() < header_bytes) {
+    throw fail("file is " + std::to_string(bytes.size()) + " bytes, shorter than the " +
+               std::to_string(header_bytes) + "-byte header (truncated?)");
+  }
+  const unsigned char* b = bytes.data();
+  if (reinterpret_cast<std::uintptr_t>(b) % 8 != 0) throw fail("image not 8-byte aligned");
+  if (std::memcmp(b, magic, 8) != 0) throw fail("bad magic (not a kvtb file)");
+  if (checksum_of(b, 120) != read_u64(b + 120)) throw fail("header checksum mismatch (corrupt)");
+  const std::uint32_t ver = read_u32(b + 8);
+  if (ver != version) {
+    throw fail("version " + std::to_string(ver) + " (this kvtk reads version " +
+               std::to_string(version) + ")");
+  }
+  const std::uint32_t bt = read_u32(b + 12);
+  const std::uint64_t n = read_u64(b + 16), k = read_u64(b + 24), cols = read_u64(b + 32);
+  const std::uint64_t tenant_bytes = read_u64(b + 40), file_size = read_u64(b + 48);
+  if (bt == 0) throw fail("block_tokens is 0");
+  if (cols >> 6) throw fail("unknown column bits (written by a newer kvtk?)");
+  if (file_size != bytes.size()) {
+    throw fail("header says " + std::to_string(file_size) + " bytes but the file has " +
+               std::to_string(bytes.size()) + " (truncated or appended to)");
+  }
+  // Size implied by the counts, guarding against overflow: every count is bounded by the size.
+  if (n > bytes.size() / 8 || k > bytes.size() / 8 || tenant_bytes > bytes.size()) {
+    throw fail("counts larger than the file");
+  }
+  static constexpr std::size_t elem[6] = {8, 8, 4, 8, 4, 4};
+  std::uint64_t want = header_bytes + (n + 1) * 8 + n * 8 + k * 8 + padded(tenant_bytes);
+  for (int c = 0; c < 6; ++c) {
+    if (cols >> c & 1) want += padded(n * elem[c]);
+  }
+  if (want != bytes.size()) {
+    throw fail("size " + std::to_string(bytes.size()) + " does not match the counts (" +
+               std::to_string(want) + " expected)");
+  }
+  if (checksum_of(b + header_bytes, bytes.size() - header_bytes) != read_u64(b + 56)) {
+    throw fail("payload checksum mismatch (corrupt)");
+  }
+  image im;
+  auto& v = im.view;
+  v.block_tokens = bt;
+  std::size_t at = header_bytes;
+  auto take = [&]<class T>(std::span<const T>& out, std::uint64_t count) {
+    out = {reinterpret_cast<const T*>(b + at), count};
+    at += padded(count * sizeof(T));
+  };
+  take(v.offsets, n + 1);
+  take(v.input_length, n);
+  take(v.keys, k);
+  if (cols & 1) take(v.arrival_s, n);
+  if (cols & 2) take(v.output_length, n);
+  if (cols & 4) take(v.priority, n);
+  if (cols & 8) take(v.session, n);
+  if (cols & 16) take(v.tenant, n);
+  if (cols & 32) take(v.request_block_tokens, n);
+  const std::string_view names(reinterpret_cast<const char*>(b + at), tenant_bytes);
+  for (std::size_t s = 0; s < names.size();) {
+    const std::size_t e = names.find('\n', s);
+    if (e == std::string_view::npos) throw fail("tenant table not '\\n'-terminated");
+    im.tenants.emplace_back(names.substr(s, e - s));
+    s = e + 1;
+  }
+  if (v.offsets[0] != 0 || v.offsets[n] != k) throw fail("offsets do not span the keys");
+  for (std::uint64_t r = 0; r < n; ++r) {
+    if (v.offsets[r + 1] < v.offsets[r]) {
+      throw fail("offsets decrease at request " + std::to_string(r));
+    }
+  }
+  for (std::uint32_t t : v.tenant) {
+    if (t >= im.tenants.size()) throw fail("tenant index out of range");
+  }
+  for (std::uint32_t s : v.request_block_tokens) {
+    if (s == 0) throw fail("a request has block_tokens 0");
+  }
+  return im;
+}
+
+bool has_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  in.read(head, 8);
+  return in.gcount() == 8 && std::memcmp(head, magic, 8) == 0;
+}
+
+mapping::mapping(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw trace_error(path, 0, "not a regular file");
+  }
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ > 0) {
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data_ == MAP_FAILED) {
+      data_ = nullptr;
+      ::close(fd);
+      throw trace_error(path, 0, std::string("cannot map file: ") + std::strerror(errno));
+    }
+  }
+  ::close(fd);
+}
+
+mapping::~mapping() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+writer::writer(std::string path, std::uint32_t block_tokens)
+    : path_(std::move(path)), block_tokens_(block_tokens) {
+  if (block_tokens_ == 0) throw std::invalid_argument("kvtb writer: block_tokens must be > 0");
+  for (auto& f : spool_) {
+    f = std::tmpfile();
+    if (f == nullptr) throw std::runtime_error("cannot create a temporary file for " + path_);
+  }
+  const std::uint64_t zero = 0;
+  put(offsets, &zero, 8);
+}
+
+writer::~writer() {
+  for (auto* f : spool_) {
+    if (f != nullptr) std::fclose(f);
+  }
+}
+
+void writer::put(column c, const void* data, std::size_t bytes) {
+  if (std::fwrite(data, 1, bytes, spool_[c]) != bytes) {
+    throw std::runtime_error("error writing a temporary file for " + path_);
+  }
+}
+
+void writer::add(const request_record& r) {
+  keys_ += r.keys.size();
+  put(keys, r.keys.data(), r.keys.size_bytes());
+  put(offsets, &keys_, 8);
+  put(input, &r.input_length, 8);
+  // Optional columns are written for every request; finish() keeps only those that were used.
+  const double at = r.arrival_s.value_or(std::nan(""));
+  const std::uint64_t out = r.output_length.value_or(0), ses = r.session.value_or(0);
+  const std::uint32_t pri = r.priority.value_or(kvtk::access_hint{}.priority);
+  std::uint32_t ten = 0;
+  if (!r.tenant.empty()) {
+    const auto [it, fresh] =
+        tenant_index_.try_emplace(std::string(r.tenant), static_cast<std::uint32_t>(0));
+    if (fresh) {
+      it->second = static_cast<std::uint32_t>(tenant_names_.size());
+      tenant_names_.push_back(it->first);
+    }
+    ten = it->second + 1;  // index 0 is the "no tenant" name
+  }
+  put(arrival, &at, 8);
+  put(output, &out, 8);
+  put(priority, &pri, 4);
+  put(session, &ses, 8);
+  put(tenant, &ten, 4);
+  put(rbt, &r.block_tokens, 4);
+  columns_ |= (r.arrival_s ? 1u : 0u) | (r.output_length ? 2u : 0u) | (r.priority ? 4u : 0u) |
+              (r.session ? 8u : 0u) | (r.tenant.empty() ? 0u : 16u) |
+              (r.block_tokens != block_tokens_ ? 32u : 0u);
+  ++requests_;
+}
+
+void writer::finish() {
+  const std::string tmp = path_ + ".kvtk-partial";
+  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  if (out == nullptr) throw std::runtime_error("cannot write '" + tmp + "'");
+  checksum sum;
+  std::uint64_t size = header_bytes;
+  bool ok = true;
+  auto write = [&](const void* p, std::size_t bytes) {
+    ok = ok && std::fwrite(p, 1, bytes, out) == bytes;
+  };
+  std::vector<unsigned char> header(header_bytes, 0);
+  write(header.data(), header.size());
+  std::vector<std::uint64_t> buf(1 << 15);
+  auto copy = [&](std::FILE* f, std::uint64_t bytes) {
+    std::rewind(f);
+    const std::uint64_t words = padded(bytes) / 8;
+    for (std::uint64_t done = 0; done < words;) {
+      const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), words - done));
+      std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(chunk), 0);
+      const std::size_t want = static_cast<std::size_t>(
+          std::min<std::uint64_t>(chunk * 8, bytes - std::min(bytes, done * 8)));
+      ok = ok && std::fread(buf.data(), 1, want, f) == want;
+      sum.update({buf.data(), chunk});
+      write(buf.data(), chunk * 8);
+      done += chunk;
+    }
+    size += padded(bytes);
+  };
+  const std::uint64_t n = requests_;
+  // "No tenant" is name 0 when any request has a tenant.
+  std::string names;
+  if (columns_ & 16) {
+    names = "\n";
+    for (const auto& t : tenant_names_) names += t + "\n";
+  }
+  copy(spool_[offsets], (n + 1) * 8);
+  copy(spool_[input], n * 8);
+  copy(spool_[keys], keys_ * 8);
+  const column optional[6] = {arrival, output, priority, session, tenant, rbt};
+  static constexpr std::size_t elem[6] = {8, 8, 4, 8, 4, 4};
+  for (int c = 0; c < 6; ++c) {
+    if (columns_ >> c & 1) copy(spool_[optional[c]], n * elem[c]);
+  }
+  {
+    std::vector<std::uint64_t> words(padded(names.size()) / 8, 0);
+    std::memcpy(words.data(), names.data(), names.size());
+    sum.update(words);
+    write(words.data(), words.size() * 8);
+    size += words.size() * 8;
+  }
+  std::memcpy(header.data(), magic, 8);
+  auto put32 = [&](std::size_t at, std::uint32_t v) { std::memcpy(header.data() + at, &v, 4); };
+  auto put64 = [&](std::size_t at, std::uint64_t v) { std::memcpy(header.data() + at, &v, 8); };
+  put32(8, version);
+  put32(12, block_tokens_);
+  put64(16, n);
+  put64(24, keys_);
+  put64(32, columns_);
+  put64(40, names.size());
+  put64(48, size);
+  put64(56, sum.digest());
+  std::vector<std::uint64_t> hw(15);
+  std::memcpy(hw.data(), header.data(), 120);
+  checksum hc;
+  hc.update(hw);
+  put64(120, hc.digest());
+  ok = ok && std::fseek(out, 0, SEEK_SET) == 0;
+  write(header.data(), header.size());
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("error writing '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path_ + "'");
+  }
+}
+
+}  // namespace kvtk::sim::kvtb

@@ -1,0 +1,116 @@
+// sim/formats/kvtb.hpp — kvtk's binary request trace (.kvtb): written once by
+// `kvtk trace convert`, then memory-mapped by every replay with no parsing.
+//
+// Layout (little-endian; every section starts on an 8-byte boundary, u32 columns are padded):
+//
+//   offset  size  field
+//        0     8  magic "KVTB\r\n\x1a\n" (the CR/LF/^Z bytes catch text-mode mangling)
+//        8     4  u32 version (1)
+//       12     4  u32 block_tokens (> 0)
+//       16     8  u64 requests (n)
+//       24     8  u64 keys (k)
+//       32     8  u64 columns: optional-column bits (below)
+//       40     8  u64 tenant_bytes: size of the tenant-name table
+//       48     8  u64 file_size: the whole file, header included
+//       56     8  u64 payload_checksum: kvtb::checksum of bytes [128, file_size)
+//       64    56  reserved, zero
+//      120     8  u64 header_checksum: kvtb::checksum of bytes [0, 120)
+//      128        offsets[n+1] u64, input_length[n] u64, keys[k] u64, then the optional columns
+//                 present, in bit order: arrival_s[n] f64 (bit 0), output_length[n] u64 (1),
+//                 priority[n] u32 (2), session[n] u64 (3), tenant[n] u32 (4),
+//                 request_block_tokens[n] u32 (5); then the tenant names, '\n'-separated.
+//
+// Invariants checked on open (a file that passes cannot make a replay read out of bounds):
+// magic, version, header checksum, file size == header size == size implied by the counts,
+// payload checksum, offsets non-decreasing from 0 to k, tenant indexes < number of names,
+// block sizes > 0. Anything else is "file:0: reason".
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "formats/trace_error.hpp"
+#include "kvtk/prefix/replay.hpp"
+
+namespace kvtk::sim {
+struct request_record;
+}
+
+namespace kvtk::sim::kvtb {
+
+inline constexpr std::uint32_t version = 1;
+inline constexpr std::size_t header_bytes = 128;
+inline constexpr char magic[8] = {'K', 'V', 'T', 'B', '\r', '\n', '\x1a', '\n'};
+
+/// Streaming 64-bit checksum over 8-byte words (4 interleaved multiply-rotate lanes, then an
+/// avalanche). Detects truncation, bit flips and reordered words; not cryptographic.
+class checksum {
+ public:
+  void update(std::span<const std::uint64_t> words) noexcept;
+  [[nodiscard]] std::uint64_t digest() const noexcept;
+
+ private:
+  std::uint64_t lane_[4] = {0x9E3779B185EBCA87ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull,
+                            0x85EBCA77C2B2AE63ull};
+  std::uint64_t words_ = 0;
+};
+
+/// A validated kvtb image. The view points into the bytes given to parse().
+struct image {
+  kvtk::prefix::prefix_trace_view view;
+  std::vector<std::string> tenants;
+};
+
+/// Validates `bytes` (named `name` in errors) and returns views into them.
+/// Requires: bytes.data() is 8-byte aligned (mmap and std::vector<std::uint64_t> are).
+/// Throws: trace_error("name:0: reason") for any violated invariant (see the layout above).
+image parse(std::span<const unsigned char> bytes, const std::string& name);
+
+/// True when the file starts with the kvtb magic.
+bool has_magic(const std::string& path);
+
+/// A read-only memory mapping of a whole file. Throws trace_error when it cannot be opened.
+class mapping {
+ public:
+  explicit mapping(const std::string& path);
+  mapping(const mapping&) = delete;
+  mapping& operator=(const mapping&) = delete;
+  ~mapping();
+  [[nodiscard]] std::span<const unsigned char> bytes() const noexcept {
+    return {static_cast<const unsigned char*>(data_), size_};
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// Writes a kvtb file from a stream of requests in constant memory: the columns are spooled to
+/// temporary files and joined by finish(), which writes `path` through a temporary name and a
+/// rename, so a failed conversion never leaves a half-written trace under the real name.
+class writer {
+ public:
+  writer(std::string path, std::uint32_t block_tokens);
+  writer(const writer&) = delete;
+  writer& operator=(const writer&) = delete;
+  ~writer();
+  void add(const request_record& r);
+  /// Throws: std::runtime_error on an I/O error.
+  void finish();
+
+ private:
+  enum column : int { offsets, input, keys, arrival, output, priority, session, tenant, rbt, count };
+  void put(column c, const void* data, std::size_t bytes);
+  std::string path_;
+  std::uint32_t block_tokens_;
+  std::FILE* spool_[count] = {};
+  std::uint64_t requests_ = 0, keys_ = 0, columns_ = 0;
+  std::vector<std::string> tenant_names_;
+  std::unordered_map<std::string, std::uint32_t> tenant_index_;
+};
+
+}  // namespace kvtk::sim::kvtb

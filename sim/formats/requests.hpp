@@ -1,0 +1,121 @@
+// sim/formats/requests.hpp — every request-trace format behind one streaming interface.
+//
+// Formats (README "Trace formats" has the field tables):
+//  * mooncake  JSONL: timestamp (ms), input_length, output_length, hash_ids = prefix ids.
+//              Default 512-token blocks.
+//  * bailian   JSONL: chat_id, parent_chat_id (-1 = root), timestamp (s), input_length,
+//              output_length, type, turn, hash_ids = per-block content ids, chained here into
+//              prefix keys. Default 16-token blocks. Session = the root chat of the parent chain.
+//  * kvtk      JSONL, kvtk's native superset (schema: traces/kvtk-trace.schema.json): an optional
+//              header line {"kvtk_trace": 1, "block_tokens": B}, then one request per line.
+//              Default 64-token blocks.
+//  * ids / oracle-general: flat block traces; every record is one single-block request of
+//              block_tokens tokens (default 1, so token and block ratios agree).
+//  * kvtb      kvtk's binary trace (formats/kvtb.hpp), memory-mapped.
+//
+// Streaming: readers hold one line (JSONL) or one record at a time; memory does not grow with
+// the trace, except the Bailian reader's chat_id -> session map (one entry per chat) and the
+// kvtk reader's tenant-name table.
+//
+// Errors: a malformed line throws trace_error("file:line: reason"); with
+// read_options::skip_invalid it is counted in read_report instead and the line is skipped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "formats/mooncake_flat.hpp"
+#include "formats/trace_error.hpp"
+#include "kvtk/prefix/replay.hpp"
+
+namespace kvtk::sim {
+
+enum class trace_format : std::uint8_t { mooncake, bailian, kvtk, ids, oracle_general, kvtb };
+
+/// "mooncake", "bailian", "kvtk", "ids", "oracle-general", "kvtb".
+std::string_view format_name(trace_format f) noexcept;
+/// The format named `name`, or nullopt ("auto" is not a format: see detect_trace_format).
+std::optional<trace_format> parse_format_name(std::string_view name) noexcept;
+/// "mooncake|bailian|oracle-general|ids|kvtk|kvtb".
+std::string format_names();
+
+/// Detects the format of the file at `path` from its content: the kvtb magic; else a JSONL line
+/// (the first non-blank one) with "kvtk_trace", "content_ids", "arrival_s" or "session" -> kvtk,
+/// "chat_id"/"parent_chat_id" -> bailian, "hash_ids" -> mooncake; else text of integers -> ids;
+/// else a whole number of 24-byte records -> oracle-general. Throws trace_error when none fits.
+trace_format detect_trace_format(const std::string& path);
+
+/// The block size a trace of `format` at `path` uses when the user gives none: the kvtb header's,
+/// the kvtk header line's, or the format default (512 / 16 / 64 / 1).
+std::uint32_t default_block_tokens(const std::string& path, trace_format format);
+
+/// One request as a reader yields it; spans and views are valid during the callback only.
+struct request_record {
+  std::span<const kvtk::block_key> keys;  ///< prefix keys (chained / namespaced as the format says)
+  std::uint64_t input_length = 0;
+  std::uint32_t block_tokens = 0;  ///< this request's block size
+  std::uint64_t line = 0;          ///< 1-based line or record number in the file
+  std::optional<double> arrival_s;
+  std::optional<std::uint64_t> output_length;
+  std::optional<std::uint32_t> priority;
+  std::optional<std::uint64_t> session;
+  std::string_view tenant;  ///< empty = none (raw JSON string contents)
+};
+
+using request_sink = std::function<void(const request_record&)>;
+
+/// Streams the requests of `path` (format `f`, block size block_tokens or 0 for the default) to
+/// `sink`, in file order. Returns the block size used.
+/// Throws: trace_error for unreadable or malformed input (see the header comment).
+std::uint32_t for_each_request(const std::string& path, trace_format f, std::uint32_t block_tokens,
+                               const read_options& opts, read_report* report,
+                               const request_sink& sink);
+
+/// The same over a stream of JSONL text named `name` (mooncake, bailian or kvtk only).
+std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_format f,
+                               std::uint32_t block_tokens, const read_options& opts,
+                               read_report* report, const request_sink& sink);
+
+/// Appends records to an in-memory trace (optional columns appear once any request has them).
+class trace_builder {
+ public:
+  explicit trace_builder(std::uint32_t block_tokens);
+  void add(const request_record& r);
+  /// Requires: called once.  Returns the trace, moved out.
+  kvtk::prefix::prefix_trace finish();
+
+ private:
+  kvtk::prefix::prefix_trace t_;
+  std::unordered_map<std::string, std::uint32_t> tenant_index_;
+  bool mixed_block_size_ = false, any_time_ = false, any_output_ = false, any_priority_ = false,
+       any_session_ = false, any_tenant_ = false;
+};
+
+/// A trace ready to replay: owned in memory, or a mapped kvtb file (no parsing).
+class loaded_trace {
+ public:
+  loaded_trace() = default;
+  explicit loaded_trace(kvtk::prefix::prefix_trace t);
+  [[nodiscard]] const kvtk::prefix::prefix_trace_view& view() const noexcept { return view_; }
+  [[nodiscard]] std::span<const std::string> tenant_names() const noexcept { return tenants_; }
+
+  /// Loads `path`. A kvtb file is mapped and checked (size, version, checksums); any other
+  /// format is read into memory. block_tokens 0 = the format's default; a kvtb file refuses a
+  /// different block size (its keys were computed with its own).
+  static loaded_trace load(const std::string& path, trace_format f, std::uint32_t block_tokens,
+                           const read_options& opts, read_report* report);
+
+ private:
+  std::shared_ptr<const void> storage_;  // the prefix_trace or the mapping
+  kvtk::prefix::prefix_trace_view view_;
+  std::vector<std::string> tenants_;
+};
+
+}  // namespace kvtk::sim
