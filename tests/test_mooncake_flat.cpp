@@ -1,13 +1,17 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "formats/flat_traces.hpp"
+#include "formats/kvtb.hpp"
 #include "formats/mooncake_flat.hpp"
+#include "formats/requests.hpp"
 
 using kvtk::sim::parse_mooncake_flat;
 using kvtk::sim::trace_error;
+using kvtk::sim::trace_format;
 
 namespace {
 std::string error_of(const std::string& text) {
@@ -105,6 +109,22 @@ TEST_CASE("fuzz regression inputs are handled", "[formats][fuzz]") {
     std::istringstream in(buf.str());
     try {
       (void)parse_mooncake_flat(in, name);
+    } catch (const trace_error&) {
+    }
+    for (auto f : {trace_format::mooncake, trace_format::bailian, trace_format::kvtk}) {
+      std::istringstream again(buf.str());
+      try {
+        kvtk::sim::for_each_request(again, name, f, 0, {}, nullptr,
+                                    [](const kvtk::sim::request_record&) {});
+      } catch (const trace_error&) {
+      }
+    }
+    const std::string bytes = buf.str();
+    std::vector<std::uint64_t> aligned((bytes.size() + 7) / 8);
+    if (!bytes.empty()) std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    try {
+      (void)kvtk::sim::kvtb::parse(
+          {reinterpret_cast<const unsigned char*>(aligned.data()), bytes.size()}, name);
     } catch (const trace_error&) {
     }
   }

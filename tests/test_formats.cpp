@@ -1,0 +1,223 @@
+// Trace formats: kvtb invariants and corruption detection, the kvtk schema against the reader and
+// writer, the replay result against its schema, and streaming equivalences.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "cli/replay.hpp"
+#include "cli/trace_gen.hpp"
+#include "formats/kvtb.hpp"
+#include "formats/requests.hpp"
+#include "formats/writers.hpp"
+#include "schema_check.hpp"
+
+namespace {
+
+using kvtk::sim::request_record;
+using kvtk::sim::trace_format;
+namespace fs = std::filesystem;
+
+const std::string data_dir = KVTK_TEST_DATA_DIR;
+
+std::vector<std::uint64_t> read_words(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::uint64_t> words((bytes.size() + 7) / 8);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  words.resize(words.size());
+  return words;
+}
+
+std::span<const unsigned char> as_bytes(const std::vector<std::uint64_t>& w, std::size_t n) {
+  return {reinterpret_cast<const unsigned char*>(w.data()), n};
+}
+
+std::string tmp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("kvtk_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+nlohmann::json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("kvtb checksum: split updates equal one update", "[formats][kvtb]") {
+  std::vector<std::uint64_t> w(103);
+  std::mt19937_64 rng(7);
+  for (auto& x : w) x = rng();
+  kvtk::sim::kvtb::checksum whole, parts;
+  whole.update(w);
+  for (std::size_t i = 0; i < w.size();) {
+    const std::size_t n = std::min<std::size_t>(1 + rng() % 9, w.size() - i);
+    parts.update({w.data() + i, n});
+    i += n;
+  }
+  CHECK(whole.digest() == parts.digest());
+  std::swap(w[3], w[4]);
+  kvtk::sim::kvtb::checksum swapped;
+  swapped.update(w);
+  CHECK(swapped.digest() != whole.digest());
+}
+
+TEST_CASE("kvtb round-trips every column", "[formats][kvtb]") {
+  const std::string path = tmp_path("cols.kvtb");
+  std::vector<std::vector<kvtk::block_key>> keys = {{1, 2, 3}, {}, {4}, {5, 6}};
+  {
+    kvtk::sim::kvtb::writer w(path, 16);
+    for (std::size_t r = 0; r < keys.size(); ++r) {
+      request_record rec;
+      rec.keys = keys[r];
+      rec.input_length = keys[r].size() * 16;
+      rec.block_tokens = r == 3 ? 8 : 16;
+      if (r != 1) rec.arrival_s = 0.5 * static_cast<double>(r);
+      rec.output_length = 100 + r;
+      if (r == 2) rec.priority = 7;
+      rec.session = 40 + r / 2;
+      if (r % 2 == 0) rec.tenant = r == 0 ? "a" : "b";
+      w.add(rec);
+    }
+    w.finish();
+  }
+  CHECK_FALSE(fs::exists(path + ".kvtk-partial"));
+  kvtk::sim::kvtb::mapping m(path);
+  const auto im = kvtk::sim::kvtb::parse(m.bytes(), path);
+  const auto& v = im.view;
+  REQUIRE(v.requests() == 4);
+  CHECK(v.block_tokens == 16);
+  for (std::size_t r = 0; r < 4; ++r) {
+    CHECK(std::vector<kvtk::block_key>(v.blocks(r).begin(), v.blocks(r).end()) == keys[r]);
+    CHECK(v.output_length[r] == 100 + r);
+    CHECK(v.session[r] == 40 + r / 2);
+  }
+  CHECK(std::isnan(v.arrival_s[1]));
+  CHECK(v.arrival_s[3] == 1.5);
+  CHECK(v.priority[2] == 7);
+  CHECK(v.priority[0] == kvtk::access_hint{}.priority);
+  CHECK(v.block_tokens_of(3) == 8);
+  CHECK(v.block_tokens_of(0) == 16);
+  REQUIRE(v.tenant.size() == 4);
+  CHECK(im.tenants[v.tenant[0]] == "a");
+  CHECK(im.tenants[v.tenant[2]] == "b");
+  CHECK(im.tenants[v.tenant[1]].empty());
+  fs::remove(path);
+}
+
+TEST_CASE("kvtb: every header byte flip, payload flip and truncation is detected",
+          "[formats][kvtb]") {
+  const std::string path = data_dir + "/small.kvtb";
+  auto words = read_words(path);
+  const std::size_t size = fs::file_size(path);
+  REQUIRE_NOTHROW(kvtk::sim::kvtb::parse(as_bytes(words, size), path));
+  auto* bytes = reinterpret_cast<unsigned char*>(words.data());
+  for (std::size_t i = 0; i < kvtk::sim::kvtb::header_bytes; ++i) {
+    bytes[i] ^= 0x10;
+    CHECK_THROWS_AS(kvtk::sim::kvtb::parse(as_bytes(words, size), path), kvtk::sim::trace_error);
+    bytes[i] ^= 0x10;
+  }
+  std::mt19937_64 rng(3);
+  for (int k = 0; k < 200; ++k) {
+    const std::size_t i = kvtk::sim::kvtb::header_bytes + rng() % (size - 128);
+    bytes[i] ^= static_cast<unsigned char>(1u << (rng() % 8));
+    CHECK_THROWS_WITH(kvtk::sim::kvtb::parse(as_bytes(words, size), path),
+                      Catch::Contains("payload checksum mismatch"));
+    bytes[i] = reinterpret_cast<const unsigned char*>(read_words(path).data())[i];
+  }
+  for (std::size_t n = 0; n < size; n += 1 + size / 97) {
+    CHECK_THROWS_AS(kvtk::sim::kvtb::parse(as_bytes(words, n), path), kvtk::sim::trace_error);
+  }
+}
+
+TEST_CASE("kvtk schema: the writer's lines validate; the reader knows every property",
+          "[formats][schema]") {
+  const auto schema = load_json(std::string(KVTK_TRACES_DIR) + "/kvtk-trace.schema.json");
+  // A generated trace with sessions and tenants, plus a hand-written line with every field.
+  std::ostringstream out;
+  auto w = kvtk::sim::trace_writer::to_stream(out, trace_format::kvtk, 64);
+  kvtk::sim::gen_options g;
+  g.requests = 300;
+  kvtk::sim::generate_trace(g, [&](const request_record& r) { w->add(r); });
+  w->finish();
+  std::string text = out.str();
+  text +=
+      "{\"arrival_s\": 99999, \"input_length\": 70, \"output_length\": 1, \"content_ids\": [1, "
+      "2], \"session\": \"s\", \"tenant\": \"x\", \"priority\": 4, \"model\": \"m\", "
+      "\"cache_salt\": \"c\", \"block_tokens\": 64}\n";
+  std::istringstream lines(text);
+  std::size_t n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    INFO(line.substr(0, 200));
+    CHECK(kvtk::test::schema_violation(schema, nlohmann::json::parse(line)).empty());
+  }
+  CHECK(n == 302);
+  std::istringstream in(text);
+  const auto t = kvtk::sim::parse_kvtk_requests(in, "gen", 64);
+  CHECK(t.requests() == 301);
+  // Lines the schema rejects, the reader rejects too.
+  for (const std::string bad : {"{\"input_length\": 64}",
+                                "{\"input_length\": 64, \"hash_ids\": [1], \"content_ids\": [1]}",
+                                "{\"input_length\": -1, \"hash_ids\": []}",
+                                "{\"input_length\": 64, \"hash_ids\": [-1]}",
+                                "{\"kvtk_trace\": 2}"}) {
+    INFO(bad);
+    CHECK_FALSE(kvtk::test::schema_violation(schema, nlohmann::json::parse(bad)).empty());
+    std::istringstream bin(bad + "\n");
+    CHECK_THROWS_AS(kvtk::sim::parse_kvtk_requests(bin, "bad", 64), kvtk::sim::trace_error);
+  }
+  // Every request property is one the reader checks: a value of the wrong type names it.
+  const auto& props = schema["oneOf"][1]["properties"];
+  REQUIRE(props.size() == 11);
+  for (const auto& [name, sub] : props.items()) {
+    std::string line = "{\"" + name + "\": {}";
+    if (name != "input_length") line += ", \"input_length\": 64";
+    if (name != "hash_ids" && name != "content_ids") line += ", \"hash_ids\": [1]";
+    line += "}\n";
+    std::istringstream bin(line);
+    INFO(line);
+    CHECK_THROWS_WITH(kvtk::sim::parse_kvtk_requests(bin, "p", 64),
+                      Catch::Contains("'" + name + "'"));
+  }
+}
+
+TEST_CASE("replay --json validates against docs/replay-result.schema.json", "[formats][schema]") {
+  const auto schema = load_json(std::string(KVTK_DOCS_DIR) + "/replay-result.schema.json");
+  const std::string out = tmp_path("result.json");
+  for (const char* trace : {"small.kvtb", "small.ids", "small.bailian.jsonl"}) {
+    const std::vector<std::string> args = {
+        "--trace", data_dir + "/" + trace, "--index", "radix,flat,hashchain", "--policy",
+        "lru,fifo", "--capacity", "50,300", "--block-tokens",
+        std::string(trace) == "small.ids" ? "1" : "512", "--json", out};
+    REQUIRE(kvtk::sim::run_replay(args) == 0);
+    const auto result = load_json(out);
+    INFO(trace);
+    CHECK(kvtk::test::schema_violation(schema, result).empty());
+    CHECK(result["results"].size() == 10);
+  }
+  fs::remove(out);
+}
+
+TEST_CASE("streamed and in-memory reads agree for every format", "[formats]") {
+  for (const char* f : {"small.mooncake.jsonl", "small.kvtk.jsonl", "small.kvtb", "small.ids",
+                        "small.oracleGeneral.bin"}) {
+    const std::string path = data_dir + "/" + f;
+    const trace_format fmt = kvtk::sim::detect_trace_format(path);
+    const auto loaded = kvtk::sim::loaded_trace::load(path, fmt, 0, {}, nullptr);
+    std::size_t r = 0;
+    bool same = true;
+    kvtk::sim::for_each_request(path, fmt, 0, {}, nullptr, [&](const request_record& rec) {
+      const auto b = loaded.view().blocks(r);
+      same = same && rec.input_length == loaded.view().input_length[r] &&
+             std::equal(b.begin(), b.end(), rec.keys.begin(), rec.keys.end());
+      ++r;
+    });
+    INFO(f);
+    CHECK(same);
+    CHECK(r == loaded.view().requests());
+  }
+}
