@@ -172,13 +172,24 @@ int run_replay(const std::vector<std::string>& args) {
   const loaded_trace loaded =
       load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
   const prefix_trace_view& t = loaded.view();
-  // Offline policies and the optimum need every reference's next use.
-  const std::vector<std::uint64_t> next = next_use_positions(t, pb);
+  // Offline policies and the optimum need every reference's next use; nothing else does.
+  const bool want_opt = vm.count("no-opt") == 0;
+  bool any_offline = want_opt;
+  for (const job& j : jobs) {
+    if (j.index == "flat") {
+      any_offline |= visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; });
+    } else if (j.index == "radix") {
+      any_offline |= visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; });
+    }
+  }
+  const std::vector<std::uint64_t> next =
+      any_offline ? next_use_positions(t, pb) : std::vector<std::uint64_t>{};
   std::uint64_t block_refs = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) block_refs += t.cacheable(r, pb).size();
   std::unordered_set<block_key> unique;
+  unique.reserve(block_refs);
   for (std::size_t r = 0; r < t.requests(); ++r) {
     for (block_key k : t.cacheable(r, pb)) unique.insert(k);
-    block_refs += t.cacheable(r, pb).size();
   }
   // Ideal: every distinct block fits (flat LRU at that size never evicts).
   const auto ideal_cap = static_cast<std::uint32_t>(std::max<std::size_t>(unique.size(), 1));
@@ -187,7 +198,6 @@ int run_replay(const std::vector<std::string>& args) {
 
   std::vector<outcome> results(jobs.size());
   std::map<std::uint64_t, prefix_counts> optimum;
-  const bool want_opt = vm.count("no-opt") == 0;
   if (want_opt) {
     for (const job& j : jobs) optimum.emplace(j.capacity, prefix_counts{});
   }
