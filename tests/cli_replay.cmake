@@ -84,3 +84,12 @@ expect(1 "mixed.jsonl:2: 'hash_ids'\\[1\\] is negative" replay --trace ${WORK_DI
 expect(0 "skipped 2 invalid line\\(s\\); the first: .*mixed.jsonl:2: 'hash_ids'\\[1\\] is negative"
        replay --trace ${WORK_DIR}/mixed.jsonl --format mooncake --skip-invalid --capacity 10)
 expect(0 "\"skipped_lines\": 2" replay --trace ${WORK_DIR}/mixed.jsonl --format mooncake --skip-invalid --capacity 10 --json -)
+
+# A JSON model file gives bytes per token from the attention shape; the shapes of two presets
+# reproduce the presets' capacities (MLA: 61 * (512 + 64) * 2 = 70,272 B/token).
+set(M ${CMAKE_CURRENT_LIST_DIR}/data/models)
+expect(0 "radix,lru,1909," replay --trace ${T} --capacity 64GiB --model ${M}/deepseek-v3-mla.json --csv - --no-opt)
+expect(0 "radix,lru,409," replay --trace ${T} --capacity 64GiB --model ${M}/llama-3-70b.json --csv - --no-opt)
+expect(0 "radix,lru,409," replay --trace ${T} --capacity 64GiB --model llama-3-70b --csv - --no-opt)
+expect(2 "incomplete.json' lacks 'head_dim'" replay --trace ${T} --capacity 64GiB --model ${M}/incomplete.json)
+expect(2 "cannot open '.*/none.json'" replay --trace ${T} --capacity 64GiB --model ${M}/none.json)

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace kvtk::sim::cli {
@@ -106,12 +107,45 @@ std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens
 
 std::uint64_t bytes_per_token_of(const std::string& model) {
   const auto it = model_bytes_per_token().find(model);
-  if (it == model_bytes_per_token().end()) {
-    std::string known;
-    for (const auto& [n, b] : model_bytes_per_token()) known += " " + n;
-    throw usage_error("--model: unknown model '" + model + "' (known:" + known + ")");
+  if (it != model_bytes_per_token().end()) return it->second;
+  if (model.size() > 5 && model.compare(model.size() - 5, 5, ".json") == 0) {
+    return model_file_bytes_per_token(model);
   }
-  return it->second;
+  std::string known;
+  for (const auto& [n, b] : model_bytes_per_token()) known += " " + n;
+  throw usage_error("--model: unknown model '" + model + "' (known:" + known +
+                    ", or a JSON file: docs/formats.md)");
+}
+
+std::uint64_t model_file_bytes_per_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw usage_error("--model: cannot open '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw usage_error("--model: '" + path + "' is not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw usage_error("--model: '" + path + "' must hold a JSON object");
+  auto field = [&](const char* name) -> std::uint64_t {
+    if (!j.contains(name)) throw usage_error("--model: '" + path + "' lacks '" + name + "'");
+    const auto& v = j[name];
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 ||
+        v.get<std::uint64_t>() > (1ull << 32)) {
+      throw usage_error("--model: '" + path + "': '" + name +
+                        "' must be a positive integer below 2^32");
+    }
+    return v.get<std::uint64_t>();
+  };
+  // Either the figure itself, or the attention shape it follows from (bf16 = 2 bytes):
+  //   MHA/GQA: 2 (K and V) * layers * kv_heads * head_dim * dtype_bytes
+  //   MLA:     layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes (one latent per token)
+  if (j.contains("kv_bytes_per_token")) return field("kv_bytes_per_token");
+  const std::uint64_t dtype = j.contains("dtype_bytes") ? field("dtype_bytes") : 2;
+  if (j.contains("kv_lora_rank")) {
+    return field("layers") * (field("kv_lora_rank") + field("qk_rope_head_dim")) * dtype;
+  }
+  return 2 * field("layers") * field("kv_heads") * field("head_dim") * dtype;
 }
 
 void write_to(const std::string& where, const std::string& text) {

@@ -34,8 +34,15 @@ std::vector<std::string> split_list(const std::string& s);
 /// qwen3-235b-a22b.
 const std::map<std::string, std::uint64_t>& model_bytes_per_token();
 
-/// Bytes per token of `model`; throws usage_error listing the presets for an unknown name.
+/// Bytes per token of `model`: a preset name, or a path ending in .json (model_file_...).
+/// Throws usage_error listing the presets for an unknown name.
 std::uint64_t bytes_per_token_of(const std::string& model);
+
+/// KV bytes per token from a JSON model file: {"kv_bytes_per_token": N}, or the attention shape
+/// {"layers", "kv_heads", "head_dim", "dtype_bytes" (default 2)} -> 2*layers*kv_heads*head_dim*
+/// dtype_bytes, or for MLA {"layers", "kv_lora_rank", "qk_rope_head_dim", "dtype_bytes"} ->
+/// layers*(kv_lora_rank+qk_rope_head_dim)*dtype_bytes. Throws usage_error naming the problem.
+std::uint64_t model_file_bytes_per_token(const std::string& path);
 
 /// A capacity in blocks from "1000" (blocks), "3Mtok" (tokens) or "64GiB" (bytes; needs
 /// bytes_per_token > 0). Throws usage_error naming the text and the reason.
