@@ -334,6 +334,54 @@ struct s3fifo_model {
 };
 
 // W-TinyLFU (Caffeine's structure) with the same frequency sketch as the policy.
+// GreedyDual-Size-Frequency over depth-priced blocks (cost_aware with its default config):
+// victim = min (H, last access), H = L + freq * value(depth at insertion), L = H(victim).
+struct cost_aware_model {
+  explicit cost_aware_model(std::size_t cap) : c(cap) {}
+  std::size_t c;
+  struct e {
+    model_key k;
+    double h, value;
+    std::uint64_t freq, last;
+  };
+  std::vector<e> v;
+  double inflation = 0;
+  std::uint64_t clock = 0;
+  static double value_at(std::uint32_t depth) {
+    const kvtk::cost_aware::config cfg{};
+    const double b = cfg.block_tokens;
+    const double first = static_cast<double>(depth) * b;
+    const double positions = b * first + b * (b - 1) / 2;
+    const double recompute = b * cfg.linear_s_per_token + cfg.attention_s_per_token_pair * positions;
+    const double saved = recompute - cfg.fetch_s;
+    return saved > 0 ? saved / cfg.block_bytes : 0.0;
+  }
+  model_step access(model_key k, const access_hint& hint) {
+    model_step s;
+    ++clock;
+    for (auto& x : v) {
+      if (x.k == k) {
+        ++x.freq;
+        x.h = inflation + static_cast<double>(x.freq) * x.value;
+        x.last = clock;
+        s.hit = true;
+        return s;
+      }
+    }
+    if (v.size() == c) {
+      auto it = std::min_element(v.begin(), v.end(), [](const e& a, const e& b) {
+        return a.h != b.h ? a.h < b.h : a.last < b.last;
+      });
+      s.victims.push_back(it->k);
+      inflation = std::max(inflation, it->h);
+      v.erase(it);
+    }
+    const double value = value_at(hint.depth);
+    v.push_back({k, inflation + value, value, 1, clock});
+    return s;
+  }
+};
+
 struct w_tinylfu_model {
   std::size_t c, window_cap, protected_cap;
   kvtk::detail::frequency_sketch sketch;

@@ -58,6 +58,7 @@ void compare(Model model, std::size_t capacity, std::size_t n, std::uint64_t see
     kvtk::access_hint h;
     h.next_use = next[i];
     h.priority = static_cast<std::uint32_t>(prio_rng() % 3) * 40 + 10;  // 10, 50, 90
+    h.depth = static_cast<std::uint32_t>(prio_rng() % 200);  // request positions, for cost-aware
     victims.clear();
     const auto got = cache.access(keys[i], h);
     const model_step want = model.access(keys[i], h);
@@ -122,4 +123,9 @@ TEST_CASE("lfu keeps frequency counts", "[reference]") {
   cache.access(8);
   REQUIRE(decltype(cache)::container_type::frequency(cache.node(cache.find(7))) == 5);
   REQUIRE(decltype(cache)::container_type::frequency(cache.node(cache.find(8))) == 1);
+}
+TEST_CASE("cost-aware equals the linear-scan GDSF model", "[reference]") {
+  for (std::size_t c : {1, 16, 200}) {
+    compare<kvtk::cost_aware>(cost_aware_model(c), c, kOps, c + 11);
+  }
 }

@@ -6,7 +6,7 @@
 TEST_CASE("registry holds exactly the documented names in order", "[registry]") {
   const std::vector<std::string_view> want = {"lru",      "fifo",         "clock", "sieve",
                                               "lfu",      "2q",           "arc",   "s3fifo",
-                                              "wtinylfu", "priority-lru", "belady"};
+                                              "wtinylfu", "priority-lru", "belady", "cost-aware"};
   REQUIRE(std::vector<std::string_view>(kvtk::policy_names.begin(), kvtk::policy_names.end()) ==
           want);
   REQUIRE(kvtk::all_policies::size == want.size());

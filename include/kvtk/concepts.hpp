@@ -50,6 +50,8 @@ struct node_base {
 struct access_hint {
   /// Priority for priority-LRU (0 = evicted first). Default 35 as in TensorRT-LLM.
   std::uint32_t priority = 35;
+  /// The block's index in its request (0 = first block); cost-aware eviction prices depth.
+  std::uint32_t depth = 0;
   /// Belady/OPT: position (in accesses) of the next access to this key; `never` if none.
   std::uint64_t next_use = never;
   static constexpr std::uint64_t never = ~std::uint64_t{0};

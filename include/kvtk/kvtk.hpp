@@ -7,3 +7,4 @@
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/registry.hpp"
 #include "kvtk/prefix/prefix.hpp"
+#include "kvtk/tier/tier.hpp"

@@ -28,7 +28,7 @@ constexpr auto names_of(type_list<Ps...>) {
 }  // namespace detail
 
 /// Registry names in list order: lru fifo clock sieve lfu 2q arc s3fifo wtinylfu priority-lru
-/// belady.
+/// belady cost-aware.
 inline constexpr auto policy_names = detail::names_of(all_policies{});
 
 /// Whether `name` names a registered policy.

@@ -208,6 +208,7 @@ writer::~writer() {
 }
 
 void writer::put(column c, const void* data, std::size_t bytes) {
+  if (bytes == 0) return;  // an empty span may have a null data()
   if (std::fwrite(data, 1, bytes, spool_[c]) != bytes) {
     throw std::runtime_error("error writing a temporary file for " + path_);
   }
@@ -289,7 +290,7 @@ void writer::finish() {
   }
   {
     std::vector<std::uint64_t> words(padded(names.size()) / 8, 0);
-    std::memcpy(words.data(), names.data(), names.size());
+    if (!names.empty()) std::memcpy(words.data(), names.data(), names.size());
     sum.update(words);
     write(words.data(), words.size() * 8);
     size += words.size() * 8;

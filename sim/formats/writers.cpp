@@ -30,6 +30,7 @@ class staged_file {
     }
   }
   void write(const void* p, std::size_t n) {
+    if (n == 0) return;  // empty buffers may have a null data()
     if (std::fwrite(p, 1, n, f_) != n) throw std::runtime_error("error writing '" + tmp_ + "'");
   }
   void write(const std::string& s) { write(s.data(), s.size()); }

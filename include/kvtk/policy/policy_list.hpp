@@ -10,6 +10,7 @@
 #include "kvtk/policy/arc.hpp"
 #include "kvtk/policy/belady.hpp"
 #include "kvtk/policy/clock.hpp"
+#include "kvtk/policy/cost_aware.hpp"
 #include "kvtk/policy/fifo.hpp"
 #include "kvtk/policy/lfu.hpp"
 #include "kvtk/policy/lru.hpp"
@@ -34,6 +35,7 @@ struct type_list {
 
 /// Every eviction policy, in registry order.
 using all_policies =
-    type_list<lru, fifo, clock, sieve, lfu, two_q, arc, s3fifo, w_tinylfu, priority_lru, belady>;
+    type_list<lru, fifo, clock, sieve, lfu, two_q, arc, s3fifo, w_tinylfu, priority_lru, belady,
+              cost_aware>;
 
 }  // namespace kvtk

@@ -150,6 +150,7 @@ class flat_index {
     access_hint hint = base;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       if constexpr (is_offline_policy<P>) hint.next_use = next[i];
+      hint.depth = static_cast<std::uint32_t>(i);
       cache_.access(blocks[i], hint);
     }
     return h;
@@ -241,9 +242,12 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
       }
       next = next_use.subspan(pos, blocks.size());
     }
+    const std::uint64_t L = t.input_length[r];
+    if constexpr (requires { idx.begin_request(L, t.block_tokens_of(r)); }) {
+      idx.begin_request(L, t.block_tokens_of(r));  // indexes that count tokens themselves
+    }
     const std::uint64_t h = idx.process(blocks, next, base);
     pos += blocks.size();
-    const std::uint64_t L = t.input_length[r];
     ++c.requests;
     c.block_refs += blocks.size();
     c.block_hits += h;

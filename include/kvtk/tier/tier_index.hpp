@@ -1,0 +1,87 @@
+// kvtk/tier/tier_index.hpp — a tier hierarchy as a prefix-replay index (kvtk::prefix::replay),
+// with the per-request load time each lower tier adds.
+//
+// Load time (bandwidth-bound; queueing and overlap are the discrete-event simulator's job): a
+// request that takes m_s blocks of its hit run from lower tier s waits
+//     sum over s >= 1 with m_s > 0 of ( latency_s + m_s * block_bytes / read_bytes_per_s ),
+// tiers read one after another. Tiers without a bandwidth (0) or an unknown block size add
+// latency only.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvtk/tier/tier_hierarchy.hpp"
+
+namespace kvtk::tier {
+
+/// Load-time totals over a replay.
+struct load_time_counters {
+  double total_s = 0;                     ///< summed over requests
+  double max_s = 0;                       ///< the slowest request
+  std::uint64_t requests_from_lower = 0;  ///< requests that read anything from a lower tier
+};
+
+template <class Policies = all_policies>
+class tier_index {
+ public:
+  static constexpr bool offline = false;
+  /// Throws: as tier_hierarchy's constructor.
+  explicit tier_index(hierarchy_config cfg) : h_(std::move(cfg)) {}
+
+  /// Called by prefix::replay before process(): the request's input length and block size.
+  void begin_request(std::uint64_t input_length, std::uint32_t block_tokens) noexcept {
+    input_length_ = input_length;
+    block_tokens_ = block_tokens;
+  }
+
+  std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t>,
+                        const access_hint& base) {
+    if (served_.size() < blocks.size()) served_.resize(blocks.size());  // grows to the longest
+    const std::uint64_t L = input_length_, bt = block_tokens_;
+    auto tokens_of = [&](std::size_t i) {
+      return std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
+    };
+    const std::uint32_t hit = h_.process(blocks, served_, base, tokens_of);
+    std::array<std::uint64_t, tier_hierarchy<Policies>::max_tiers> from{};
+    for (std::uint32_t i = 0; i < hit; ++i) ++from[served_[i]];
+    double wait = 0;
+    const auto& cfg = h_.config();
+    for (std::size_t s = 1; s < h_.tiers(); ++s) {
+      if (from[s] == 0) continue;
+      const tier_spec& t = cfg.tiers[s];
+      wait += t.latency_s;
+      if (t.read_bytes_per_s > 0 && cfg.block_bytes > 0) {
+        wait += static_cast<double>(from[s]) * static_cast<double>(cfg.block_bytes) /
+                t.read_bytes_per_s;
+      }
+    }
+    if (wait > 0 || hit > from[0]) {
+      load_.total_s += wait;
+      load_.max_s = std::max(load_.max_s, wait);
+      ++load_.requests_from_lower;
+    }
+    return hit;
+  }
+
+  [[nodiscard]] std::uint64_t evictions() const noexcept {
+    std::uint64_t e = 0;
+    for (std::size_t t = 0; t < h_.tiers(); ++t) e += h_.counters(t).drops;
+    return e;
+  }
+  [[nodiscard]] const tier_hierarchy<Policies>& hierarchy() const noexcept { return h_; }
+  [[nodiscard]] tier_hierarchy<Policies>& hierarchy() noexcept { return h_; }
+  [[nodiscard]] const load_time_counters& load_time() const noexcept { return load_; }
+
+ private:
+  tier_hierarchy<Policies> h_;
+  std::vector<std::uint8_t> served_;
+  load_time_counters load_;
+  std::uint64_t input_length_ = 0;
+  std::uint32_t block_tokens_ = 1;
+};
+
+}  // namespace kvtk::tier
