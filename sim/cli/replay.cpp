@@ -16,6 +16,7 @@
 
 #include "cli/common.hpp"
 #include "cli/progress.hpp"
+#include "cli/tiers.hpp"
 #include "formats/requests.hpp"
 
 namespace kvtk::sim {
@@ -28,10 +29,12 @@ using namespace kvtk::sim::cli;
 struct job {
   std::string index, policy;
   std::uint64_t capacity;
+  int hierarchy = -1;  // index into the tier hierarchies (index "tiers")
 };
 struct outcome {
   prefix_counts counts;
   double seconds = 0;
+  nlohmann::json tiers;  // per-tier report of a hierarchy job
 };
 
 bool known_for(const std::string& index, const std::string& policy) {
@@ -75,10 +78,18 @@ prefix_counts replay_with_progress(const prefix_trace_view& t, Index& idx, parti
 }
 
 outcome run_job(const job& j, const prefix_trace_view& t, partial_block p,
-                const std::vector<std::uint64_t>& next, progress* bar) {
+                const std::vector<std::uint64_t>& next, progress* bar,
+                const std::vector<kvtk::tier::hierarchy_config>& hierarchies, double trace_days) {
   const auto cap = static_cast<std::uint32_t>(j.capacity);
   const auto t0 = std::chrono::steady_clock::now();
   outcome o;
+  if (j.hierarchy >= 0) {
+    kvtk::tier::tier_index<> idx(hierarchies[static_cast<std::size_t>(j.hierarchy)]);
+    o.counts = replay_with_progress(t, idx, p, {}, bar);
+    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    o.tiers = tier_report(idx, o.counts, trace_days);
+    return o;
+  }
   if (j.index == "flat") {
     o.counts = visit_policy(j.policy, [&]<class P>() {
       flat_index<P> idx(cap);
@@ -106,6 +117,9 @@ int run_replay(const std::vector<std::string>& args) {
       "combination runs on the same trace; results do not depend on --threads.\nOptions");
   std::string trace, format, indexes, policies, capacities, model, partial, json_out, csv_out;
   std::uint32_t block_tokens = 0, threads = 1;
+  std::vector<std::string> tier_specs, tier_files;
+  tier_flags flags;
+  std::vector<kvtk::tier::hierarchy_config> hierarchies;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
                                                  "trace file (any format below)")(
       "format", po::value(&format)->default_value("auto"),
@@ -128,6 +142,18 @@ int run_replay(const std::vector<std::string>& args) {
       "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(
+      "tiers", po::value(&tier_specs)->composing(),
+      "a tier hierarchy name:capacity:policy,... top first, e.g. "
+      "hbm:80GiB:lru,dram:1TiB:arc,ssd:30TiB:s3fifo (repeat to compare several)")(
+      "tier-config", po::value(&tier_files)->composing(),
+      "a tier hierarchy as a JSON file (README \"Tiers\"; repeatable)")(
+      "inclusive", "tiers: lower tiers keep copies of blocks held above")(
+      "exclusive", "tiers: a block lives in one tier (the default)")(
+      "write-policy", po::value(&flags.write_policy)->default_value("write-back"),
+      "tiers: write-back | write-through | write-through-selective[:N] (inclusive only but "
+      "write-back)")("admission", po::value(&flags.admission)->default_value("always"),
+                     "tiers: filter on writes into lower tiers: always | frequency[:N] | "
+                     "tinylfu[:N] | decay[:HALF_LIFE_REQUESTS[:N]]")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
   po::variables_map vm;
   std::vector<job> jobs;
@@ -141,6 +167,23 @@ int run_replay(const std::vector<std::string>& args) {
             pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
             if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
             if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
+            if (vm.count("inclusive") && vm.count("exclusive")) {
+              throw usage_error("--inclusive and --exclusive contradict each other");
+            }
+            if (vm.count("inclusive")) flags.inclusion = "inclusive";
+            for (const auto& spec : tier_specs) {
+              hierarchies.push_back(parse_tier_spec(spec, flags, block_tokens, bytes_per_token));
+            }
+            for (const auto& file : tier_files) {
+              hierarchies.push_back(load_tier_config(file, block_tokens, bytes_per_token));
+            }
+            for (std::size_t h = 0; h < hierarchies.size(); ++h) {
+              std::uint64_t total = 0;
+              for (const auto& tier : hierarchies[h].tiers) total += tier.capacity_blocks;
+              jobs.push_back({"tiers", describe(hierarchies[h]), total, static_cast<int>(h)});
+            }
+            // With tiers, the index x policy x capacity grid runs only when asked for.
+            if (!hierarchies.empty() && vm["capacity"].defaulted()) return;
             std::vector<std::uint64_t> caps;
             for (const auto& c : split_list(capacities))
               caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));
@@ -176,6 +219,7 @@ int run_replay(const std::vector<std::string>& args) {
   const bool want_opt = vm.count("no-opt") == 0;
   bool any_offline = want_opt;
   for (const job& j : jobs) {
+    if (j.hierarchy >= 0) continue;
     if (j.index == "flat") {
       any_offline |= visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; });
     } else if (j.index == "radix") {
@@ -199,20 +243,24 @@ int run_replay(const std::vector<std::string>& args) {
   std::vector<outcome> results(jobs.size());
   std::map<std::uint64_t, prefix_counts> optimum;
   if (want_opt) {
-    for (const job& j : jobs) optimum.emplace(j.capacity, prefix_counts{});
+    for (const job& j : jobs) {
+      if (j.hierarchy < 0) optimum.emplace(j.capacity, prefix_counts{});
+    }
   }
   std::vector<std::uint64_t> opt_caps;
   for (auto& [c, v] : optimum) opt_caps.push_back(c);
   const std::size_t total = jobs.size() + opt_caps.size();
+  const double trace_days =
+      t.arrival_s.size() > 1 ? (t.arrival_s.back() - t.arrival_s.front()) / 86400.0 : 0.0;
   progress bar("kvtk replay", "block refs", block_refs * total);
   std::atomic<std::size_t> cursor{0};
   auto worker = [&] {
     for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
       if (i < jobs.size()) {
-        results[i] = run_job(jobs[i], t, pb, next, &bar);
+        results[i] = run_job(jobs[i], t, pb, next, &bar, hierarchies, trace_days);
       } else {
         const std::uint64_t c = opt_caps[i - jobs.size()];
-        optimum[c] = run_job({"radix", "belady", c}, t, pb, next, &bar).counts;
+        optimum[c] = run_job({"radix", "belady", c}, t, pb, next, &bar, hierarchies, 0).counts;
       }
     }
   };
@@ -255,7 +303,8 @@ int run_replay(const std::vector<std::string>& args) {
         {"block_refs_per_second",
          results[i].seconds > 0 ? static_cast<double>(c.block_refs) / results[i].seconds : 0.0}};
     std::string opt_text;
-    if (want_opt) {
+    if (jobs[i].hierarchy >= 0) r["tiers"] = results[i].tiers;
+    if (want_opt && jobs[i].hierarchy < 0) {
       const double f = c.fraction_of(optimum[jobs[i].capacity]);
       r["opt_fraction"] = f;
       opt_text = std::to_string(f);
@@ -286,13 +335,38 @@ int run_replay(const std::vector<std::string>& args) {
                 "token hits", "of opt", "Mrefs/s");
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const prefix_counts& c = results[i].counts;
-      const double f = want_opt ? c.fraction_of(optimum[jobs[i].capacity]) : NAN;
+      const double f = want_opt && jobs[i].hierarchy < 0 ? c.fraction_of(optimum[jobs[i].capacity])
+                                                         : NAN;
       std::printf("%-10s %-13s %10llu %11.4f %11.4f %9.3f %9.1f\n", jobs[i].index.c_str(),
                   jobs[i].policy.c_str(), static_cast<unsigned long long>(jobs[i].capacity),
                   c.block_hit_ratio(), c.token_hit_ratio(), f,
                   results[i].seconds > 0
                       ? static_cast<double>(c.block_refs) / results[i].seconds / 1e6
                       : 0.0);
+    }
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].hierarchy < 0) continue;
+      const auto& rep = results[i].tiers;
+      std::printf("\ntiers %s (%s, %s): load time mean %.3g s, max %.3g s\n",
+                  rep["hierarchy"].get<std::string>().c_str(),
+                  rep["inclusion"].get<std::string>().c_str(),
+                  rep["write_policy"].get<std::string>().c_str(),
+                  rep["load_time"]["mean_s"].get<double>(), rep["load_time"]["max_s"].get<double>());
+      std::printf("  %-8s %-10s %10s %10s %9s %10s %10s %10s %10s %10s\n", "tier", "policy",
+                  "capacity", "hits", "cum.ratio", "promoted", "written", "evicted", "demoted",
+                  "dropped");
+      for (const auto& row : rep["tiers"]) {
+        std::printf("  %-8s %-10s %10llu %10llu %9.4f %10llu %10llu %10llu %10llu %10llu\n",
+                    row["name"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
+                    row["capacity_blocks"].get<unsigned long long>(),
+                    row["hits"].get<unsigned long long>(),
+                    row["cumulative_block_hit_ratio"].get<double>(),
+                    row["promotions"].get<unsigned long long>(),
+                    row["writes"].get<unsigned long long>(),
+                    row["evictions"].get<unsigned long long>(),
+                    row["demotions"].get<unsigned long long>(),
+                    row["drops"].get<unsigned long long>());
+      }
     }
   }
   return 0;

@@ -253,7 +253,7 @@ void writer::finish() {
   std::uint64_t size = header_bytes;
   bool ok = true;
   auto write = [&](const void* p, std::size_t bytes) {
-    ok = ok && std::fwrite(p, 1, bytes, out) == bytes;
+    ok = ok && (bytes == 0 || std::fwrite(p, 1, bytes, out) == bytes);
   };
   std::vector<unsigned char> header(header_bytes, 0);
   write(header.data(), header.size());

@@ -1,0 +1,63 @@
+# kvtk replay --tiers / --tier-config: equivalences, per-tier JSON, config files, bad input.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
+set(T ${TRACE})
+set(D ${CMAKE_CURRENT_LIST_DIR}/data/tiers)
+
+# One tier = the flat index; exclusive LRU over LRU = one LRU of the summed capacity (60,921 hits
+# on the conversation trace at 10,000 blocks, partial blocks cached).
+expect(0 "tiers,hbm:lru:10000,10000,12031,288500,60921,144793823,31174981,"
+       replay --trace ${T} --tiers hbm:10000:lru --partial-block cache --csv -)
+expect(0 "tiers,hbm:lru:2500>dram:lru:7500,10000,12031,288500,60921,144793823,31174981,"
+       replay --trace ${T} --tiers hbm:2500:lru,dram:7500:lru --partial-block cache --csv -)
+# With --capacity the grid runs beside the hierarchies; repeated --tiers compare hierarchies.
+expect(0 "tiers,hbm:lru:10000,.*tiers,hbm:arc:3000>dram:s3fifo:7000,.*radix,lru,10000,"
+       replay --trace ${T} --tiers hbm:10000:lru --tiers hbm:3000:arc,dram:7000:s3fifo
+       --capacity 10000 --csv - --no-opt)
+
+# Per-tier JSON with bytes (deepseek-v3: 70,272 B/token x 512 = 35,979,264 B/block) and the
+# default link figures for dram.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --tiers hbm:2GiB:lru,dram:16GiB:lru
+                --model deepseek-v3 --json ${WORK_DIR}/t.json RESULT_VARIABLE rc)
+file(READ ${WORK_DIR}/t.json json)
+foreach(field "\"block_bytes\": 35979264" "\"read_bytes_per_s\": 50000000000" "\"promotions\""
+        "\"cumulative_block_hit_ratio\"" "\"bytes_up\"" "\"load_time\"" "\"mean_s\"" "\"demotions\""
+        "\"hierarchy\": \"hbm:lru:59>dram:lru:477\"")
+  if(rc OR NOT json MATCHES "${field}")
+    message(FATAL_ERROR "tier JSON lacks ${field}:\n${json}")
+  endif()
+endforeach()
+# The table names every tier.
+expect(0 "tiers hbm:lru:59>dram:lru:477 \\(exclusive, write-back\\).*\n  hbm .*\n  dram "
+       replay --trace ${T} --tiers hbm:2GiB:lru,dram:16GiB:lru --model deepseek-v3)
+
+# A config file equals the flags that say the same; endurance appears for the ssd tier.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --tier-config ${D}/three.json --csv -
+                OUTPUT_VARIABLE a RESULT_VARIABLE rc1)
+execute_process(COMMAND ${KVTK} replay --trace ${T} --tiers hbm:1000:lru,dram:4000:arc,ssd:20000:s3fifo
+                --inclusive --write-policy write-through --admission frequency:2 --csv -
+                OUTPUT_VARIABLE b RESULT_VARIABLE rc2)
+string(REGEX REPLACE ",[^,\n]*,[^,\n]*\n" "\n" a "${a}")
+string(REGEX REPLACE ",[^,\n]*,[^,\n]*\n" "\n" b "${b}")
+if(rc1 OR rc2 OR NOT a STREQUAL b)
+  message(FATAL_ERROR "config file and flags differ:\n${a}\n---\n${b}")
+endif()
+expect(0 "\"endurance_used\"" replay --trace ${T} --tier-config ${D}/three.json --model deepseek-v3 --json -)
+
+# Bad hierarchies: usage errors naming the tier and the reason.
+expect(2 "'hbm:10' is not name:capacity:policy" replay --trace ${T} --tiers hbm:10)
+expect(2 "tier dram: unknown policy 'mru'" replay --trace ${T} --tiers hbm:10:lru,dram:20:mru)
+expect(2 "tier dram: an inclusive tier must be at least as large" replay --trace ${T}
+       --tiers hbm:100:lru,dram:20:lru --inclusive)
+expect(2 "write-through needs --inclusive" replay --trace ${T} --tiers hbm:10:lru,dram:20:lru
+       --write-policy write-through)
+expect(2 "--inclusive and --exclusive contradict" replay --trace ${T} --tiers hbm:10:lru
+       --inclusive --exclusive)
+expect(2 "--admission: 'sometimes'" replay --trace ${T} --tiers hbm:10:lru,dram:20:lru
+       --admission sometimes)
+expect(2 "--write-policy: write-through-selective:N needs a whole N >= 1" replay --trace ${T}
+       --tiers hbm:10:lru --inclusive --write-policy write-through-selective:0)
+expect(2 "give --model" replay --trace ${T} --tiers hbm:1GiB:lru)
+expect(2 "tier hbm lacks 'capacity'" replay --trace ${T} --tier-config ${D}/no_capacity.json)
+expect(2 "cannot open '.*/none.json'" replay --trace ${T} --tier-config ${D}/none.json)
