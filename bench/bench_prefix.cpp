@@ -96,8 +96,50 @@ void bm_tree_insert_evict(benchmark::State& state) {
   state.counters["evictions"] = static_cast<double>(tree.evictions());
 }
 
+// A 3-tier hierarchy (1,000 / 5,000 / 20,000 blocks) over the same stream. Arg 0: exclusive
+// lru/arc/s3fifo; 1: the same, inclusive write-back; 2: inclusive write-through; 3: exclusive,
+// all lru (with a one-policy list: compile-time dispatch; with all policies: run-time).
+template <class Policies>
+void bm_tiers(benchmark::State& state) {
+  const prefix_trace& t = trace40();
+  kvtk::tier::hierarchy_config cfg;
+  const bool lru_only = state.range(0) >= 3;
+  const char* pols[3] = {"lru", lru_only ? "lru" : "arc", lru_only ? "lru" : "s3fifo"};
+  const std::uint64_t caps[3] = {1000, 5000, 20000};
+  for (int i = 0; i < 3; ++i) {
+    kvtk::tier::tier_spec s;
+    s.name = "t" + std::to_string(i);
+    s.capacity_blocks = caps[i];
+    s.policy = pols[i];
+    cfg.tiers.push_back(s);
+  }
+  if (state.range(0) == 1 || state.range(0) == 2) cfg.mode = kvtk::tier::inclusion::inclusive;
+  if (state.range(0) == 2) cfg.write.kind = kvtk::tier::write_policy::write_through;
+  prefix_counts c;
+  for (auto _ : state) {
+    kvtk::tier::tier_index<Policies> idx(cfg);
+    c = replay(t, idx, kPartial);
+    benchmark::DoNotOptimize(c);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(c.block_refs));
+  state.counters["block_hit_ratio"] = c.block_hit_ratio();
+}
+
 }  // namespace
 
+BENCHMARK(bm_tiers<kvtk::all_policies>)
+    ->Name("prefix_replay40/tiers3")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_tiers<kvtk::type_list<kvtk::lru>>)
+    ->Name("prefix_replay40/tiers3-lru-static")
+    ->Arg(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(bm_replay<flat_index<kvtk::lru>>)
     ->Name("prefix_replay40/flat-lru")
     ->Arg(1000)

@@ -34,12 +34,17 @@ std::string audit(const Cache& cache) {
     }
   });
   if (!err.empty()) return err;
-  if (seen.size() != cache.size()) return "resident count != linked node count";
-  if (cache.policy().size() != cache.size()) return "policy size != resident count";
-  if (units != cache.used()) return "sum of node sizes != used()";
+  if (seen.size() + cache.hidden_entries() != cache.size()) {
+    return "resident count != linked + hidden node count";
+  }
+  if (cache.policy().size() + cache.hidden_entries() != cache.size()) {
+    return "policy size != resident count";
+  }
+  if (cache.hidden_entries() == 0 && units != cache.used()) return "sum of node sizes != used()";
   if (cache.used() > cache.capacity()) return "capacity exceeded";
   if (cache.size() > cache.max_entries()) return "max_entries exceeded";
-  if (pinned != cache.pinned_entries() || pinned_units != cache.pinned_units()) {
+  if (cache.hidden_entries() == 0 &&
+      (pinned != cache.pinned_entries() || pinned_units != cache.pinned_units())) {
     return "pin accounting out of sync";
   }
   if constexpr (has_policy_audit<typename Cache::container_type>) {

@@ -63,6 +63,8 @@ class block_cache {
   using node_type = cache_node<Policy>;
   using container_type = typename Policy::template container<node_type>;
   static constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
+  /// node_base::pins of a hidden entry (hide()); pin counts stay below it.
+  static constexpr std::uint32_t hidden_bit = std::uint32_t{1} << 31;
 
   struct config {
     /// Capacity in size units (blocks when every entry has size 1). Must be > 0.
@@ -128,6 +130,16 @@ class block_cache {
     return insert_missing(key, hint, size);
   }
 
+  /// Effects: counts a hit on the resident entry in `slot` (from find()) and updates the policy,
+  /// as access() does for a resident key, without looking the key up again.
+  /// Requires: slot holds a resident entry.  Complexity: the policy's on_hit.  Throws: nothing.
+  void touch(std::uint32_t slot, const access_hint& hint = {}) noexcept {
+    ++stats_.hits;
+    policy_.on_hit(nodes_[slot], hint);
+  }
+  /// Effects: starts loading the key table slot of `key` into cache (a lookup follows).
+  void prefetch(block_key key) const noexcept { table_.prefetch(key); }
+
   /// Effects: the slot of a resident key, or npos; no policy update, no counters.
   /// Complexity: O(1) expected.  Throws: nothing.
   [[nodiscard]] std::uint32_t find(block_key key) const noexcept { return table_.find(key); }
@@ -140,7 +152,7 @@ class block_cache {
     const std::uint32_t s = table_.find(key);
     if (s == npos) return false;
     node_type& n = nodes_[s];
-    if (n.pins == std::numeric_limits<std::uint32_t>::max()) return false;
+    if (n.pins >= hidden_bit - 1) return false;  // at the maximum, or hidden
     if (n.pins++ == 0) {
       ++pinned_entries_;
       pinned_units_ += n.size;
@@ -153,7 +165,7 @@ class block_cache {
     const std::uint32_t s = table_.find(key);
     if (s == npos) return false;
     node_type& n = nodes_[s];
-    if (n.pins == 0) return false;
+    if (n.pins == 0 || (n.pins & hidden_bit) != 0) return false;
     if (--n.pins == 0) {
       --pinned_entries_;
       pinned_units_ -= n.size;
@@ -164,6 +176,45 @@ class block_cache {
     const std::uint32_t s = table_.find(key);
     return s == npos ? 0 : nodes_[s].pins;
   }
+
+  /// Effects: takes a resident, unpinned key out of the policy's order while it stays resident
+  /// (counted as pinned: never a victim, never erased). A tier hierarchy hides the lower copies
+  /// of blocks held above, so that choosing a victim never walks over them. Returns false,
+  /// changing nothing, for a missing, pinned or hidden key.
+  /// Complexity: O(1) expected + the policy's on_erase.  Throws: nothing.
+  bool hide(block_key key) noexcept {
+    const std::uint32_t s = table_.find(key);
+    if (s == npos) return false;
+    node_type& n = nodes_[s];
+    if (n.pins != 0) return false;
+    policy_.on_erase(n);
+    n.pins = hidden_bit;
+    ++pinned_entries_;
+    ++hidden_entries_;
+    pinned_units_ += n.size;
+    return true;
+  }
+  /// Effects: puts a hidden key back into the policy's order as a fresh insertion (on_insert with
+  /// `hint`). Returns false, changing nothing, for a missing or visible key.
+  /// Complexity: O(1) expected + the policy's on_insert.  Throws: nothing.
+  bool unhide(block_key key, const access_hint& hint = {}) noexcept {
+    const std::uint32_t s = table_.find(key);
+    if (s == npos) return false;
+    node_type& n = nodes_[s];
+    if (n.pins != hidden_bit) return false;
+    n.pins = 0;
+    --pinned_entries_;
+    --hidden_entries_;
+    pinned_units_ -= n.size;
+    policy_.on_insert(n, hint);
+    return true;
+  }
+  [[nodiscard]] bool hidden(block_key key) const noexcept {
+    const std::uint32_t s = table_.find(key);
+    return s != npos && nodes_[s].pins == hidden_bit;
+  }
+  /// Resident entries taken out of the policy's order by hide().
+  [[nodiscard]] std::size_t hidden_entries() const noexcept { return hidden_entries_; }
 
   /// Effects: removes a resident, unpinned key without calling OnEvict (the caller asked for it).
   /// Returns not_found (no-op) for a missing key, pinned (no-op) for a pinned one.
@@ -194,7 +245,7 @@ class block_cache {
   [[nodiscard]] const node_type& node(std::uint32_t slot) const noexcept { return nodes_[slot]; }
   [[nodiscard]] OnEvict& eviction_callback() noexcept { return on_evict_; }
 
-  /// Visits every resident node (in the policy's eviction order).
+  /// Visits every resident node but the hidden ones (in the policy's eviction order).
   template <class F>
   void for_each(F&& f) const {
     policy_.for_each(std::forward<F>(f));
@@ -270,7 +321,7 @@ class block_cache {
   std::size_t free_count_ = 0;
   detail::key_table<detail::key_member<node_type>> table_;
   container_type policy_;
-  std::size_t pinned_entries_ = 0;
+  std::size_t pinned_entries_ = 0, hidden_entries_ = 0;
   std::uint64_t pinned_units_ = 0;
   cache_stats stats_;
   [[no_unique_address]] OnEvict on_evict_;

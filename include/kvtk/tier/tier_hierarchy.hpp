@@ -33,12 +33,15 @@
 //       permitting); write_through(_selective) drops it.
 //     A demotion can evict in the tier below, and so on down: each tier's eviction is handled the
 //     same way.
-//  Inclusive protection: while tier t holds v, every lower copy of v is pinned, so lower tiers
-//  never evict a block held above (the inclusion property, audited). Pins the engine places in
-//  tier 0 keep blocks there (never demoted).
+//  Inclusive protection: while tier t holds v, every lower copy of v is hidden from its tier's
+//  policy (block_cache::hide: resident, never a victim), so lower tiers never evict a block held
+//  above (the inclusion property, audited) and choosing a victim never walks over such copies.
+//  When no tier above holds v any more, its highest lower copy re-enters that tier's policy as a
+//  fresh insertion (its recency restarts when the block leaves the tier above). Pins the engine
+//  places in tier 0 keep blocks there (never demoted).
 //
 // Invariants (audit()): every tier within capacity; exclusive: no block in two tiers;
-// inclusive: every lower copy of a block held above is pinned; per-tier counters consistent.
+// inclusive: every lower copy of a block held above is hidden; per-tier counters consistent.
 #pragma once
 
 #include <array>
@@ -115,6 +118,7 @@ class tier_hierarchy<type_list<Ps...>> {
       if (!found) throw std::invalid_argument("tier " + s.name + ": unknown policy '" + s.policy + "'");
       depth_.emplace_back(s.capacity_blocks, 0);
       filters_.emplace_back(t == 0 ? admission{} : s.admit);
+      any_filter_ |= t > 0 && s.admit.kind != admission::always;
     }
     top_hits_.assign(cfg_.tiers[0].capacity_blocks, 0);
     counters_.assign(n, {});
@@ -152,8 +156,16 @@ class tier_hierarchy<type_list<Ps...>> {
   std::uint32_t process(std::span<const block_key> keys, std::span<std::uint8_t> served,
                         const access_hint& base, TokensOf&& token_of) noexcept {
     ++now_;
-    for (const block_key k : keys) {
-      for (std::size_t t = 1; t < filters_.size(); ++t) filters_[t].record(k, now_);
+    // The request's keys are known up front: start every tier's table misses now.
+    for (std::size_t t = 0; t < tiers_.size(); ++t) {
+      with(t, [&](const auto& c) {
+        for (const block_key k : keys) c.prefetch(k);
+      });
+    }
+    if (any_filter_) {
+      for (const block_key k : keys) {
+        for (std::size_t t = 1; t < filters_.size(); ++t) filters_[t].record(k, now_);
+      }
     }
     std::uint32_t h = 0;
     for (; h < keys.size(); ++h) {
@@ -169,7 +181,7 @@ class tier_hierarchy<type_list<Ps...>> {
       const block_key k = keys[i];
       const auto top = with(0, [&](auto& c) { return c.find(k); });
       if (top != npos) {
-        with(0, [&](auto& c) { c.access(k, hint); });
+        with(0, [&](auto& c) { c.touch(top, hint); });
         if (cfg_.mode == inclusion::inclusive &&
             cfg_.write.kind == write_policy::write_through_selective &&
             ++top_hits_[top] == cfg_.write.selective_hits) {
@@ -219,9 +231,7 @@ class tier_hierarchy<type_list<Ps...>> {
             if (cfg_.mode == inclusion::exclusive) {
               err = "exclusive: a block is in tiers " + cfg_.tiers[t].name + " and " +
                     cfg_.tiers[u].name;
-            } else if (with(u, [&](const auto& lower) {
-                         return lower.node(lower.find(n.key)).pins == 0;
-                       })) {
+            } else if (!with(u, [&](const auto& lower) { return lower.hidden(n.key); })) {
               err = "inclusive: a copy in " + cfg_.tiers[u].name + " of a block held in " +
                     cfg_.tiers[t].name + " is not protected";
             }
@@ -312,13 +322,10 @@ class tier_hierarchy<type_list<Ps...>> {
     return tiers_.size();
   }
 
-  // Inclusive: pins every unpinned lower copy of a block now held in tier t.
+  // Inclusive: hides every visible lower copy of a block now held in tier t.
   void protect_below(std::size_t t, block_key k) noexcept {
     for (std::size_t u = t + 1; u < tiers_.size(); ++u) {
-      with(u, [&](auto& c) {
-        const auto slot = c.find(k);
-        if (slot != npos && c.node(slot).pins == 0) c.pin(k);
-      });
+      with(u, [&](auto& c) { c.hide(k); });  // no-op when absent or already hidden
     }
   }
 
@@ -348,7 +355,7 @@ class tier_hierarchy<type_list<Ps...>> {
     for (std::size_t u = 1; u < tiers_.size(); ++u) {
       if (holds(u, k)) continue;
       if (!insert_into(u, k, depth, true)) return;
-      with(u, [&](auto& c) { c.pin(k); });  // held above
+      with(u, [&](auto& c) { c.hide(k); });  // held above
     }
   }
 
@@ -360,10 +367,14 @@ class tier_hierarchy<type_list<Ps...>> {
     const std::size_t below = t + 1;
     if (cfg_.mode == inclusion::inclusive) {
       // A lower copy exists: it stays; the first one below loses its protection (nothing above
-      // it holds the block any more: a block held above t is pinned in t, so never evicted).
+      // it holds the block any more: a block held above t is hidden in t, so never evicted).
       for (std::size_t u = below; u < tiers_.size(); ++u) {
         if (holds(u, key)) {
-          with(u, [&](auto& c) { c.unpin(key); });
+          with(u, [&](auto& c) {
+            access_hint hint;
+            hint.depth = depth_[u][c.find(key)];
+            c.unhide(key, hint);
+          });
           ++kept_[t];
           return;
         }
@@ -392,6 +403,7 @@ class tier_hierarchy<type_list<Ps...>> {
   std::vector<link_counters> links_;
   std::array<std::uint64_t, max_tiers> kept_{};
   std::uint64_t now_ = 0;
+  bool any_filter_ = false;
 };
 
 }  // namespace kvtk::tier
