@@ -80,6 +80,36 @@ void replay_without_allocating(std::uint32_t capacity) {
 }
 }  // namespace
 
+namespace {
+// A 3-tier hierarchy as an index constructible from one capacity (the top tier's).
+template <bool Inclusive, kvtk::tier::write_policy::kind_t Write>
+struct three_tiers : kvtk::tier::tier_index<> {
+  explicit three_tiers(std::uint32_t c) : kvtk::tier::tier_index<>(config(c)) {}
+  static kvtk::tier::hierarchy_config config(std::uint32_t c) {
+    kvtk::tier::hierarchy_config cfg;
+    cfg.mode = Inclusive ? kvtk::tier::inclusion::inclusive : kvtk::tier::inclusion::exclusive;
+    cfg.write.kind = Write;
+    const char* policies[3] = {"lru", "arc", "cost-aware"};
+    for (int i = 0; i < 3; ++i) {
+      kvtk::tier::tier_spec s;
+      s.capacity_blocks = c << i;
+      s.policy = policies[i];
+      if (i == 2) s.admit.kind = kvtk::tier::admission::decaying;
+      cfg.tiers.push_back(s);
+    }
+    return cfg;
+  }
+};
+}  // namespace
+
+TEST_CASE("tier hierarchies do not allocate in steady state", "[alloc]") {
+  using kvtk::tier::write_policy;
+  replay_without_allocating<three_tiers<false, write_policy::write_back>>(100);
+  replay_without_allocating<three_tiers<true, write_policy::write_back>>(100);
+  replay_without_allocating<three_tiers<true, write_policy::write_through>>(100);
+  replay_without_allocating<three_tiers<true, write_policy::write_through_selective>>(100);
+}
+
 TEST_CASE("prefix indexes do not allocate in steady state", "[alloc]") {
   using namespace kvtk::prefix;
   replay_without_allocating<radix_index<leaf_lru>>(300);
