@@ -44,6 +44,8 @@ if(rc1 OR rc2 OR NOT a STREQUAL b)
   message(FATAL_ERROR "config file and flags differ:\n${a}\n---\n${b}")
 endif()
 expect(0 "\"endurance_used\"" replay --trace ${T} --tier-config ${D}/three.json --model deepseek-v3 --json -)
+# dram: 4,000 blocks x 35,979,264 B = 143.9 GB at $3/GB-month.
+expect(0 "\"usd_per_month\": 431\\.75" replay --trace ${T} --tier-config ${D}/three.json --model deepseek-v3 --json -)
 
 # Bad hierarchies: usage errors naming the tier and the reason.
 expect(2 "'hbm:10' is not name:capacity:policy" replay --trace ${T} --tiers hbm:10)

@@ -8,6 +8,7 @@
 #include "cli/compare.hpp"
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
+#include "cli/simulate.hpp"
 #include "cli/trace_stats.hpp"
 
 namespace {
@@ -19,6 +20,7 @@ constexpr const char* kUsage =
     "  replay    replay a request trace through prefix-cache indexes, policies, capacities\n"
     "  mrc       the exact (or sampled) prefix-LRU miss-ratio curve, optionally with the optimum\n"
     "  trace     stats: what a request trace looks like; gen: a synthetic DeepSeek-style trace\n"
+    "  simulate  a discrete-event simulation of a serving cluster: hit ratios and latencies\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return kvtk::sim::run_replay(rest);
     if (cmd == "mrc") return kvtk::sim::run_mrc(rest);
     if (cmd == "trace") return kvtk::sim::run_trace(rest);
+    if (cmd == "simulate") return kvtk::sim::run_simulate(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

@@ -262,6 +262,10 @@ nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
       row["write_bytes_per_s"] = s.write_bytes_per_s;
       row["latency_s"] = s.latency_s;
     }
+    if (s.usd_per_gb_month > 0 && bb > 0) {
+      row["usd_per_month"] =
+          static_cast<double>(s.capacity_blocks) * bb / 1e9 * s.usd_per_gb_month;
+    }
     if (s.endurance_tbw > 0 && bb > 0) {
       const double written_tb = static_cast<double>(k.writes) * bb / 1e12;
       row["endurance_tbw"] = s.endurance_tbw;

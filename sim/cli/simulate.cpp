@@ -1,0 +1,240 @@
+#include "cli/simulate.hpp"
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/common.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+using cli::usage_error;
+
+const char* const known_keys[] = {
+    "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
+    "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch",
+    "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
+    "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block"};
+
+double number(const nlohmann::json& j, const char* key) {
+  if (!j[key].is_number()) throw usage_error(std::string("config: '") + key + "' must be a number");
+  const double v = j[key].get<double>();
+  if (!(v >= 0) || !std::isfinite(v)) {
+    throw usage_error(std::string("config: '") + key + "' must be finite and >= 0");
+  }
+  return v;
+}
+
+std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max) {
+  const double v = number(j, key);
+  if (v != std::floor(v) || v > static_cast<double>(max)) {
+    throw usage_error(std::string("config: '") + key + "' must be a whole number <= " +
+                      std::to_string(max));
+  }
+  return static_cast<std::uint64_t>(v);
+}
+
+}  // namespace
+
+des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
+                                             const std::vector<std::string>& overrides) {
+  if (!j.is_object()) throw usage_error("config: must be a JSON object");
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) throw usage_error("--set: '" + o + "' is not key=value");
+    const std::string key = o.substr(0, eq), value = o.substr(eq + 1);
+    try {
+      j[key] = nlohmann::json::parse(value);
+    } catch (const nlohmann::json::exception&) {
+      j[key] = value;
+    }
+  }
+  for (const auto& [key, v] : j.items()) {
+    if (std::find(std::begin(known_keys), std::end(known_keys), key) == std::end(known_keys)) {
+      throw usage_error("config: unknown key '" + key + "'");
+    }
+  }
+  des::cluster_config c;
+  if (j.contains("model")) {
+    if (j["model"].is_string()) {
+      const auto it = des::model_presets().find(j["model"].get<std::string>());
+      if (it == des::model_presets().end()) {
+        throw usage_error("config: unknown model '" + j["model"].get<std::string>() +
+                          "' (deepseek-v3 llama-3-70b qwen2.5-7b qwen3-235b-a22b, or an object)");
+      }
+      c.model = it->second;
+    } else if (j["model"].is_object()) {
+      const auto& m = j["model"];
+      for (const char* k : {"layers", "hidden", "active_params", "kv_bytes_per_token"}) {
+        if (!m.contains(k)) throw usage_error(std::string("config: model lacks '") + k + "'");
+      }
+      c.model.name = m.value("name", "custom");
+      c.model.layers = static_cast<std::uint32_t>(whole(m, "layers", 100000));
+      c.model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
+      c.model.active_params = number(m, "active_params");
+      c.model.kv_bytes_per_token = whole(m, "kv_bytes_per_token", 1ull << 40);
+    } else {
+      throw usage_error("config: 'model' must be a preset name or an object");
+    }
+  }
+  if (j.contains("gpu")) {
+    if (j["gpu"].is_string()) {
+      const auto it = des::gpu_presets().find(j["gpu"].get<std::string>());
+      if (it == des::gpu_presets().end()) {
+        throw usage_error("config: unknown gpu '" + j["gpu"].get<std::string>() +
+                          "' (h100 h200 h800 a800, or an object)");
+      }
+      c.gpu = it->second;
+    } else if (j["gpu"].is_object()) {
+      const auto& g = j["gpu"];
+      for (const char* k : {"tflops", "hbm_gb_per_s", "hbm_gb", "host_link_gb_per_s"}) {
+        if (!g.contains(k)) throw usage_error(std::string("config: gpu lacks '") + k + "'");
+      }
+      c.gpu.name = g.value("name", "custom");
+      c.gpu.tflops = number(g, "tflops");
+      c.gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;
+      c.gpu.hbm_bytes = number(g, "hbm_gb") * 1e9;
+      c.gpu.host_link_bytes_per_s = number(g, "host_link_gb_per_s") * 1e9;
+      if (g.contains("efficiency")) c.gpu.efficiency = number(g, "efficiency");
+    } else {
+      throw usage_error("config: 'gpu' must be a preset name or an object");
+    }
+  }
+  auto capacity = [&](const char* key) -> std::uint64_t {
+    if (!j.contains(key)) return 0;
+    const std::string text = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+    if (text == "0") return 0;
+    try {
+      return cli::parse_capacity(text, block_tokens, c.model.kv_bytes_per_token);
+    } catch (const usage_error& e) {
+      throw usage_error(std::string("config: '") + key + "': " + e.what());
+    }
+  };
+  c.local_cache_blocks = capacity("local_cache");
+  c.pool_blocks = capacity("pool");
+  c.dram_blocks = capacity("dram");
+  if (j.contains("reject_over_slo")) {
+    if (!j["reject_over_slo"].is_boolean()) {
+      throw usage_error("config: 'reject_over_slo' must be true or false");
+    }
+    c.reject_over_slo = j["reject_over_slo"].get<bool>();
+  }
+  if (j.contains("gpus_per_instance")) {
+    c.gpus_per_instance = static_cast<std::uint32_t>(whole(j, "gpus_per_instance", 1024));
+  }
+  if (j.contains("prefill_instances")) {
+    c.prefill_instances = static_cast<std::uint32_t>(whole(j, "prefill_instances", 100000));
+  }
+  if (j.contains("decode_instances")) {
+    c.decode_instances = static_cast<std::uint32_t>(whole(j, "decode_instances", 100000));
+  }
+  if (j.contains("local_policy")) c.local_policy = j["local_policy"].get<std::string>();
+  if (j.contains("pool_gb_per_s")) c.pool_bytes_per_s = number(j, "pool_gb_per_s") * 1e9;
+  if (j.contains("pool_latency_us")) c.pool_latency_s = number(j, "pool_latency_us") * 1e-6;
+  if (j.contains("overlap_load")) {
+    if (!j["overlap_load"].is_boolean()) throw usage_error("config: 'overlap_load' must be true or false");
+    c.overlap_load = j["overlap_load"].get<bool>();
+  }
+  if (j.contains("pd_link_gb_per_s")) c.pd_link_bytes_per_s = number(j, "pd_link_gb_per_s") * 1e9;
+  if (j.contains("max_batch")) c.max_batch = static_cast<std::uint32_t>(whole(j, "max_batch", 1u << 20));
+  if (j.contains("max_output_tokens")) {
+    c.max_output_tokens = static_cast<std::int64_t>(whole(j, "max_output_tokens", 1ull << 40));
+  }
+  if (j.contains("time_scale")) c.time_scale = number(j, "time_scale");
+  if (j.contains("router")) {
+    if (!j["router"].is_string()) throw usage_error("config: 'router' must be a string");
+    c.router = j["router"].get<std::string>();
+  }
+  if (j.contains("router_prefill_weight")) c.router_prefill_weight = number(j, "router_prefill_weight");
+  if (j.contains("router_temperature")) c.router_temperature = number(j, "router_temperature");
+  if (j.contains("ttft_slo_ms")) c.ttft_slo_s = number(j, "ttft_slo_ms") * 1e-3;
+  if (j.contains("tbt_slo_ms")) c.tbt_slo_s = number(j, "tbt_slo_ms") * 1e-3;
+  if (j.contains("seed")) c.seed = whole(j, "seed", ~0ull >> 11);
+  if (j.contains("partial_block")) {
+    c.cache_partial_block = cli::parse_partial_block(j["partial_block"].get<std::string>()) == 1;
+  }
+  return c;
+}
+
+int run_simulate(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  using namespace cli;
+  po::options_description opts(
+      "kvtk simulate: a discrete-event simulation of a serving cluster (prefill instances with\n"
+      "KV caches, an optional global pool, optional decode instances, a router) replaying a\n"
+      "trace with arrival times; reports hit ratios, TTFT/TBT/end-to-end latency, throughput,\n"
+      "goodput and compute saved. Config keys: docs/simulate.md; examples: sim/configs/.\nOptions");
+  std::string trace, format, config, json_out, csv_out;
+  std::vector<std::string> sets;
+  std::uint32_t block_tokens = 0;
+  opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
+                                                 "trace file (any format; needs arrival times)")(
+      "format", po::value(&format)->default_value("auto"), "trace format, or auto")(
+      "block-tokens", po::value(&block_tokens)->default_value(0), "tokens per block (0 = the trace's)")(
+      "config", po::value(&config), "cluster config JSON (default: one h800, deepseek-v3, no cache)")(
+      "set", po::value(&sets)->composing(), "override a config key: --set router=cache-aware")(
+      "json", po::value(&json_out), "write the summary JSON to a file, or - for stdout")(
+      "csv", po::value(&csv_out), "write one CSV row per request to a file, or - for stdout")(
+      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
+  po::variables_map vm;
+  des::cluster_config cfg;
+  nlohmann::json j = nlohmann::json::object();
+  if (const int rc = parse_command("simulate", opts, args, vm, [&] {
+        check_request_format(format);
+        resolve_trace(trace, format, block_tokens);
+        if (vm.count("config")) {
+          std::ifstream in(config);
+          if (!in) throw usage_error("--config: cannot open '" + config + "'");
+          try {
+            j = nlohmann::json::parse(in);
+          } catch (const nlohmann::json::exception& e) {
+            throw usage_error("--config: '" + config + "' is not valid JSON: " + e.what());
+          }
+        }
+        cfg = cluster_config_from_json(j, block_tokens, sets);
+      });
+      rc >= 0) {
+    return rc;
+  }
+  read_report skipped;
+  const loaded_trace loaded = load_trace_for("simulate", trace, format, block_tokens,
+                                             vm.count("skip-invalid") != 0, skipped);
+  des::simulation_result res;
+  try {
+    res = des::simulate(loaded.view(), cfg);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "kvtk simulate: " << e.what() << "\n";
+    return 2;
+  }
+  nlohmann::json out = {{"trace", {{"path", trace}, {"format", format}, {"block_tokens", block_tokens}}},
+                        {"config", j},
+                        {"result", res.summary}};
+  try {
+    if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
+    if (vm.count("csv")) {
+      std::ostringstream csv;
+      csv << "request,instance,rejected,arrival_s,prefill_start_s,first_token_s,done_s,blocks,"
+             "hit_blocks,dram_blocks,pool_blocks,inflight_miss_blocks,input_tokens,hit_tokens,"
+             "output_tokens,mean_tbt_s\n";
+      for (std::size_t r = 0; r < res.requests.size(); ++r) {
+        const auto& o = res.requests[r];
+        csv << r << ',' << o.instance << ',' << o.rejected << ',' << o.arrival << ','
+            << o.prefill_start << ',' << o.first_token << ',' << o.done << ',' << o.blocks << ','
+            << o.hit_blocks << ',' << o.dram_blocks << ',' << o.pool_blocks << ',' << o.inflight_miss_blocks << ',' << o.input_tokens << ','
+            << o.hit_tokens << ',' << o.output_tokens << ',' << o.mean_tbt << '\n';
+      }
+      write_to(csv_out, csv.str());
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "kvtk simulate: " << e.what() << "\n";
+    return 1;
+  }
+  if (!vm.count("json") && !vm.count("csv")) std::cout << out["result"].dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace kvtk::sim

@@ -1,0 +1,51 @@
+// sim/des/profiles.hpp — model and GPU profiles for the discrete-event simulator, with presets.
+//
+// Time model (docs/simulate.md):
+//  * prefill FLOPs of tokens [c, L) of a request = 2 · active_params · (L − c)      (linear layers)
+//                                               + 4 · layers · hidden · Σ_{j=c}^{L−1} j  (attention)
+//    seconds = FLOPs / (tflops · 10^12 · efficiency);
+//  * a decode step of a batch = (2 · active_params bytes of bf16 weights + the batch's KV bytes)
+//    / (hbm_bytes_per_s · efficiency): decoding is memory-bound;
+//  * moving KV: bytes / link bandwidth (+ latency).
+// Presets are public figures (dense bf16 tensor TFLOP/s, HBM bandwidth and size; host links are
+// practical pinned-copy planning numbers); calibrate them with the CUDA backends.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace kvtk::sim::des {
+
+struct model_profile {
+  std::string name;
+  std::uint32_t layers = 0;
+  std::uint32_t hidden = 0;
+  double active_params = 0;          ///< parameters touched per token
+  std::uint64_t kv_bytes_per_token = 0;
+};
+
+struct gpu_profile {
+  std::string name;
+  double tflops = 0;               ///< dense bf16 TFLOP/s
+  double hbm_bytes_per_s = 0;      ///< HBM bandwidth
+  double hbm_bytes = 0;            ///< HBM capacity
+  double host_link_bytes_per_s = 0;  ///< GPU <-> host DRAM (pinned copies)
+  double efficiency = 0.5;         ///< fraction of peak compute and bandwidth achieved
+};
+
+/// Presets: deepseek-v3, llama-3-70b, qwen2.5-7b, qwen3-235b-a22b.
+const std::map<std::string, model_profile>& model_presets();
+/// Presets: h100, h200, h800, a800.
+const std::map<std::string, gpu_profile>& gpu_presets();
+
+/// Prefill FLOPs for positions [cached, total) of one request.
+inline double prefill_flops(const model_profile& m, std::uint64_t cached, std::uint64_t total) {
+  if (total <= cached) return 0;
+  const double n = static_cast<double>(total - cached);
+  // Σ j for j in [c, L) = (c + L − 1) · n / 2
+  const double positions = (static_cast<double>(cached) + static_cast<double>(total) - 1.0) * n / 2;
+  return 2.0 * m.active_params * n + 4.0 * m.layers * static_cast<double>(m.hidden) * positions;
+}
+
+}  // namespace kvtk::sim::des

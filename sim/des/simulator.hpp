@@ -1,0 +1,86 @@
+// sim/des/simulator.hpp — `kvtk simulate`: a discrete-event simulator of an LLM serving cluster
+// (prefill instances with their own KV caches, an optional global pool, optional decode
+// instances, a router) that predicts hit ratios and the latencies they buy.
+//
+// Semantics (pinned; docs/simulate.md):
+//  * Events are processed in (time, kind, sequence) order; at equal times: prefill done <
+//    transfer done < decode step done < arrival, so work finishing at t is visible to a request
+//    arriving at t. Arrivals keep trace order. Everything is deterministic for a seed.
+//  * A request is matched when it *arrives* (after routing): its hit is the longest leading run
+//    of blocks resident in its instance's cache or the global pool. Blocks after the hit run that
+//    an earlier request is still going to produce (routed, prefill not finished: on the same
+//    instance, or anywhere when a pool shares results) are in-flight misses: recomputed, counted
+//    apart. Local hit blocks are pinned from the match until the prefill finishes; the request's
+//    blocks are inserted (local cache, then write-through to the pool) when its prefill
+//    finishes, in forward order, as a flat replay does.
+//  * Prefill time = compute for the uncached tokens (profiles.hpp) and the load of DRAM hits
+//    (host link) and pool hits (bytes / pool bandwidth + latency), overlapped (max) or not
+//    (sum). One prefill at a time per instance, FIFO. With reject_over_slo, a request whose
+//    predicted TTFT on its instance exceeds the TTFT SLO is rejected at arrival.
+//  * Decode: colocated (no decode instances) — an idle instance runs a queued prefill first, else
+//    one decode step for its batch (up to max_batch requests); disaggregated — after prefill the
+//    KV moves over the P->D link to the decode instance with the fewest active requests, which
+//    steps its batch continuously. A request's first token comes from its prefill; outputs are
+//    capped at max_output_tokens when set.
+//  With time_scale 0, no pool bandwidth limit and one instance, the hit counts equal
+//  `kvtk replay --index flat` with the same policy and capacity (tested).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "des/profiles.hpp"
+#include "kvtk/prefix/replay.hpp"
+
+namespace kvtk::sim::des {
+
+struct cluster_config {
+  model_profile model = model_presets().at("deepseek-v3");
+  gpu_profile gpu = gpu_presets().at("h800");
+  std::uint32_t gpus_per_instance = 1;  ///< tensor parallelism: compute and HBM bandwidth scale
+  std::uint32_t prefill_instances = 1;
+  std::uint32_t decode_instances = 0;  ///< 0 = colocated prefill and decode
+  std::uint64_t local_cache_blocks = 0;  ///< per prefill instance; 0 = none
+  std::string local_policy = "lru";
+  std::uint64_t dram_blocks = 0;         ///< per-instance host DRAM tier (LRU, write-through,
+                                         ///< read over the GPU's host link); 0 = none
+  std::uint64_t pool_blocks = 0;         ///< global pool shared by all instances; 0 = none
+  double pool_bytes_per_s = 25e9;        ///< 0 = not a bottleneck
+  double pool_latency_s = 50e-6;
+  bool overlap_load = true;              ///< pool loads overlap prefill compute
+  double pd_link_bytes_per_s = 50e9;     ///< prefill -> decode KV transfer; 0 = instant
+  std::uint32_t max_batch = 256;         ///< decode batch limit
+  std::int64_t max_output_tokens = -1;   ///< cap on output tokens (-1 = the trace's)
+  double time_scale = 1.0;               ///< multiplies compute times (0 = free compute)
+  std::string router = "round-robin";    ///< random | round-robin | least-loaded | cache-aware | conductor
+  double router_prefill_weight = 1.0;    ///< cache-aware: w in w·prefill_blocks + decode_blocks
+  double router_temperature = 0.0;       ///< cache-aware: softmax temperature (0 = argmin)
+  double ttft_slo_s = 0;                 ///< goodput: TTFT limit (0 = none)
+  double tbt_slo_s = 0;                  ///< goodput: mean time between tokens limit (0 = none)
+  bool reject_over_slo = false;          ///< reject a request whose predicted TTFT exceeds ttft_slo
+  std::uint64_t seed = 1;
+  bool cache_partial_block = true;       ///< cache the partial last block (Mooncake counting)
+};
+
+/// Per-request outcome (the optional CSV).
+struct request_outcome {
+  double arrival = 0, prefill_start = 0, first_token = 0, done = 0, mean_tbt = 0;
+  std::uint32_t instance = 0;
+  std::uint64_t blocks = 0, hit_blocks = 0, dram_blocks = 0, pool_blocks = 0;
+  std::uint64_t inflight_miss_blocks = 0;
+  bool rejected = false;
+  std::uint64_t input_tokens = 0, hit_tokens = 0, output_tokens = 0;
+};
+
+struct simulation_result {
+  nlohmann::json summary;
+  std::vector<request_outcome> requests;
+};
+
+/// Runs the simulation. Throws std::invalid_argument for an impossible config (zero instances,
+/// an unknown router or policy, negative figures) and when the trace has no arrival times.
+simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg);
+
+}  // namespace kvtk::sim::des

@@ -1,0 +1,35 @@
+# kvtk simulate through the executable: example configs, overrides, outputs, bad input.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
+set(T ${TRACE})
+set(C ${CMAKE_CURRENT_LIST_DIR}/../sim/configs)
+expect(0 "--config" simulate --help)
+foreach(cfg fig10_local fig10_global disaggregated colocated)
+  expect(0 "\"block_hit_ratio\"" simulate --trace ${T} --config ${C}/${cfg}.json --json -)
+endforeach()
+expect(0 "\"router\": \"cache-aware\"" simulate --trace ${T} --config ${C}/fig10_local.json
+       --set router=cache-aware --json -)
+execute_process(COMMAND ${KVTK} simulate --trace ${T} --config ${C}/disaggregated.json
+                --csv ${WORK_DIR}/r.csv RESULT_VARIABLE rc)
+file(STRINGS ${WORK_DIR}/r.csv rows)
+list(LENGTH rows n)
+if(rc OR NOT n EQUAL 12032)
+  message(FATAL_ERROR "expected 12,032 CSV rows (header + one per request), got ${n}")
+endif()
+# Same seed and config: identical JSON.
+foreach(i 1 2)
+  execute_process(COMMAND ${KVTK} simulate --trace ${T} --config ${C}/fig10_local.json
+                  --set router=random --json ${WORK_DIR}/d${i}.json)
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/d1.json ${WORK_DIR}/d2.json
+                RESULT_VARIABLE diff)
+if(diff)
+  message(FATAL_ERROR "simulate is not deterministic")
+endif()
+expect(2 "config: unknown key 'routr'" simulate --trace ${T} --set routr=random)
+expect(2 "unknown router 'nearest'" simulate --trace ${T} --set router=nearest)
+expect(2 "unknown gpu 'b300'" simulate --trace ${T} --set gpu=b300)
+expect(2 "cannot open '.*/none.json'" simulate --trace ${T} --config ${WORK_DIR}/none.json)
+file(WRITE ${WORK_DIR}/ids.txt "1\n2\n3\n")
+expect(2 "no arrival times" simulate --trace ${WORK_DIR}/ids.txt)

@@ -1,0 +1,199 @@
+// The discrete-event simulator: exact limits (zero time = order-only replay), in-flight misses,
+// an M/D/1 queue against its formula, determinism, and the Mooncake Fig. 10 direction.
+#include <catch2/catch.hpp>
+#include <kvtk/kvtk.hpp>
+#include <random>
+
+#include "cli/simulate.hpp"
+#include "des/simulator.hpp"
+#include "formats/mooncake_flat.hpp"
+
+namespace {
+
+using namespace kvtk;
+using sim::des::cluster_config;
+
+const prefix::prefix_trace& trace(const char* name) {
+  static std::map<std::string, prefix::prefix_trace> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    it = cache.emplace(name, sim::load_mooncake_requests(std::string(KVTK_TRACES_DIR "/") + name))
+             .first;
+  }
+  return it->second;
+}
+
+cluster_config zero_time() {
+  cluster_config c;
+  c.time_scale = 0;
+  c.pool_bytes_per_s = 0;
+  c.pool_latency_s = 0;
+  c.pd_link_bytes_per_s = 0;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("simulate with zero time and one instance equals kvtk replay", "[simulate]") {
+  const auto& t = trace("mooncake_fast25_conversation_trace.jsonl");
+  for (const char* policy : {"lru", "arc", "s3fifo"}) {
+    cluster_config c = zero_time();
+    c.local_cache_blocks = 10000;
+    c.local_policy = policy;
+    const auto res = sim::des::simulate(t, c);
+    const auto want = visit_policy(policy, [&]<class P>() {
+      prefix::flat_index<P> idx(10000);
+      return prefix::replay(t, idx, prefix::partial_block::cache);
+    });
+    INFO(policy);
+    CHECK(res.summary["block_hits"].get<std::uint64_t>() == want.block_hits);
+    CHECK(res.summary["token_hits"].get<std::uint64_t>() == want.token_hits);
+    CHECK(res.summary["inflight_miss_blocks"].get<std::uint64_t>() == 0);
+  }
+  // A global pool alone, seen by every instance, is one LRU cache of its size.
+  cluster_config c = zero_time();
+  c.prefill_instances = 4;
+  c.pool_blocks = 10000;
+  const auto res = sim::des::simulate(t, c);
+  CHECK(res.summary["block_hits"].get<std::uint64_t>() == 60921);
+  CHECK(res.summary["pool_block_hits"].get<std::uint64_t>() == 60921);
+}
+
+TEST_CASE("requests arriving while an identical prefix is prefilling miss in flight",
+          "[simulate]") {
+  // Pairs of identical 8-block requests arriving together, a new prefix per pair.
+  prefix::prefix_trace t;
+  t.block_tokens = 512;
+  for (std::uint64_t pair = 0; pair < 50; ++pair) {
+    std::vector<block_key> keys;
+    for (std::uint64_t b = 0; b < 8; ++b) keys.push_back(pair * 100 + b);
+    for (int copy = 0; copy < 2; ++copy) {
+      t.add(keys, 8 * 512);
+      t.arrival_s.push_back(static_cast<double>(pair) * 10.0);
+      t.output_length.push_back(1);
+    }
+  }
+  cluster_config c;
+  c.local_cache_blocks = 100000;
+  const auto slow = sim::des::simulate(t, c);
+  CHECK(slow.summary["inflight_miss_blocks"].get<std::uint64_t>() == 50 * 8);
+  CHECK(slow.summary["block_hits"].get<std::uint64_t>() == 0);
+  c.time_scale = 0;
+  const auto fast = sim::des::simulate(t, c);
+  CHECK(fast.summary["inflight_miss_blocks"].get<std::uint64_t>() == 0);
+  CHECK(fast.summary["block_hits"].get<std::uint64_t>() == 50 * 8);
+}
+
+TEST_CASE("an M/D/1 queue matches its mean waiting time", "[simulate]") {
+  // No cache, equal requests (fixed service time D), Poisson arrivals at rho = 0.7:
+  // W = rho * D / (2 (1 - rho)).
+  cluster_config c;
+  const std::uint64_t L = 4096;
+  const double D = sim::des::prefill_flops(c.model, 0, L) / (c.gpu.tflops * 1e12 * c.gpu.efficiency);
+  const double rho = 0.7;
+  std::mt19937_64 rng(5);
+  std::exponential_distribution<double> gap(rho / D);
+  prefix::prefix_trace t;
+  t.block_tokens = 512;
+  double now = 0;
+  for (std::uint64_t r = 0; r < 200000; ++r) {
+    std::vector<block_key> keys;
+    for (std::uint64_t b = 0; b < L / 512; ++b) keys.push_back(r * 16 + b);
+    t.add(keys, L);
+    now += gap(rng);
+    t.arrival_s.push_back(now);
+    t.output_length.push_back(1);
+  }
+  const auto res = sim::des::simulate(t, c);
+  const double want = rho * D / (2 * (1 - rho));
+  const double got = res.summary["queueing_s"]["mean"].get<double>();
+  INFO("D " << D << " want " << want << " got " << got);
+  CHECK(std::abs(got - want) / want < 0.05);
+  CHECK(res.summary["gpu_busy_fraction"].get<double>() == Approx(rho).epsilon(0.03));
+}
+
+TEST_CASE("same seed and config give byte-identical results", "[simulate]") {
+  const auto& t = trace("mooncake_fast25_synthetic_trace.jsonl");
+  for (const char* router : {"random", "cache-aware", "conductor", "least-loaded"}) {
+    cluster_config c;
+    c.prefill_instances = 4;
+    c.decode_instances = 2;
+    c.local_cache_blocks = 2000;
+    c.pool_blocks = 20000;
+    c.router = router;
+    c.router_temperature = std::string(router) == "cache-aware" ? 2.0 : 0.0;
+    c.seed = 9;
+    const auto a = sim::des::simulate(t, c);
+    const auto b = sim::des::simulate(t, c);
+    INFO(router);
+    CHECK(a.summary.dump() == b.summary.dump());
+    CHECK(a.summary["tbt_s"]["mean"].get<double>() > 0);
+  }
+}
+
+TEST_CASE("Mooncake Fig. 10: a global pool beats per-instance caches", "[simulate]") {
+  // 10 prefill instances, 3M tokens of cache each (5,859 blocks) or one 30M-token pool, outputs
+  // of one token. The paper: conversation 16.9% -> 37.5%, synthetic 26.4% -> 62.2%.
+  for (const char* name :
+       {"mooncake_fast25_conversation_trace.jsonl", "mooncake_fast25_synthetic_trace.jsonl"}) {
+    const auto& t = trace(name);
+    cluster_config local;
+    local.model = sim::des::model_presets().at("llama-3-70b");
+    local.gpu = sim::des::gpu_presets().at("a800");
+    local.prefill_instances = 10;
+    local.max_output_tokens = 1;
+    local.local_cache_blocks = 3'000'000 / 512;
+    cluster_config global = local;
+    global.local_cache_blocks = 0;
+    global.pool_blocks = 30'000'000 / 512;
+    const double l = sim::des::simulate(t, local).summary["block_hit_ratio"].get<double>();
+    const double g = sim::des::simulate(t, global).summary["block_hit_ratio"].get<double>();
+    INFO(name << ": local " << l << ", global " << g);
+    CHECK(g > 1.5 * l);
+  }
+}
+
+TEST_CASE("cluster configs reject unknown keys and impossible values", "[simulate]") {
+  auto from = [](nlohmann::json j, const std::vector<std::string>& sets) {
+    return sim::cluster_config_from_json(j, 512, sets);
+  };
+  CHECK_THROWS_WITH(from({{"routr", "x"}}, {}), Catch::Contains("unknown key 'routr'"));
+  CHECK_THROWS_WITH(from({{"gpu", "b300"}}, {}), Catch::Contains("unknown gpu 'b300'"));
+  CHECK_THROWS_WITH(from({{"prefill_instances", -1}}, {}),
+                    Catch::Contains("'prefill_instances' must be finite and >= 0"));
+  CHECK_THROWS_WITH(from(nlohmann::json::object(), {"router"}),
+                    Catch::Contains("is not key=value"));
+  const auto c = from({{"local_cache", "3Mtok"}}, {"router=cache-aware", "prefill_instances=3"});
+  CHECK(c.local_cache_blocks == 5859);
+  CHECK(c.router == "cache-aware");
+  CHECK(c.prefill_instances == 3);
+  cluster_config bad;
+  bad.router = "nearest";
+  CHECK_THROWS_WITH(sim::des::simulate(trace("mooncake_fast25_synthetic_trace.jsonl"), bad),
+                    Catch::Contains("unknown router 'nearest'"));
+}
+
+TEST_CASE("a per-node DRAM tier serves what HBM lost; SLO admission rejects", "[simulate]") {
+  const auto& t = trace("mooncake_fast25_conversation_trace.jsonl");
+  cluster_config c = zero_time();
+  c.dram_blocks = 10000;  // DRAM alone = one LRU of its size
+  c.gpu.host_link_bytes_per_s = 0;  // infinite bandwidth: the order-only limit
+  auto res = sim::des::simulate(t, c);
+  CHECK(res.summary["block_hits"].get<std::uint64_t>() == 60921);
+  CHECK(res.summary["dram_block_hits"].get<std::uint64_t>() == 60921);
+  c.local_cache_blocks = 1000;  // HBM in front: same hits (DRAM holds everything HBM does)
+  res = sim::des::simulate(t, c);
+  CHECK(res.summary["block_hits"].get<std::uint64_t>() == 60921);
+  CHECK(res.summary["local_block_hits"].get<std::uint64_t>() > 0);
+
+  cluster_config busy;
+  busy.prefill_instances = 2;
+  busy.local_cache_blocks = 5000;
+  busy.ttft_slo_s = 2.0;
+  const auto open = sim::des::simulate(t, busy);
+  busy.reject_over_slo = true;
+  const auto guarded = sim::des::simulate(t, busy);
+  CHECK(guarded.summary["rejected"].get<std::uint64_t>() > 0);
+  CHECK(guarded.summary["ttft_s"]["p99"].get<double>() <
+        open.summary["ttft_s"]["p99"].get<double>());
+}
