@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/compare.hpp"
+#include "cli/cost.hpp"
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
 #include "cli/simulate.hpp"
@@ -21,6 +22,7 @@ constexpr const char* kUsage =
     "  mrc       the exact (or sampled) prefix-LRU miss-ratio curve, optionally with the optimum\n"
     "  trace     stats: what a request trace looks like; gen: a synthetic DeepSeek-style trace\n"
     "  simulate  a discrete-event simulation of a serving cluster: hit ratios and latencies\n"
+    "  cost      what a hit ratio is worth: API bills, GPU time saved, break-even capacity\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
     if (cmd == "mrc") return kvtk::sim::run_mrc(rest);
     if (cmd == "trace") return kvtk::sim::run_trace(rest);
     if (cmd == "simulate") return kvtk::sim::run_simulate(rest);
+    if (cmd == "cost") return kvtk::sim::run_cost(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

@@ -98,7 +98,9 @@ int run_mrc(const std::vector<std::string>& args) {
                   {"block_tokens", t.block_tokens},
                   {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
                   {"skipped_lines", skipped.skipped_lines},
-                  {"saturation_blocks", exact.saturation()}};
+                  {"saturation_blocks", exact.saturation()},
+                  {"span_s", t.arrival_s.size() > 1 ? t.arrival_s.back() - t.arrival_s.front()
+                                                    : 0.0}};
   if (sample < 1.0)
     out["sample"] = {
         {"rate", sample}, {"depth", sampled.depth}, {"requests", sampled.sampled_requests}};

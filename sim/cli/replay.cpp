@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "cli/common.hpp"
+#include "cli/cost.hpp"
 #include "cli/progress.hpp"
 #include "cli/tiers.hpp"
 #include "formats/requests.hpp"
@@ -117,7 +118,9 @@ int run_replay(const std::vector<std::string>& args) {
       "combination runs on the same trace; results do not depend on --threads.\nOptions");
   std::string trace, format, indexes, policies, capacities, model, partial, json_out, csv_out;
   std::uint32_t block_tokens = 0, threads = 1;
-  std::vector<std::string> tier_specs, tier_files;
+  std::vector<std::string> tier_specs, tier_files, price_storage;
+  std::string pricing;
+  kvtk::cost::price_table table;
   tier_flags flags;
   std::vector<kvtk::tier::hierarchy_config> hierarchies;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
@@ -142,6 +145,8 @@ int run_replay(const std::vector<std::string>& args) {
       "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(
+      "pricing", po::value(&pricing),
+      "attach an API cost estimate to each result (kvtk cost --help: presets or a .json)")(
       "tiers", po::value(&tier_specs)->composing(),
       "a tier hierarchy name:capacity:policy,... top first, e.g. "
       "hbm:80GiB:lru,dram:1TiB:arc,ssd:30TiB:s3fifo (repeat to compare several)")(
@@ -167,6 +172,7 @@ int run_replay(const std::vector<std::string>& args) {
             pb = parse_partial_block(partial) == 1 ? partial_block::cache : partial_block::skip;
             if (threads == 0 || threads > 256) throw usage_error("--threads: must be in [1, 256]");
             if (vm.count("model")) bytes_per_token = bytes_per_token_of(model);
+            if (vm.count("pricing")) table = load_price_table(pricing, price_storage);
             if (vm.count("inclusive") && vm.count("exclusive")) {
               throw usage_error("--inclusive and --exclusive contradict each other");
             }
@@ -252,6 +258,8 @@ int run_replay(const std::vector<std::string>& args) {
   const std::size_t total = jobs.size() + opt_caps.size();
   const double trace_days =
       t.arrival_s.size() > 1 ? (t.arrival_s.back() - t.arrival_s.front()) / 86400.0 : 0.0;
+  std::uint64_t output_tokens = 0;
+  for (const std::uint64_t o : t.output_length) output_tokens += o;
   progress bar("kvtk replay", "block refs", block_refs * total);
   std::atomic<std::size_t> cursor{0};
   auto worker = [&] {
@@ -280,7 +288,9 @@ int run_replay(const std::vector<std::string>& args) {
                   {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
                   {"skipped_lines", skipped.skipped_lines},
                   {"ideal_block_hit_ratio", ideal.block_hit_ratio()},
-                  {"ideal_token_hit_ratio", ideal.token_hit_ratio()}};
+                  {"ideal_token_hit_ratio", ideal.token_hit_ratio()},
+                  {"output_tokens", output_tokens},
+                  {"span_s", trace_days * 86400.0}};
   out["results"] = nlohmann::json::array();
   std::ostringstream csv;
   csv << "index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
@@ -304,6 +314,12 @@ int run_replay(const std::vector<std::string>& args) {
          results[i].seconds > 0 ? static_cast<double>(c.block_refs) / results[i].seconds : 0.0}};
     std::string opt_text;
     if (jobs[i].hierarchy >= 0) r["tiers"] = results[i].tiers;
+    if (vm.count("pricing")) {
+      r["cost"] = api_cost_json(table, {static_cast<double>(c.token_hits),
+                                        static_cast<double>(c.token_refs - c.token_hits),
+                                        static_cast<double>(output_tokens)},
+                                0.0);
+    }
     if (want_opt && jobs[i].hierarchy < 0) {
       const double f = c.fraction_of(optimum[jobs[i].capacity]);
       r["opt_fraction"] = f;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/common.hpp"
+#include "cli/cost.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -16,7 +17,7 @@ using cli::usage_error;
 
 const char* const known_keys[] = {
     "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
-    "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch",
+    "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block"};
 
@@ -141,6 +142,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   }
   if (j.contains("pd_link_gb_per_s")) c.pd_link_bytes_per_s = number(j, "pd_link_gb_per_s") * 1e9;
   if (j.contains("max_batch")) c.max_batch = static_cast<std::uint32_t>(whole(j, "max_batch", 1u << 20));
+  if (j.contains("chunk_tokens")) c.chunk_tokens = whole(j, "chunk_tokens", 1ull << 32);
   if (j.contains("max_output_tokens")) {
     c.max_output_tokens = static_cast<std::int64_t>(whole(j, "max_output_tokens", 1ull << 40));
   }
@@ -168,7 +170,9 @@ int run_simulate(const std::vector<std::string>& args) {
       "KV caches, an optional global pool, optional decode instances, a router) replaying a\n"
       "trace with arrival times; reports hit ratios, TTFT/TBT/end-to-end latency, throughput,\n"
       "goodput and compute saved. Config keys: docs/simulate.md; examples: sim/configs/.\nOptions");
-  std::string trace, format, config, json_out, csv_out;
+  std::string trace, format, config, json_out, csv_out, pricing;
+  std::vector<std::string> price_storage;
+  kvtk::cost::price_table table;
   std::vector<std::string> sets;
   std::uint32_t block_tokens = 0;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
@@ -177,6 +181,7 @@ int run_simulate(const std::vector<std::string>& args) {
       "block-tokens", po::value(&block_tokens)->default_value(0), "tokens per block (0 = the trace's)")(
       "config", po::value(&config), "cluster config JSON (default: one h800, deepseek-v3, no cache)")(
       "set", po::value(&sets)->composing(), "override a config key: --set router=cache-aware")(
+      "pricing", po::value(&pricing), "attach an API cost estimate (kvtk cost --help)")(
       "json", po::value(&json_out), "write the summary JSON to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write one CSV row per request to a file, or - for stdout")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
@@ -196,6 +201,7 @@ int run_simulate(const std::vector<std::string>& args) {
           }
         }
         cfg = cluster_config_from_json(j, block_tokens, sets);
+        if (vm.count("pricing")) table = load_price_table(pricing, price_storage);
       });
       rc >= 0) {
     return rc;
@@ -209,6 +215,14 @@ int run_simulate(const std::vector<std::string>& args) {
   } catch (const std::invalid_argument& e) {
     std::cerr << "kvtk simulate: " << e.what() << "\n";
     return 2;
+  }
+  if (vm.count("pricing")) {
+    const auto& r = res.summary;
+    res.summary["cost"] = api_cost_json(
+        table,
+        {r["token_hits"].get<double>(), r["token_refs"].get<double>() - r["token_hits"].get<double>(),
+         r["output_tokens"].get<double>()},
+        0.0);
   }
   nlohmann::json out = {{"trace", {{"path", trace}, {"format", format}, {"block_tokens", block_tokens}}},
                         {"config", j},

@@ -71,6 +71,8 @@ struct instance {
   double busy_s = 0;
   double queued_prefill_s = 0;  // predicted prefill time of the queue (conductor)
   double busy_until = 0;
+  std::int64_t prefilling = -1;  // chunked prefill in progress (request), or -1
+  std::uint64_t prefill_pos = 0;  // tokens of it done
   std::uint64_t queued_tokens = 0;
 };
 
@@ -80,6 +82,45 @@ struct request_state {
   std::uint64_t tbt_n = 0;
   std::vector<kvtk::block_key> pinned;
   double predicted_prefill_s = 0;
+};
+
+// Token gaps are too many to keep: a log-bucketed histogram (1 % wide buckets from 1 us to
+// ~10^5 s) gives quantiles within 1 %; the maximum is kept exactly.
+class gap_histogram {
+ public:
+  void add(double s) {
+    ++n_;
+    max_ = std::max(max_, s);
+    counts_[bucket(s)]++;
+  }
+  [[nodiscard]] double quantile(double q) const {
+    if (n_ == 0) return 0;
+    const auto want = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n_)));
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < counts_.size(); ++b) {
+      seen += counts_[b];
+      if (seen >= std::max<std::uint64_t>(want, 1)) {
+        return std::min(max_, b == 0 ? lo : lo * std::pow(ratio, static_cast<double>(b)));
+      }
+    }
+    return max_;
+  }
+  [[nodiscard]] nlohmann::json json() const {
+    return {{"p50", quantile(0.5)},   {"p90", quantile(0.9)}, {"p99", quantile(0.99)},
+            {"p999", quantile(0.999)}, {"max", max_},          {"count", n_}};
+  }
+
+ private:
+  static constexpr double lo = 1e-6, ratio = 1.01;
+  static std::size_t bucket(double s) {
+    if (!(s > lo)) return 0;
+    const double b = std::ceil(std::log(s / lo) / std::log(ratio));
+    return static_cast<std::size_t>(std::min(b, static_cast<double>(buckets - 1)));
+  }
+  static constexpr std::size_t buckets = 2600;
+  std::vector<std::uint64_t> counts_ = std::vector<std::uint64_t>(buckets, 0);
+  std::uint64_t n_ = 0;
+  double max_ = 0;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -296,6 +337,10 @@ class cluster {
   void try_start(std::uint32_t i) {
     instance& in = prefill_[i];
     if (in.busy) return;
+    if (in.prefilling >= 0) {
+      run_chunk(i);  // resume the chunked prefill after the decode step
+      return;
+    }
     if (!in.queue.empty()) {
       const std::uint32_t r = in.queue.front();
       in.queue.pop_front();
@@ -343,17 +388,54 @@ class cluster {
     o.prefill_start = now_;
     pool_read_blocks_ += o.pool_blocks;
     dram_read_blocks_ += o.dram_blocks;
-    const double dur = prefill_s({o.hit_blocks, o.dram_blocks, o.pool_blocks}, L);
     saved_flops_ += prefill_flops(c_.model, 0, L) - prefill_flops(c_.model, o.hit_tokens, L);
+    in.queued_tokens -= L;
+    if (c_.chunk_tokens > 0) {
+      in.prefilling = r;
+      in.prefill_pos = o.hit_tokens;
+      run_chunk(i);
+      return;
+    }
+    const double dur = prefill_s({o.hit_blocks, o.dram_blocks, o.pool_blocks}, L);
     in.busy = true;
     in.busy_s += dur;
     in.busy_until = now_ + dur;
-    in.queued_tokens -= L;
+    push(now_ + dur, prefill_done, i, r);
+  }
+
+  // One chunk of a chunked prefill: the next chunk_tokens uncached tokens (the first chunk also
+  // loads the DRAM and pool hits, overlapped or not as configured).
+  void run_chunk(std::uint32_t i) {
+    instance& in = prefill_[i];
+    const auto r = static_cast<std::uint32_t>(in.prefilling);
+    const std::uint64_t L = t_.input_length[r];
+    const request_outcome& o = out_[r];
+    const std::uint64_t end = std::min<std::uint64_t>(L, in.prefill_pos + c_.chunk_tokens);
+    double dur = prefill_flops(c_.model, in.prefill_pos, end) / flops_per_s_ * c_.time_scale;
+    if (in.prefill_pos == o.hit_tokens) {
+      const double load = load_s({o.hit_blocks, o.dram_blocks, o.pool_blocks});
+      dur = c_.overlap_load ? std::max(dur, load) : dur + load;
+    }
+    in.prefill_pos = end;
+    in.busy = true;
+    in.busy_s += dur;
+    in.busy_until = now_ + dur;
     push(now_ + dur, prefill_done, i, r);
   }
 
   void on_prefill_done(std::uint32_t i, std::uint32_t r) {
     instance& in = prefill_[i];
+    if (in.prefilling >= 0 && in.prefill_pos < t_.input_length[r]) {
+      // A chunk ended: decode gets a step in between (colocated), then the prefill resumes.
+      in.busy = false;
+      if (c_.decode_instances == 0 && !in.batch.empty()) {
+        start_decode_step(in, i, false);
+      } else {
+        run_chunk(i);
+      }
+      return;
+    }
+    in.prefilling = -1;
     const auto b = t_.cacheable(r, p_);
     kvtk::access_hint hint;
     for (std::size_t k = 0; k < b.size(); ++k) {
@@ -426,6 +508,7 @@ class cluster {
     for (std::uint32_t r : in.stepping) {
       ++out_[r].output_tokens;
       st_[r].tbt_sum += now_ - st_[r].last_token;
+      gaps_.add(now_ - st_[r].last_token);
       ++st_[r].tbt_n;
       st_[r].last_token = now_;
       if (--st_[r].remaining == 0) finished.push_back(r);
@@ -499,11 +582,13 @@ class cluster {
         {"inflight_miss_blocks", inflight},
         {"ttft_s", dist(ttft)},
         {"tbt_s", dist(tbt)},
+        {"token_gap_s", gaps_.json()},
         {"e2e_s", dist(e2e)},
         {"queueing_s", dist(queueing)},
         {"span_s", span},
         {"throughput_requests_per_s",
          span > 0 ? static_cast<double>(out_.size() - rejected_) / span : 0.0},
+        {"output_tokens", out_tokens},
         {"output_tokens_per_s", span > 0 ? static_cast<double>(out_tokens) / span : 0.0},
         {"goodput_requests_per_s", span > 0 ? static_cast<double>(good) / span : 0.0},
         {"gpu_busy_fraction", span > 0 && gpus > 0 ? busy / (span * gpus) : 0.0},
@@ -526,6 +611,7 @@ class cluster {
   std::vector<instance> prefill_, decode_;
   std::unique_ptr<any_cache> pool_;
   std::unordered_map<kvtk::block_key, std::uint32_t> pool_in_flight_;
+  gap_histogram gaps_;
   std::priority_queue<event, std::vector<event>, std::greater<>> events_;
   kvtk::prefix::partial_block p_ = kvtk::prefix::partial_block::cache;
   double now_ = 0, block_bytes_ = 0, flops_per_s_ = 1, saved_flops_ = 0, pd_bytes_ = 0;

@@ -15,7 +15,8 @@
 //    finishes, in forward order, as a flat replay does.
 //  * Prefill time = compute for the uncached tokens (profiles.hpp) and the load of DRAM hits
 //    (host link) and pool hits (bytes / pool bandwidth + latency), overlapped (max) or not
-//    (sum). One prefill at a time per instance, FIFO. With reject_over_slo, a request whose
+//    (sum). One prefill at a time per instance, FIFO; with chunk_tokens, in chunks between
+//    which a colocated instance runs one decode step of its batch. With reject_over_slo, a request whose
 //    predicted TTFT on its instance exceeds the TTFT SLO is rejected at arrival.
 //  * Decode: colocated (no decode instances) — an idle instance runs a queued prefill first, else
 //    one decode step for its batch (up to max_batch requests); disaggregated — after prefill the
@@ -52,6 +53,8 @@ struct cluster_config {
   bool overlap_load = true;              ///< pool loads overlap prefill compute
   double pd_link_bytes_per_s = 50e9;     ///< prefill -> decode KV transfer; 0 = instant
   std::uint32_t max_batch = 256;         ///< decode batch limit
+  std::uint64_t chunk_tokens = 0;        ///< chunked prefill: tokens per chunk (0 = whole prompt);
+                                         ///< colocated decode steps run between chunks
   std::int64_t max_output_tokens = -1;   ///< cap on output tokens (-1 = the trace's)
   double time_scale = 1.0;               ///< multiplies compute times (0 = free compute)
   std::string router = "round-robin";    ///< random | round-robin | least-loaded | cache-aware | conductor

@@ -1,0 +1,40 @@
+# kvtk cost and --pricing through the executable.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
+set(T ${TRACE})
+expect(0 "--pricing" cost --help)
+# DeepSeek's day-6 disclosure at R1 prices: $562,100 (stated: $562,027 from unrounded counts).
+expect(0 "bill with cache +562100.00 USD.*bill without cache +702320.00 USD.*saving +140220.00"
+       cost --hit-tokens 342e9 --miss-tokens 266e9 --output-tokens 168e9 --pricing deepseek-r1)
+expect(0 "\"bill_usd\": 562100" cost --hit-tokens 342e9 --input-tokens 608e9 --output-tokens 168e9
+       --pricing deepseek-r1 --json -)
+expect(0 "self-hosted: .* GPU-hours saved" cost --hit-tokens 1e9 --miss-tokens 1e9
+       --model deepseek-v3 --gpu h800)
+# Replay and simulate attach costs; cost reads their JSON back.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --capacity 1000,10000 --pricing deepseek-v3
+                --json ${WORK_DIR}/r.json RESULT_VARIABLE rc)
+file(READ ${WORK_DIR}/r.json json)
+if(rc OR NOT json MATCHES "\"cost\": {" OR NOT json MATCHES "\"output_tokens\": 4")
+  message(FATAL_ERROR "replay --pricing lacks cost or output tokens:\n${json}")
+endif()
+expect(0 "radix lru @ 10000 blocks:.*saving" cost --from ${WORK_DIR}/r.json --pricing deepseek-v3)
+expect(0 "\"estimates\"" cost --from ${WORK_DIR}/r.json --per-day --json -)
+execute_process(COMMAND ${KVTK} simulate --trace ${T} --set local_cache=3Mtok --pricing deepseek-v3.2
+                --json ${WORK_DIR}/s.json RESULT_VARIABLE rc)
+expect(0 "\"flops_exact\": true" cost --from ${WORK_DIR}/s.json --model deepseek-v3 --gpu h800 --json -)
+execute_process(COMMAND ${KVTK} mrc --trace ${T} --json ${WORK_DIR}/m.json RESULT_VARIABLE rc)
+expect(0 "\"break_even_capacity_blocks\"" cost --from ${WORK_DIR}/m.json --model deepseek-v3
+       --gpu h800 --usd-per-gb-month 5 --json -)
+# A price table from a file.
+file(WRITE ${WORK_DIR}/p.json "{\"name\": \"mine\", \"hit\": 0.1, \"miss\": 1.0, \"output\": 2.0, \"valid_from\": \"2026-01-01\"}")
+expect(0 "\"bill_usd\": 3.1" cost --hit-tokens 1e6 --miss-tokens 1e6 --output-tokens 1e6
+       --pricing ${WORK_DIR}/p.json --json -)
+# Bad input.
+expect(2 "unknown price table 'gpt-5'" cost --hit-tokens 1 --miss-tokens 1 --pricing gpt-5)
+expect(2 "exceeds --input-tokens" cost --hit-tokens 10 --input-tokens 5)
+expect(2 "token counts must be finite and >= 0" cost --hit-tokens=-5 --miss-tokens 1)
+expect(2 "give either" cost)
+expect(2 "unknown price table 'nope'" replay --trace ${T} --pricing nope)
+file(WRITE ${WORK_DIR}/bad.json "{\"hit\": 2, \"miss\": 1, \"output\": 1}")
+expect(2 "a cache hit costs more than a miss" cost --hit-tokens 1 --miss-tokens 1 --pricing ${WORK_DIR}/bad.json)
