@@ -7,6 +7,7 @@
 
 #include "cli/compare.hpp"
 #include "cli/cost.hpp"
+#include "cli/move.hpp"
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
 #include "cli/simulate.hpp"
@@ -23,6 +24,7 @@ constexpr const char* kUsage =
     "  trace     stats: what a request trace looks like; gen: a synthetic DeepSeek-style trace\n"
     "  simulate  a discrete-event simulation of a serving cluster: hit ratios and latencies\n"
     "  cost      what a hit ratio is worth: API bills, GPU time saved, break-even capacity\n"
+    "  move      real block movement: measure and calibrate copy paths (host backend)\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
     "'kvtk <command> --help' describes a command.\n";
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
     if (cmd == "trace") return kvtk::sim::run_trace(rest);
     if (cmd == "simulate") return kvtk::sim::run_simulate(rest);
     if (cmd == "cost") return kvtk::sim::run_cost(rest);
+    if (cmd == "move") return kvtk::sim::run_move(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

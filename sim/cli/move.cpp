@@ -1,0 +1,280 @@
+#include "cli/move.hpp"
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <unistd.h>
+
+#include "cli/common.hpp"
+#include "move/host_move.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+using cli::usage_error;
+using clock_type = std::chrono::steady_clock;
+namespace mv = kvtk::sim::move;
+
+struct row {
+  std::string path, mech;
+  std::uint64_t block_bytes, blocks, calls;
+  double seconds;
+  bool verified;
+};
+
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Bytes of a --block-bytes item ("64KiB", "1MiB", "4096").
+std::uint64_t parse_bytes(const std::string& text) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw usage_error("--block-bytes: '" + text + "' is not a size");
+  }
+  static const std::map<std::string, double> unit = {
+      {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1e3}, {"MB", 1e6}};
+  const auto it = unit.find(text.substr(pos));
+  if (it == unit.end() || !(v > 0)) throw usage_error("--block-bytes: '" + text + "' is not a size");
+  const double b = v * it->second;
+  if (b < 64 || b > 1073741824.0 || std::floor(b) != b) {
+    throw usage_error("--block-bytes: '" + text + "' must be a whole number of bytes in [64, 1GiB]");
+  }
+  return static_cast<std::uint64_t>(b);
+}
+
+}  // namespace
+
+int run_move(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  if (args.empty() || args[0] != "bench") {
+    const bool help = !args.empty() && (args[0] == "--help" || args[0] == "-h");
+    (help ? std::cout : std::cerr)
+        << "usage: kvtk move bench [options]   (kvtk move bench --help)\n"
+           "  (kvtk move replay and the CUDA backend are not built yet: issue 8)\n";
+    if (!help && !args.empty()) std::cerr << "kvtk move: unknown subcommand '" << args[0] << "'\n";
+    return help ? 0 : 2;
+  }
+  po::options_description opts(
+      "kvtk move bench: measure real block movement on the host backend (DRAM <-> DRAM,\n"
+      "DRAM <-> file), verify every byte, and fit t = alpha + n*beta + bytes/B per path and\n"
+      "mechanism (the calibration JSON).\nOptions");
+  std::string backend, from, to, sizes, counts, mechs, dir, json_out, layout_name;
+  std::uint32_t reps = 3;
+  double max_gib = 1.0;
+  opts.add_options()("help,h", "show this help")(
+      "backend", po::value(&backend)->default_value("host"), "host (cuda: not built yet)")(
+      "from", po::value(&from)->default_value("dram"), "source tier: dram")(
+      "to", po::value(&to)->default_value("dram,file"), "destinations: dram, file (a list)")(
+      "block-bytes", po::value(&sizes)->default_value("16KiB,64KiB,1MiB,4MiB"), "block sizes")(
+      "blocks", po::value(&counts)->default_value("1,16,256,1024"), "blocks per transfer")(
+      "mechanism", po::value(&mechs)->default_value("per-piece,coalesced"),
+      "per-piece | coalesced (a list)")(
+      "layout", po::value(&layout_name)->default_value("block-first"),
+      "block-first | layer-first (layer-first: 80 layers x K,V pieces per block)")(
+      "dir", po::value(&dir), "directory for the file tier (default: the system temp dir)")(
+      "reps", po::value(&reps)->default_value(3), "repetitions (the fastest counts)")(
+      "max-gib", po::value(&max_gib)->default_value(1.0),
+      "skip transfers larger than this many GiB")(
+      "json", po::value(&json_out), "write rows and the calibration JSON to a file, or -");
+  po::variables_map vm;
+  std::vector<std::uint64_t> block_sizes, block_counts;
+  std::vector<mv::mechanism> mechanisms;
+  std::vector<std::string> mech_names, targets;
+  if (const int rc = cli::parse_command(
+          "move bench", opts, std::vector<std::string>(args.begin() + 1, args.end()), vm, [&] {
+            if (backend != "host") {
+              throw usage_error("--backend: '" + backend +
+                                "' (only host is built; the CUDA backend is issue 8's remaining work)");
+            }
+            if (from != "dram") throw usage_error("--from: only dram");
+            for (const auto& t : cli::split_list(to)) {
+              if (t != "dram" && t != "file") throw usage_error("--to: '" + t + "' (dram, file)");
+              targets.push_back(t);
+            }
+            for (const auto& s : cli::split_list(sizes)) block_sizes.push_back(parse_bytes(s));
+            for (const auto& c : cli::split_list(counts)) {
+              std::size_t pos = 0;
+              unsigned long long n = 0;
+              try {
+                n = std::stoull(c, &pos);
+              } catch (const std::exception&) {
+                pos = 0;
+              }
+              if (pos != c.size() || n == 0 || n > (1u << 20)) {
+                throw usage_error("--blocks: '" + c + "' must be in [1, 2^20]");
+              }
+              block_counts.push_back(n);
+            }
+            for (const auto& m : cli::split_list(mechs)) {
+              if (m == "per-piece") {
+                mechanisms.push_back(mv::mechanism::per_piece);
+              } else if (m == "coalesced") {
+                mechanisms.push_back(mv::mechanism::coalesced);
+              } else {
+                throw usage_error("--mechanism: '" + m + "' (per-piece, coalesced)");
+              }
+              mech_names.push_back(m);
+            }
+            if (layout_name != "block-first" && layout_name != "layer-first") {
+              throw usage_error("--layout: '" + layout_name + "' (block-first, layer-first)");
+            }
+            if (reps == 0 || reps > 100) throw usage_error("--reps: must be in [1, 100]");
+            if (block_sizes.empty() || block_counts.empty() || mechanisms.empty() || targets.empty()) {
+              throw usage_error("empty --block-bytes, --blocks, --mechanism or --to");
+            }
+          });
+      rc >= 0) {
+    return rc;
+  }
+  const std::filesystem::path where = vm.count("dir") ? std::filesystem::path(dir)
+                                                       : std::filesystem::temp_directory_path();
+  std::vector<row> rows;
+  bool all_verified = true;
+  double memcpy_best = 0;
+  for (std::uint64_t bb : block_sizes) {
+    kvtk::move::kv_layout l;
+    l.order = layout_name == "layer-first" ? kvtk::move::arrangement::layer_first
+                                           : kvtk::move::arrangement::block_first;
+    // bytes_per_block = layers * 2 * head_dim * 2 bytes * tokens: pick layers 80 (layer-first)
+    // and fold the rest into tokens x head_dim.
+    l.layers = l.order == kvtk::move::arrangement::layer_first ? 80 : 1;
+    l.parts = l.order == kvtk::move::arrangement::layer_first ? 2 : 1;
+    l.heads = 1;
+    l.dtype_bytes = 1;
+    l.tokens = 1;
+    if (bb % (l.layers * l.parts) != 0) {
+      std::cerr << "kvtk move bench: skipping " << bb << " B blocks (not divisible into "
+                << l.layers * l.parts << " layer pieces)\n";
+      continue;
+    }
+    l.head_dim = static_cast<std::uint32_t>(bb / (l.layers * l.parts));
+    for (std::uint64_t n : block_counts) {
+      if (static_cast<double>(bb * n) > max_gib * 1073741824.0) continue;
+      mv::host_pool src(l, n), dst(l, n);
+      std::vector<std::uint64_t> ids(n);
+      std::iota(ids.begin(), ids.end(), 0);
+      for (std::uint64_t b = 0; b < n; ++b) mv::fill_block(src, b, b * 7919 + bb);
+      // The reference: one memcpy of the same bytes.
+      {
+        double best = 1e300;
+        for (std::uint32_t r = 0; r < reps; ++r) {
+          const auto t0 = clock_type::now();
+          std::memcpy(dst.piece(0, 0), src.piece(0, 0), bb * n);
+          best = std::min(best, since(t0));
+        }
+        memcpy_best = std::max(memcpy_best, static_cast<double>(bb * n) / best);
+      }
+      for (std::size_t mi = 0; mi < mechanisms.size(); ++mi) {
+        for (const auto& target : targets) {
+          double best = 1e300;
+          std::uint64_t calls = 0;
+          bool ok = true;
+          if (target == "dram") {
+            for (std::uint32_t r = 0; r < reps; ++r) {
+              std::memset(dst.piece(0, 0), 0, bb * n);
+              const auto t0 = clock_type::now();
+              calls = mv::copy_blocks(src, ids, dst, ids, mechanisms[mi]);
+              best = std::min(best, since(t0));
+            }
+            for (std::uint64_t b = 0; b < n; ++b) ok = ok && mv::verify_block(dst, b, b * 7919 + bb);
+          } else {  // dram -> file -> dram (the file tier is block-first)
+            if (l.order != kvtk::move::arrangement::block_first) continue;
+            mv::file_pool f((where / ("kvtk_move_bench_" + std::to_string(::getpid()))).string(),
+                            bb, n, true);
+            for (std::uint32_t r = 0; r < reps; ++r) {
+              const auto t0 = clock_type::now();
+              calls = 0;
+              if (mechanisms[mi] == mv::mechanism::coalesced) {
+                f.write(0, n, src.piece(0, 0));
+                calls = 1;
+              } else {
+                for (std::uint64_t b = 0; b < n; ++b, ++calls) f.write(b, 1, src.piece(b, 0));
+              }
+              best = std::min(best, since(t0));
+            }
+            std::memset(dst.piece(0, 0), 0, bb * n);
+            f.read(0, n, dst.piece(0, 0));
+            for (std::uint64_t b = 0; b < n; ++b) ok = ok && mv::verify_block(dst, b, b * 7919 + bb);
+            std::filesystem::remove(where / ("kvtk_move_bench_" + std::to_string(::getpid())));
+          }
+          all_verified = all_verified && ok;
+          rows.push_back({"dram->" + target, mech_names[mi], bb, n, calls, best, ok});
+        }
+      }
+    }
+  }
+  nlohmann::json out;
+  out["backend"] = backend;
+  out["layout"] = layout_name;
+  out["memcpy_bytes_per_s"] = memcpy_best;
+  out["rows"] = nlohmann::json::array();
+  std::map<std::string, std::vector<mv::timing_sample>> groups;
+  for (const auto& r : rows) {
+    out["rows"].push_back({{"path", r.path},
+                           {"mechanism", r.mech},
+                           {"block_bytes", r.block_bytes},
+                           {"blocks", r.blocks},
+                           {"calls", r.calls},
+                           {"seconds", r.seconds},
+                           {"bytes_per_s", static_cast<double>(r.block_bytes * r.blocks) / r.seconds},
+                           {"verified", r.verified}});
+    groups[r.path + " " + r.mech].push_back(
+        {static_cast<double>(r.blocks), static_cast<double>(r.block_bytes * r.blocks), r.seconds});
+  }
+  out["calibration"] = nlohmann::json::object();
+  for (const auto& [key, samples] : groups) {
+    try {
+      const mv::timing_model m = mv::fit_timing(samples);
+      double worst = 0;
+      for (const auto& s : samples) {
+        worst = std::max(worst, std::abs(m.predict(s.n_blocks, s.bytes) - s.seconds) / s.seconds);
+      }
+      out["calibration"][key] = {{"alpha_s", m.alpha_s},
+                                 {"beta_s", m.beta_s},
+                                 {"bytes_per_s", m.bytes_per_s},
+                                 {"max_relative_error", worst},
+                                 {"samples", samples.size()}};
+    } catch (const std::invalid_argument&) {
+      out["calibration"][key] = nullptr;  // too few distinct samples to fit
+    }
+  }
+  out["verified"] = all_verified;
+  try {
+    if (vm.count("json")) cli::write_to(json_out, out.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    std::cerr << "kvtk move bench: " << e.what() << "\n";
+    return 1;
+  }
+  if (!vm.count("json")) {
+    std::printf("%-12s %-10s %12s %8s %8s %12s %10s %s\n", "path", "mechanism", "block bytes",
+                "blocks", "calls", "seconds", "GB/s", "verified");
+    for (const auto& r : rows) {
+      std::printf("%-12s %-10s %12llu %8llu %8llu %12.6f %10.2f %s\n", r.path.c_str(),
+                  r.mech.c_str(), static_cast<unsigned long long>(r.block_bytes),
+                  static_cast<unsigned long long>(r.blocks),
+                  static_cast<unsigned long long>(r.calls), r.seconds,
+                  static_cast<double>(r.block_bytes * r.blocks) / r.seconds / 1e9,
+                  r.verified ? "yes" : "NO");
+    }
+    std::printf("single memcpy reference: %.2f GB/s\n", memcpy_best / 1e9);
+  }
+  if (!all_verified) {
+    std::cerr << "kvtk move bench: a block arrived corrupted\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace kvtk::sim

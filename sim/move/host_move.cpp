@@ -1,0 +1,176 @@
+#include "move/host_move.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+namespace kvtk::sim::move {
+namespace {
+
+std::uint64_t splitmix(std::uint64_t& s) noexcept {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The pattern of (key, piece): 8-byte words from a splitmix stream (the tail byte-wise).
+template <class F>
+void for_pattern(std::uint64_t key, std::uint64_t piece, std::size_t bytes, F&& f) {
+  std::uint64_t s = key * 0x100000001B3ull ^ (piece + 1) * 0xC2B2AE3D27D4EB4Full;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) f(i, splitmix(s), 8);
+  if (i < bytes) f(i, splitmix(s), bytes - i);
+}
+
+}  // namespace
+
+void host_pool::free_deleter::operator()(std::byte* p) const noexcept { std::free(p); }
+
+host_pool::host_pool(const kvtk::move::kv_layout& layout, std::uint64_t blocks)
+    : layout_(layout), blocks_(blocks) {
+  layout_.validate();
+  if (blocks == 0) throw std::invalid_argument("host_pool: 0 blocks");
+  const std::uint64_t bytes = layout_.bytes_per_block() * blocks;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096) != 0) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  base_.reset(static_cast<std::byte*>(p));
+}
+
+void fill_block(host_pool& pool, std::uint64_t block, std::uint64_t key) {
+  const auto& l = pool.layout();
+  for (std::uint64_t p = 0; p < l.pieces(); ++p) {
+    std::byte* d = pool.piece(block, p);
+    for_pattern(key, p, l.piece_bytes(),
+                [&](std::size_t at, std::uint64_t w, std::size_t n) { std::memcpy(d + at, &w, n); });
+  }
+}
+
+bool verify_block(host_pool& pool, std::uint64_t block, std::uint64_t key) {
+  const auto& l = pool.layout();
+  bool ok = true;
+  for (std::uint64_t p = 0; p < l.pieces() && ok; ++p) {
+    const std::byte* d = pool.piece(block, p);
+    for_pattern(key, p, l.piece_bytes(), [&](std::size_t at, std::uint64_t w, std::size_t n) {
+      ok = ok && std::memcmp(d + at, &w, n) == 0;
+    });
+  }
+  return ok;
+}
+
+std::uint64_t copy_blocks(host_pool& src, std::span<const std::uint64_t> src_ids, host_pool& dst,
+                          std::span<const std::uint64_t> dst_ids, mechanism m) {
+  const auto& l = src.layout();
+  if (l.bytes_per_block() != dst.layout().bytes_per_block() || l.order != dst.layout().order ||
+      src_ids.size() != dst_ids.size()) {
+    throw std::invalid_argument("copy_blocks: layouts or id lists differ");
+  }
+  std::uint64_t calls = 0;
+  for (std::size_t i = 0; i < src_ids.size();) {
+    std::size_t run = 1;
+    if (m == mechanism::coalesced) {
+      while (i + run < src_ids.size() && src_ids[i + run] == src_ids[i] + run &&
+             dst_ids[i + run] == dst_ids[i] + run) {
+        ++run;
+      }
+    }
+    // In block-first order a run is one range; in layer-first one range per piece row.
+    const std::uint64_t rows = l.order == kvtk::move::arrangement::block_first ? 1 : l.pieces();
+    const std::uint64_t bytes =
+        (l.order == kvtk::move::arrangement::block_first ? l.bytes_per_block() : l.piece_bytes()) *
+        run;
+    for (std::uint64_t p = 0; p < rows; ++p) {
+      std::memcpy(dst.piece(dst_ids[i], p), src.piece(src_ids[i], p), bytes);
+      ++calls;
+    }
+    i += run;
+  }
+  return calls;
+}
+
+file_pool::file_pool(std::string path, std::uint64_t block_bytes, std::uint64_t blocks,
+                     bool try_direct)
+    : path_(std::move(path)), block_bytes_(block_bytes), blocks_(blocks) {
+  if (try_direct && block_bytes % 4096 == 0) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
+    direct_ = fd_ >= 0;
+    if (!direct_) {
+      std::cerr << "kvtk move: O_DIRECT refused for '" << path_ << "' (" << std::strerror(errno)
+                << "); using buffered I/O\n";
+    }
+  }
+  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open '" + path_ + "': " + std::strerror(errno));
+  if (::ftruncate(fd_, static_cast<off_t>(block_bytes * blocks)) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    throw std::runtime_error("cannot size '" + path_ + "': " + why);
+  }
+}
+
+file_pool::~file_pool() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void file_pool::write(std::uint64_t block, std::uint64_t count, const std::byte* buf) {
+  std::uint64_t done = 0, total = count * block_bytes_;
+  while (done < total) {
+    const ssize_t n = ::pwrite(fd_, buf + done, total - done,
+                               static_cast<off_t>(block * block_bytes_ + done));
+    if (n <= 0) throw std::runtime_error("write to '" + path_ + "' failed: " + std::strerror(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
+}
+
+void file_pool::read(std::uint64_t block, std::uint64_t count, std::byte* buf) {
+  std::uint64_t done = 0, total = count * block_bytes_;
+  while (done < total) {
+    const ssize_t n = ::pread(fd_, buf + done, total - done,
+                              static_cast<off_t>(block * block_bytes_ + done));
+    if (n <= 0) throw std::runtime_error("read from '" + path_ + "' failed: " + std::strerror(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
+}
+
+timing_model fit_timing(std::span<const timing_sample> samples) {
+  // Normal equations for t = a·1 + b·n + c·bytes (c = 1 / bandwidth).
+  double m[3][4] = {};
+  for (const auto& s : samples) {
+    const double x[3] = {1.0, s.n_blocks / 1e3, s.bytes / 1e9};  // scaled for conditioning
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) m[r][c] += x[r] * x[c];
+      m[r][3] += x[r] * s.seconds;
+    }
+  }
+  // Gaussian elimination with partial pivoting.
+  for (int col = 0; col < 3; ++col) {
+    int piv = col;
+    for (int r = col + 1; r < 3; ++r) {
+      if (std::abs(m[r][col]) > std::abs(m[piv][col])) piv = r;
+    }
+    if (std::abs(m[piv][col]) < 1e-300) {
+      throw std::invalid_argument("fit_timing: samples do not determine alpha, beta and bandwidth");
+    }
+    for (int c = 0; c < 4; ++c) std::swap(m[col][c], m[piv][c]);
+    for (int r = 0; r < 3; ++r) {
+      if (r == col) continue;
+      const double f = m[r][col] / m[col][col];
+      for (int c = col; c < 4; ++c) m[r][c] -= f * m[col][c];
+    }
+  }
+  timing_model t;
+  t.alpha_s = m[0][3] / m[0][0];
+  t.beta_s = m[1][3] / m[1][1] / 1e3;
+  const double inv_bw = m[2][3] / m[2][2] / 1e9;
+  t.bytes_per_s = inv_bw > 0 ? 1.0 / inv_bw : 0.0;
+  return t;
+}
+
+}  // namespace kvtk::sim::move
