@@ -10,26 +10,9 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "kvtk/move/block_pattern.hpp"
+
 namespace kvtk::sim::move {
-namespace {
-
-std::uint64_t splitmix(std::uint64_t& s) noexcept {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// The pattern of (key, piece): 8-byte words from a splitmix stream (the tail byte-wise).
-template <class F>
-void for_pattern(std::uint64_t key, std::uint64_t piece, std::size_t bytes, F&& f) {
-  std::uint64_t s = key * 0x100000001B3ull ^ (piece + 1) * 0xC2B2AE3D27D4EB4Full;
-  std::size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) f(i, splitmix(s), 8);
-  if (i < bytes) f(i, splitmix(s), bytes - i);
-}
-
-}  // namespace
 
 void host_pool::free_deleter::operator()(std::byte* p) const noexcept { std::free(p); }
 
@@ -47,22 +30,16 @@ host_pool::host_pool(const kvtk::move::kv_layout& layout, std::uint64_t blocks)
 void fill_block(host_pool& pool, std::uint64_t block, std::uint64_t key) {
   const auto& l = pool.layout();
   for (std::uint64_t p = 0; p < l.pieces(); ++p) {
-    std::byte* d = pool.piece(block, p);
-    for_pattern(key, p, l.piece_bytes(),
-                [&](std::size_t at, std::uint64_t w, std::size_t n) { std::memcpy(d + at, &w, n); });
+    kvtk::move::fill_pattern(pool.piece(block, p), key, p, l.piece_bytes());
   }
 }
 
 bool verify_block(host_pool& pool, std::uint64_t block, std::uint64_t key) {
   const auto& l = pool.layout();
-  bool ok = true;
-  for (std::uint64_t p = 0; p < l.pieces() && ok; ++p) {
-    const std::byte* d = pool.piece(block, p);
-    for_pattern(key, p, l.piece_bytes(), [&](std::size_t at, std::uint64_t w, std::size_t n) {
-      ok = ok && std::memcmp(d + at, &w, n) == 0;
-    });
+  for (std::uint64_t p = 0; p < l.pieces(); ++p) {
+    if (!kvtk::move::check_pattern(pool.piece(block, p), key, p, l.piece_bytes())) return false;
   }
-  return ok;
+  return true;
 }
 
 std::uint64_t copy_blocks(host_pool& src, std::span<const std::uint64_t> src_ids, host_pool& dst,
