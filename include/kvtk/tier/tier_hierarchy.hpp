@@ -80,11 +80,24 @@ struct link_counters {
   std::uint64_t blocks_up = 0, blocks_down = 0;
 };
 
-template <class Policies = all_policies>
+/// What a hierarchy tells an executor that moves real bytes (the default does nothing and costs
+/// nothing). Slots are the tiers' block_cache slots, stable while a block is resident.
+struct no_tier_observer {
+  /// A promotion is about to happen: the block's bytes at (tier, slot) must be read now (the slot
+  /// may be reused before the block lands in tier 0).
+  void staged(std::size_t, std::uint32_t, block_key) noexcept {}
+  /// The block now occupies (tier, slot): from what was staged, or freshly computed.
+  void placed(std::size_t, std::uint32_t, block_key, bool /*from_staging*/) noexcept {}
+  /// A copy down: the block's bytes at (from_tier, from_slot) go to (to_tier, to_slot). Called
+  /// before from_slot can be reused.
+  void copied(std::size_t, std::uint32_t, std::size_t, std::uint32_t, block_key) noexcept {}
+};
+
+template <class Policies = all_policies, class Observer = no_tier_observer>
 class tier_hierarchy;
 
-template <class... Ps>
-class tier_hierarchy<type_list<Ps...>> {
+template <class... Ps, class Observer>
+class tier_hierarchy<type_list<Ps...>, Observer> {
   struct on_evict {
     tier_hierarchy* h;
     std::uint32_t tier;
@@ -106,7 +119,8 @@ class tier_hierarchy<type_list<Ps...>> {
   /// write_through_selective with selective_hits 0, inclusive with a tier smaller than the one
   /// above it (its copies of the blocks above would fill it), a negative or non-finite link
   /// figure; std::bad_alloc.
-  explicit tier_hierarchy(hierarchy_config cfg) : cfg_(std::move(cfg)) {
+  explicit tier_hierarchy(hierarchy_config cfg, Observer observer = {})
+      : cfg_(std::move(cfg)), obs_(std::move(observer)) {
     validate(cfg_);
     const std::size_t n = cfg_.tiers.size();
     tiers_ = std::vector<std::unique_ptr<any_cache>>(n);
@@ -194,6 +208,7 @@ class tier_hierarchy<type_list<Ps...>> {
       if (promote) {
         ++counters_[s].promotions;
         for (std::size_t l = s; l >= 1; --l) ++links_[l].blocks_up;
+        obs_.staged(s, with(s, [&](auto& c) { return c.find(k); }), k);
       }
       if (s < tiers_.size() && cfg_.mode == inclusion::exclusive) {
         with(s, [&](auto& c) { c.erase(k); });
@@ -202,9 +217,13 @@ class tier_hierarchy<type_list<Ps...>> {
       const access_outcome o = with(0, [&](auto& c) { return c.access(k, hint); });
       if (o.result == access_result::rejected) {
         // Everything in tier 0 is pinned by the engine: the block stays where it was.
-        if (s < tiers_.size() && cfg_.mode == inclusion::exclusive) insert_into(s, k, i, false);
+        if (s < tiers_.size() && cfg_.mode == inclusion::exclusive) {
+          const std::uint32_t back = insert_into(s, k, i, false);
+          if (back != npos) obs_.placed(s, back, k, promote);
+        }
         continue;
       }
+      if (o.result == access_result::inserted) obs_.placed(0, o.slot, k, promote);
       depth_[0][o.slot] = i;
       top_hits_[o.slot] = 0;
       if (cfg_.mode == inclusion::inclusive) {
@@ -329,32 +348,36 @@ class tier_hierarchy<type_list<Ps...>> {
     }
   }
 
-  // Writes k into tier u (from the tier above). Returns whether it is now there.
-  bool insert_into(std::size_t u, block_key k, std::uint32_t depth, bool count_write) noexcept {
+  // Writes k into tier u (from the tier above). Returns its slot there, or npos when refused.
+  std::uint32_t insert_into(std::size_t u, block_key k, std::uint32_t depth,
+                            bool count_write) noexcept {
     if (!filters_[u].admit(k, now_)) {
       ++counters_[u].admission_rejects;
-      return false;
+      return npos;
     }
     access_hint hint;
     hint.depth = depth;
     const access_outcome o = with(u, [&](auto& c) { return c.insert(k, hint); });
     if (o.result == access_result::rejected) {
       ++counters_[u].no_room_rejects;
-      return false;
+      return npos;
     }
     depth_[u][o.slot] = depth;
     if (count_write && o.result == access_result::inserted) {
       ++counters_[u].writes;
       ++links_[u].blocks_down;
     }
-    return true;
+    return o.slot;
   }
 
   // Inclusive write-through: copies k (held in tier 0) into tiers 1, 2, ... until one refuses.
   void copy_down(block_key k, std::uint32_t depth) noexcept {
     for (std::size_t u = 1; u < tiers_.size(); ++u) {
       if (holds(u, k)) continue;
-      if (!insert_into(u, k, depth, true)) return;
+      const std::uint32_t slot = insert_into(u, k, depth, true);
+      if (slot == npos) return;
+      // The bytes come from the tier above (which holds k: tier 0, or a copy made just now).
+      obs_.copied(u - 1, with(u - 1, [&](auto& c) { return c.find(k); }), u, slot, k);
       with(u, [&](auto& c) { c.hide(k); });  // held above
     }
   }
@@ -387,7 +410,8 @@ class tier_hierarchy<type_list<Ps...>> {
       ++counters_[t].drops;
       return;
     }
-    if (insert_into(below, key, depth, true)) {
+    if (const std::uint32_t to = insert_into(below, key, depth, true); to != npos) {
+      obs_.copied(t, slot, below, to, key);  // t's slot is not reused before this returns
       ++counters_[t].demotions;
     } else {
       ++counters_[t].drops;
@@ -404,6 +428,7 @@ class tier_hierarchy<type_list<Ps...>> {
   std::array<std::uint64_t, max_tiers> kept_{};
   std::uint64_t now_ = 0;
   bool any_filter_ = false;
+  [[no_unique_address]] Observer obs_;
 };
 
 }  // namespace kvtk::tier
