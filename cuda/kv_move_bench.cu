@@ -22,10 +22,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kvtk/move/block_pattern.hpp"
+#include "kvtk/move/timing_fit.hpp"
 
 namespace {
 
@@ -107,36 +109,15 @@ double transfer(context& cx, mech m, bool h2d, unsigned char* host, unsigned cha
 struct fit {
   double alpha, beta, bw, worst;
 };
-fit fit_timing(const std::vector<sample>& s) {
-  double m[3][4] = {};
-  for (const auto& x : s) {
-    const double v[3] = {1.0, x.blocks / 1e3, x.blocks * double(x.block_bytes) / 1e9};
-    for (int r = 0; r < 3; ++r) {
-      for (int c = 0; c < 3; ++c) m[r][c] += v[r] * v[c];
-      m[r][3] += v[r] * x.seconds;
-    }
+fit fit_timing(const std::vector<sample>& rows) {
+  std::vector<kvtk::move::timing_sample> s;
+  for (const auto& r : rows) s.push_back({double(r.blocks), double(r.blocks) * r.block_bytes, r.seconds});
+  try {
+    const auto m = kvtk::move::fit_timing(s);
+    return {m.alpha_s, m.beta_s, m.bytes_per_s, kvtk::move::worst_relative_error(m, s)};
+  } catch (const std::invalid_argument&) {
+    return {0, 0, 0, -1};  // too few distinct samples
   }
-  for (int col = 0; col < 3; ++col) {
-    int piv = col;
-    for (int r = col + 1; r < 3; ++r) {
-      if (std::fabs(m[r][col]) > std::fabs(m[piv][col])) piv = r;
-    }
-    if (std::fabs(m[piv][col]) < 1e-300) return {0, 0, 0, -1};
-    for (int c = 0; c < 4; ++c) std::swap(m[col][c], m[piv][c]);
-    for (int r = 0; r < 3; ++r) {
-      if (r == col) continue;
-      const double f = m[r][col] / m[col][col];
-      for (int c = col; c < 4; ++c) m[r][c] -= f * m[col][c];
-    }
-  }
-  fit f{m[0][3] / m[0][0], m[1][3] / m[1][1] / 1e3, 0, 0};
-  const double inv = m[2][3] / m[2][2] / 1e9;
-  f.bw = inv > 0 ? 1 / inv : 0;
-  for (const auto& x : s) {
-    const double pred = f.alpha + x.blocks * f.beta + (f.bw > 0 ? x.blocks * double(x.block_bytes) / f.bw : 0);
-    f.worst = std::max(f.worst, std::fabs(pred - x.seconds) / x.seconds);
-  }
-  return f;
 }
 
 int run(const std::string& out_dir, bool quick, bool self_test) {

@@ -117,15 +117,18 @@ std::uint64_t bytes_per_token_of(const std::string& model) {
                     ", or a JSON file: docs/formats.md)");
 }
 
-std::uint64_t model_file_bytes_per_token(const std::string& path) {
+nlohmann::json read_json_file(const std::string& option, const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw usage_error("--model: cannot open '" + path + "'");
-  nlohmann::json j;
+  if (!in) throw usage_error(option + ": cannot open '" + path + "'");
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw usage_error("--model: '" + path + "' is not valid JSON: " + e.what());
+    throw usage_error(option + ": '" + path + "' is not valid JSON: " + e.what());
   }
+}
+
+std::uint64_t model_file_bytes_per_token(const std::string& path) {
+  const nlohmann::json j = read_json_file("--model", path);
   if (!j.is_object()) throw usage_error("--model: '" + path + "' must hold a JSON object");
   auto field = [&](const char* name) -> std::uint64_t {
     if (!j.contains(name)) throw usage_error("--model: '" + path + "' lacks '" + name + "'");

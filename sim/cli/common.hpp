@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,6 +67,10 @@ int parse_partial_block(const std::string& text);
 /// stderr. Throws trace_error (the executable reports it and exits 1).
 loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
                             std::uint32_t& block_tokens, bool skip_invalid, read_report& report);
+
+/// Reads a JSON file for option `option` (e.g. "--tier-config"). Throws usage_error "option:
+/// cannot open 'path'" or "option: 'path' is not valid JSON: reason".
+nlohmann::json read_json_file(const std::string& option, const std::string& path);
 
 /// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.
 void write_to(const std::string& where, const std::string& text);

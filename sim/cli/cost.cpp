@@ -53,14 +53,7 @@ kc::price_table load_price_table(const std::string& name_or_file,
     throw usage_error("--pricing: unknown price table '" + name_or_file + "' (known:" + known +
                       ", or a .json file)");
   }
-  std::ifstream in(name_or_file);
-  if (!in) throw usage_error("--pricing: cannot open '" + name_or_file + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw usage_error("--pricing: '" + name_or_file + "' is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = cli::read_json_file("--pricing", name_or_file);
   kc::price_table p;
   storage.reserve(storage.size() + 4);
   auto str = [&](const char* key) -> std::string_view {
@@ -220,14 +213,7 @@ int run_cost(const std::vector<std::string>& args) {
     if (!vm.count("from")) {
       out = estimate({hit, miss, output}, 0, false, nullptr);
     } else {
-      std::ifstream in(from);
-      if (!in) throw usage_error("--from: cannot open '" + from + "'");
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        throw usage_error("--from: '" + from + "' is not valid JSON: " + e.what());
-      }
+      const nlohmann::json j = cli::read_json_file("--from", from);
       const double span = j.contains("trace") ? j["trace"].value("span_s", 0.0) : 0.0;
       const double scale = vm.count("per-day") ? (span > 0 ? 86400.0 / span : 0.0) : 1.0;
       if (vm.count("per-day") && !(span > 0)) {

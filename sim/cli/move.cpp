@@ -315,10 +315,7 @@ int run_move(const std::vector<std::string>& args) {
   for (const auto& [key, samples] : groups) {
     try {
       const mv::timing_model m = mv::fit_timing(samples);
-      double worst = 0;
-      for (const auto& s : samples) {
-        worst = std::max(worst, std::abs(m.predict(s.n_blocks, s.bytes) - s.seconds) / s.seconds);
-      }
+      const double worst = kvtk::move::worst_relative_error(m, samples);
       out["calibration"][key] = {{"alpha_s", m.alpha_s},
                                  {"beta_s", m.beta_s},
                                  {"bytes_per_s", m.bytes_per_s},

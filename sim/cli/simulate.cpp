@@ -191,15 +191,7 @@ int run_simulate(const std::vector<std::string>& args) {
   if (const int rc = parse_command("simulate", opts, args, vm, [&] {
         check_request_format(format);
         resolve_trace(trace, format, block_tokens);
-        if (vm.count("config")) {
-          std::ifstream in(config);
-          if (!in) throw usage_error("--config: cannot open '" + config + "'");
-          try {
-            j = nlohmann::json::parse(in);
-          } catch (const nlohmann::json::exception& e) {
-            throw usage_error("--config: '" + config + "' is not valid JSON: " + e.what());
-          }
-        }
+        if (vm.count("config")) j = cli::read_json_file("--config", config);
         cfg = cluster_config_from_json(j, block_tokens, sets);
         if (vm.count("pricing")) table = load_price_table(pricing, price_storage);
       });

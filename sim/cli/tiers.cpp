@@ -154,14 +154,7 @@ hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flag
 
 hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_tokens,
                                   std::uint64_t bytes_per_token) {
-  std::ifstream in(path);
-  if (!in) throw usage_error("--tier-config: cannot open '" + path + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw usage_error("--tier-config: '" + path + "' is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file("--tier-config", path);
   const std::string where = "--tier-config '" + path + "'";
   auto text = [&](const nlohmann::json& o, const char* key, const std::string& fallback) {
     if (!o.contains(key)) return fallback;

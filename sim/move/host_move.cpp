@@ -116,38 +116,4 @@ void file_pool::read(std::uint64_t block, std::uint64_t count, std::byte* buf) {
   }
 }
 
-timing_model fit_timing(std::span<const timing_sample> samples) {
-  // Normal equations for t = a·1 + b·n + c·bytes (c = 1 / bandwidth).
-  double m[3][4] = {};
-  for (const auto& s : samples) {
-    const double x[3] = {1.0, s.n_blocks / 1e3, s.bytes / 1e9};  // scaled for conditioning
-    for (int r = 0; r < 3; ++r) {
-      for (int c = 0; c < 3; ++c) m[r][c] += x[r] * x[c];
-      m[r][3] += x[r] * s.seconds;
-    }
-  }
-  // Gaussian elimination with partial pivoting.
-  for (int col = 0; col < 3; ++col) {
-    int piv = col;
-    for (int r = col + 1; r < 3; ++r) {
-      if (std::abs(m[r][col]) > std::abs(m[piv][col])) piv = r;
-    }
-    if (std::abs(m[piv][col]) < 1e-300) {
-      throw std::invalid_argument("fit_timing: samples do not determine alpha, beta and bandwidth");
-    }
-    for (int c = 0; c < 4; ++c) std::swap(m[col][c], m[piv][c]);
-    for (int r = 0; r < 3; ++r) {
-      if (r == col) continue;
-      const double f = m[r][col] / m[col][col];
-      for (int c = col; c < 4; ++c) m[r][c] -= f * m[col][c];
-    }
-  }
-  timing_model t;
-  t.alpha_s = m[0][3] / m[0][0];
-  t.beta_s = m[1][3] / m[1][1] / 1e3;
-  const double inv_bw = m[2][3] / m[2][2] / 1e9;
-  t.bytes_per_s = inv_bw > 0 ? 1.0 / inv_bw : 0.0;
-  return t;
-}
-
 }  // namespace kvtk::sim::move

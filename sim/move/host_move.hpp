@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kvtk/move/kv_layout.hpp"
+#include "kvtk/move/timing_fit.hpp"
 
 namespace kvtk::sim::move {
 
@@ -71,18 +72,9 @@ enum class mechanism : std::uint8_t {
 std::uint64_t copy_blocks(host_pool& src, std::span<const std::uint64_t> src_ids, host_pool& dst,
                           std::span<const std::uint64_t> dst_ids, mechanism m);
 
-/// The transfer-time model t = alpha + n * beta + bytes / bandwidth, fitted by least squares.
-struct timing_model {
-  double alpha_s = 0, beta_s = 0, bytes_per_s = 0;
-  [[nodiscard]] double predict(double n_blocks, double bytes) const noexcept {
-    return alpha_s + n_blocks * beta_s + (bytes_per_s > 0 ? bytes / bytes_per_s : 0.0);
-  }
-};
-struct timing_sample {
-  double n_blocks = 0, bytes = 0, seconds = 0;
-};
-/// Least-squares fit over >= 3 samples with varying counts and bytes.
-/// Throws std::invalid_argument when the samples cannot determine the three parameters.
-timing_model fit_timing(std::span<const timing_sample> samples);
+// The timing model and its fit live in kvtk/move/timing_fit.hpp (shared with the CUDA bench).
+using kvtk::move::fit_timing;
+using kvtk::move::timing_model;
+using kvtk::move::timing_sample;
 
 }  // namespace kvtk::sim::move
