@@ -20,6 +20,10 @@ if(rc OR NOT json MATCHES "\"cost\": {" OR NOT json MATCHES "\"output_tokens\": 
 endif()
 expect(0 "radix lru @ 10000 blocks:.*saving" cost --from ${WORK_DIR}/r.json --pricing deepseek-v3)
 expect(0 "\"estimates\"" cost --from ${WORK_DIR}/r.json --per-day --json -)
+# A tiered replay with a priced DRAM tier: its rent over the trace's span is subtracted.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --tier-config ${CMAKE_CURRENT_LIST_DIR}/data/tiers/three.json
+                --model deepseek-v3 --json ${WORK_DIR}/t.json RESULT_VARIABLE rc)
+expect(0 "\"tier_rent_usd\": [0-9.]+[1-9]" cost --from ${WORK_DIR}/t.json --model deepseek-v3 --gpu h800 --json -)
 execute_process(COMMAND ${KVTK} simulate --trace ${T} --set local_cache=3Mtok --pricing deepseek-v3.2
                 --json ${WORK_DIR}/s.json RESULT_VARIABLE rc)
 expect(0 "\"flops_exact\": true" cost --from ${WORK_DIR}/s.json --model deepseek-v3 --gpu h800 --json -)

@@ -176,8 +176,10 @@ int run_cost(const std::vector<std::string>& args) {
   nlohmann::json out;
   std::vector<std::string> assumptions;
   // One estimate: API bill, plus the self-hosted view when asked.
+  // `days`: the period the counts cover (tier rent is charged for it; 0 = unknown, not charged);
+  // `scale`: the factor applied to the counts (--per-day), applied to transfer time too.
   auto estimate = [&](kc::token_counts t, double flops_saved, bool exact_flops,
-                      const nlohmann::json* tiers) {
+                      const nlohmann::json* tiers, double days, double scale) {
     nlohmann::json e = api_cost_json(table, t, offpeak);
     if (!self_hosted) return e;
     if (!exact_flops) flops_saved = 2.0 * cp.active_params * t.hit;  // linear term only
@@ -186,8 +188,10 @@ int run_cost(const std::vector<std::string>& args) {
     double tier_usd = 0, transfer_usd = 0;
     if (tiers != nullptr) {
       for (const auto& row : (*tiers)["tiers"]) tier_usd += row.value("usd_per_month", 0.0);
-      transfer_usd = (*tiers)["load_time"].value("total_s", 0.0) * kc::usd_per_gpu_second(cp);
+      transfer_usd =
+          (*tiers)["load_time"].value("total_s", 0.0) * scale * kc::usd_per_gpu_second(cp);
     }
+    const double rent = tier_usd * days / 30.0;
     e["self_hosted"] = {
         {"model", model},
         {"gpu", gpu},
@@ -198,20 +202,23 @@ int run_cost(const std::vector<std::string>& args) {
         {"gpu_hours_saved", gpu_s / 3600},
         {"compute_usd_saved", saved_usd},
         {"tier_usd_per_month", tier_usd},
+        {"days", days},
+        {"tier_rent_usd", rent},
         {"transfer_usd", transfer_usd},
-        {"net_usd", saved_usd - transfer_usd},
+        {"net_usd", saved_usd - transfer_usd - rent},
         {"assumptions",
          {exact_flops ? "FLOPs saved computed per request (linear + attention by position)"
                       : "FLOPs saved = 2 x active params x hit tokens: the attention term is left "
                         "out (a lower bound); kvtk simulate output carries the exact figure",
           "GPU time at tflops x efficiency; USD at the GPU-hour price",
-          "net = compute saved - transfer time the GPU waited (tier rent is per month, "
-          "reported beside it)"}}};
+          "net = compute saved - transfer time the GPU waited - tier rent over the period "
+          "(days; 0 when the trace has no times); SSD wear is reported by kvtk replay --tiers "
+          "as a fraction of TBW, not priced"}}};
     return e;
   };
   try {
     if (!vm.count("from")) {
-      out = estimate({hit, miss, output}, 0, false, nullptr);
+      out = estimate({hit, miss, output}, 0, false, nullptr, 0.0, 1.0);
     } else {
       const nlohmann::json j = cli::read_json_file("--from", from);
       const double span = j.contains("trace") ? j["trace"].value("span_s", 0.0) : 0.0;
@@ -225,7 +232,8 @@ int run_cost(const std::vector<std::string>& args) {
         for (const auto& r : j["results"]) {
           const double th = r.at("token_hits").get<double>(), tr = r.at("token_refs").get<double>();
           nlohmann::json e = estimate({th * scale, (tr - th) * scale, out_tokens * scale}, 0,
-                                      false, r.contains("tiers") ? &r["tiers"] : nullptr);
+                                      false, r.contains("tiers") ? &r["tiers"] : nullptr,
+                                      vm.count("per-day") ? 1.0 : span / 86400.0, scale);
           e["index"] = r["index"];
           e["policy"] = r["policy"];
           e["capacity_blocks"] = r["capacity_blocks"];
@@ -237,7 +245,8 @@ int run_cost(const std::vector<std::string>& args) {
         const double span_sim = r.value("span_s", 0.0);
         const double s = vm.count("per-day") ? (span_sim > 0 ? 86400.0 / span_sim : 0.0) : 1.0;
         out = estimate({th * s, (tr - th) * s, r.value("output_tokens", 0.0) * s},
-                       r.value("prefill_flops_saved", 0.0) * s, true, nullptr);
+                       r.value("prefill_flops_saved", 0.0) * s, true, nullptr,
+                       vm.count("per-day") ? 1.0 : span_sim / 86400.0, s);
       } else if (j.contains("curve")) {  // kvtk mrc: break-even capacity
         if (!self_hosted && usd_gb_month <= 0) {
           throw usage_error("break-even: give --usd-per-gb-month (and --model/--gpu for the "
@@ -308,9 +317,12 @@ int run_cost(const std::vector<std::string>& args) {
                 e["blended_input_usd_per_m"].get<double>());
     if (e.contains("self_hosted")) {
       const auto& s = e["self_hosted"];
-      std::printf("  self-hosted: %.4g GPU-hours saved = %.2f USD; transfer %.2f USD; net %.2f USD\n",
-                  s["gpu_hours_saved"].get<double>(), s["compute_usd_saved"].get<double>(),
-                  s["transfer_usd"].get<double>(), s["net_usd"].get<double>());
+      std::printf(
+          "  self-hosted: %.4g GPU-hours saved = %.2f USD; transfer %.2f USD; tier rent %.2f USD "
+          "over %.3g days; net %.2f USD\n",
+          s["gpu_hours_saved"].get<double>(), s["compute_usd_saved"].get<double>(),
+          s["transfer_usd"].get<double>(), s["tier_rent_usd"].get<double>(),
+          s["days"].get<double>(), s["net_usd"].get<double>());
     }
     for (const auto& a : e["assumptions"]) std::printf("  * %s\n", a.get<std::string>().c_str());
   };
