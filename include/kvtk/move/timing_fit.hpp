@@ -20,18 +20,20 @@ struct timing_sample {
   double n_blocks = 0, bytes = 0, seconds = 0;
 };
 
-/// Least-squares fit (normal equations on n / 10^3 and bytes / 10^9 for conditioning, solved by
-/// Gaussian elimination with partial pivoting).  Requires: samples that vary in both n and bytes.
+/// Weighted least-squares fit minimising relative error (weights 1/t^2; normal equations on
+/// n / 10^3 and bytes / 10^9 for conditioning, solved by Gaussian elimination with pivoting).  Requires: samples that vary in both n and bytes.
 /// Throws: std::invalid_argument when they cannot determine the three parameters.
 /// (`Range`: any range of timing_sample; a template so the header stays C++17 for nvcc.)
 template <class Range>
 timing_model fit_timing(const Range& samples) {
   double m[3][4] = {};
   for (const auto& s : samples) {
+    // Relative error matters (a 2 us copy and a 20 ms copy count alike): weight by 1 / t^2.
+    const double w = s.seconds > 0 ? 1.0 / (s.seconds * s.seconds) : 0.0;
     const double x[3] = {1.0, s.n_blocks / 1e3, s.bytes / 1e9};
     for (int r = 0; r < 3; ++r) {
-      for (int c = 0; c < 3; ++c) m[r][c] += x[r] * x[c];
-      m[r][3] += x[r] * s.seconds;
+      for (int c = 0; c < 3; ++c) m[r][c] += w * x[r] * x[c];
+      m[r][3] += w * x[r] * s.seconds;
     }
   }
   for (int col = 0; col < 3; ++col) {
