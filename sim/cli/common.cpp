@@ -117,6 +117,17 @@ std::uint64_t bytes_per_token_of(const std::string& model) {
                     ", or a JSON file: docs/formats.md)");
 }
 
+void add_trace_options(boost::program_options::options_description& opts, std::string& trace,
+                       std::string& format, std::uint32_t& block_tokens) {
+  namespace po = boost::program_options;
+  opts.add_options()("trace", po::value(&trace)->required(), "trace file (any format kvtk reads)")(
+      "format", po::value(&format)->default_value("auto"),
+      "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto (detected from content)")(
+      "block-tokens", po::value(&block_tokens)->default_value(0),
+      "tokens per block (0 = the trace's: kvtb/kvtk header, else 512 Mooncake, 16 Bailian, 64 "
+      "kvtk, 1 flat)");
+}
+
 nlohmann::json read_json_file(const std::string& option, const std::string& path) {
   std::ifstream in(path);
   if (!in) throw usage_error(option + ": cannot open '" + path + "'");

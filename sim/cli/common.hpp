@@ -68,6 +68,11 @@ int parse_partial_block(const std::string& text);
 loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
                             std::uint32_t& block_tokens, bool skip_invalid, read_report& report);
 
+/// Adds the trace-input options every trace command shares: --trace (required), --format
+/// (default auto), --block-tokens (default 0 = the trace's).
+void add_trace_options(boost::program_options::options_description& opts, std::string& trace,
+                       std::string& format, std::uint32_t& block_tokens);
+
 /// Reads a JSON file for option `option` (e.g. "--tier-config"). Throws usage_error "option:
 /// cannot open 'path'" or "option: 'path' is not valid JSON: reason".
 nlohmann::json read_json_file(const std::string& option, const std::string& path);

@@ -26,12 +26,9 @@ int run_mrc(const std::vector<std::string>& args) {
   std::string trace, format, partial, capacities, model, json_out, csv_out;
   std::uint32_t block_tokens = 0, points = 24;
   double sample = 1.0;
-  opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "trace file (any format kvtk reads)")(
-      "format", po::value(&format)->default_value("auto"),
-      "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto")(
-      "block-tokens", po::value(&block_tokens)->default_value(0),
-      "tokens per block (0 = the format's default)")(
+  opts.add_options()("help,h", "show this help");
+  add_trace_options(opts, trace, format, block_tokens);
+  opts.add_options()(
       "partial-block", po::value(&partial)->default_value("skip"), "skip | cache")(
       "capacity", po::value(&capacities),
       "capacities to report (blocks, tokens or bytes); default: --points log-spaced sizes up to "

@@ -79,12 +79,9 @@ int stats(const std::vector<std::string>& args) {
       "and session structure of a request trace.\nOptions");
   std::string trace, format, partial, json_out;
   std::uint32_t block_tokens = 0;
-  opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
-                                                 "trace file (any format kvtk reads)")(
-      "format", po::value(&format)->default_value("auto"),
-      "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto")(
-      "block-tokens", po::value(&block_tokens)->default_value(0),
-      "tokens per block (0 = the format's default)")(
+  opts.add_options()("help,h", "show this help");
+  add_trace_options(opts, trace, format, block_tokens);
+  opts.add_options()(
       "partial-block", po::value(&partial)->default_value("skip"), "skip | cache")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
