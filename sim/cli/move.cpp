@@ -14,6 +14,7 @@
 
 #include "cli/common.hpp"
 #include "cli/tiers.hpp"
+#include "move/calibration.hpp"
 #include "move/executor.hpp"
 #include "move/host_move.hpp"
 
@@ -68,7 +69,7 @@ int run_move_replay(const std::vector<std::string>& args) {
       "real host memory (promotions read up through a staging buffer, demotions and copies\n"
       "write down, computed blocks are written), verifying every arrival byte for byte; per\n"
       "link: bytes, measured copy time, and the time the tier model predicts.\nOptions");
-  std::string trace, format, tiers, partial, json_out;
+  std::string trace, format, tiers, partial, json_out, dir, backend, cal_file, cal_mech;
   std::string bytes_text;
   std::uint32_t block_tokens = 0;
   cli::tier_flags flags;
@@ -85,8 +86,16 @@ int run_move_replay(const std::vector<std::string>& args) {
       "block-bytes", po::value(&bytes_text)->default_value("4KiB"),
       "bytes per moved block (pools hold capacity x this)")(
       "partial-block", po::value(&partial)->default_value("cache"), "skip | cache")(
+      "backend", po::value(&backend)->default_value("host"),
+      "host (hbm and dram tiers in DRAM, ssd/nvme/file tiers in files); cuda is not built yet")(
+      "dir", po::value(&dir), "directory for file tiers (default: the system temp dir)")(
+      "calibration", po::value(&cal_file),
+      "predict link times from a calibration JSON (kvtk move bench --json); hbm counts as dram")(
+      "calibration-mechanism", po::value(&cal_mech),
+      "the mechanism whose fit to use (default: the fastest for 256 blocks)")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout");
   po::variables_map vm;
+  nlohmann::json cal_report;
   kvtk::tier::hierarchy_config cfg;
   std::uint64_t bb = 0;
   kvtk::prefix::partial_block pb = kvtk::prefix::partial_block::cache;
@@ -105,6 +114,24 @@ int run_move_replay(const std::vector<std::string>& args) {
         }
         pb = cli::parse_partial_block(partial) == 1 ? kvtk::prefix::partial_block::cache
                                                     : kvtk::prefix::partial_block::skip;
+        if (backend == "cuda") {
+          throw usage_error("--backend cuda: the executor's device pools are not built yet (issue "
+                            "8); the CUDA path is measured by cuda/validate.sh");
+        }
+        if (backend != "host") throw usage_error("--backend: '" + backend + "' (host, cuda)");
+        if (!vm.count("dir")) dir = std::filesystem::temp_directory_path().string();
+        if (!std::filesystem::is_directory(dir)) throw usage_error("--dir: '" + dir + "' is not a directory");
+        if (vm.count("calibration-mechanism") && !vm.count("calibration")) {
+          throw usage_error("--calibration-mechanism needs --calibration");
+        }
+        cfg.block_bytes = bb;
+        if (vm.count("calibration")) {
+          try {
+            cal_report = mv::apply_calibration(cfg, mv::calibration::load(cal_file), cal_mech, true);
+          } catch (const std::runtime_error& e) {
+            throw usage_error(std::string("--calibration ") + e.what());
+          }
+        }
       });
       rc >= 0) {
     return rc;
@@ -112,7 +139,14 @@ int run_move_replay(const std::vector<std::string>& args) {
   read_report skipped;
   const loaded_trace loaded = cli::load_trace_for("move replay", trace, format, block_tokens, false,
                                                   skipped);
-  const nlohmann::json res = mv::execute(loaded.view(), cfg, bb, pb);
+  nlohmann::json res;
+  try {
+    res = mv::execute(loaded.view(), cfg, bb, pb, dir);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "kvtk move replay: " << e.what() << "\n";
+    return 1;
+  }
+  if (!cal_report.is_null()) res["calibration"] = cal_report;
   try {
     if (vm.count("json")) {
       cli::write_to(json_out, res.dump(2) + "\n");
@@ -283,10 +317,31 @@ int run_move(const std::vector<std::string>& args) {
               }
               best = std::min(best, since(t0));
             }
-            std::memset(dst.piece(0, 0), 0, bb * n);
-            f.read(0, n, dst.piece(0, 0));
-            for (std::uint64_t b = 0; b < n; ++b) ok = ok && mv::verify_block(dst, b, b * 7919 + bb);
+            // The read path back up, with the same mechanism (each read lands in a zeroed pool
+            // and is verified).
+            double best_read = 1e300;
+            std::uint64_t read_calls = 0;
+            bool read_ok = true;
+            for (std::uint32_t r = 0; r < reps; ++r) {
+              std::memset(dst.piece(0, 0), 0, bb * n);
+              const auto t0 = clock_type::now();
+              read_calls = 0;
+              if (mechanisms[mi] == mv::mechanism::coalesced) {
+                f.read(0, n, dst.piece(0, 0));
+                read_calls = 1;
+              } else {
+                for (std::uint64_t b = 0; b < n; ++b, ++read_calls) f.read(b, 1, dst.piece(b, 0));
+              }
+              best_read = std::min(best_read, since(t0));
+              for (std::uint64_t b = 0; b < n; ++b) {
+                read_ok = read_ok && mv::verify_block(dst, b, b * 7919 + bb);
+              }
+            }
+            ok = read_ok;  // the written bytes are checked by reading them back
             std::filesystem::remove(where / ("kvtk_move_bench_" + std::to_string(::getpid())));
+            all_verified = all_verified && read_ok;
+            rows.push_back({"file->dram", mech_names[mi], bb, n, read_calls, best_read, read_ok,
+                            memcpy_best});
           }
           all_verified = all_verified && ok;
           rows.push_back({"dram->" + target, mech_names[mi], bb, n, calls, best, ok, memcpy_best});

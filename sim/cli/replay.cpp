@@ -18,6 +18,7 @@
 #include "cli/cost.hpp"
 #include "cli/progress.hpp"
 #include "cli/tiers.hpp"
+#include "move/calibration.hpp"
 #include "formats/requests.hpp"
 
 namespace kvtk::sim {
@@ -119,7 +120,8 @@ int run_replay(const std::vector<std::string>& args) {
   std::string trace, format, indexes, policies, capacities, model, partial, json_out, csv_out;
   std::uint32_t block_tokens = 0, threads = 1;
   std::vector<std::string> tier_specs, tier_files, price_storage;
-  std::string pricing;
+  std::string pricing, calibration_file, calibration_mechanism;
+  std::vector<nlohmann::json> calibration_reports;
   kvtk::cost::price_table table;
   tier_flags flags;
   std::vector<kvtk::tier::hierarchy_config> hierarchies;
@@ -159,6 +161,11 @@ int run_replay(const std::vector<std::string>& args) {
       "write-back)")("admission", po::value(&flags.admission)->default_value("always"),
                      "tiers: filter on writes into lower tiers: always | frequency[:N] | "
                      "tinylfu[:N] | decay[:HALF_LIFE_REQUESTS[:N]]")(
+      "calibration", po::value(&calibration_file),
+      "tiers: take link figures from a calibration JSON (kvtk move bench --json, "
+      "cuda/validate.sh): latency = alpha, per block = beta, bandwidth = B per measured path")(
+      "calibration-mechanism", po::value(&calibration_mechanism),
+      "tiers: the copy mechanism whose fit to use (default: the fastest for 256 blocks)")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
   po::variables_map vm;
   std::vector<job> jobs;
@@ -182,6 +189,21 @@ int run_replay(const std::vector<std::string>& args) {
             }
             for (const auto& file : tier_files) {
               hierarchies.push_back(load_tier_config(file, block_tokens, bytes_per_token));
+            }
+            if (vm.count("calibration-mechanism") && !vm.count("calibration")) {
+              throw usage_error("--calibration-mechanism needs --calibration");
+            }
+            if (vm.count("calibration")) {
+              if (hierarchies.empty()) throw usage_error("--calibration needs --tiers or --tier-config");
+              try {
+                const auto cal = kvtk::sim::move::calibration::load(calibration_file);
+                for (auto& h : hierarchies) {
+                  calibration_reports.push_back(
+                      kvtk::sim::move::apply_calibration(h, cal, calibration_mechanism));
+                }
+              } catch (const std::runtime_error& e) {
+                throw usage_error(std::string("--calibration ") + e.what());
+              }
             }
             for (std::size_t h = 0; h < hierarchies.size(); ++h) {
               std::uint64_t total = 0;
@@ -313,7 +335,12 @@ int run_replay(const std::vector<std::string>& args) {
         {"block_refs_per_second",
          results[i].seconds > 0 ? static_cast<double>(c.block_refs) / results[i].seconds : 0.0}};
     std::string opt_text;
-    if (jobs[i].hierarchy >= 0) r["tiers"] = results[i].tiers;
+    if (jobs[i].hierarchy >= 0) {
+      r["tiers"] = results[i].tiers;
+      if (!calibration_reports.empty()) {
+        r["tiers"]["calibration"] = calibration_reports[static_cast<std::size_t>(jobs[i].hierarchy)];
+      }
+    }
     if (vm.count("pricing")) {
       r["cost"] = api_cost_json(table, {static_cast<double>(c.token_hits),
                                         static_cast<double>(c.token_refs - c.token_hits),

@@ -9,6 +9,7 @@
 
 #include "cli/common.hpp"
 #include "cli/cost.hpp"
+#include "move/calibration.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -19,7 +20,7 @@ const char* const known_keys[] = {
     "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
     "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
-    "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block"};
+    "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism"};
 
 double number(const nlohmann::json& j, const char* key) {
   if (!j[key].is_number()) throw usage_error(std::string("config: '") + key + "' must be a number");
@@ -156,6 +157,39 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   if (j.contains("ttft_slo_ms")) c.ttft_slo_s = number(j, "ttft_slo_ms") * 1e-3;
   if (j.contains("tbt_slo_ms")) c.tbt_slo_s = number(j, "tbt_slo_ms") * 1e-3;
   if (j.contains("seed")) c.seed = whole(j, "seed", ~0ull >> 11);
+  if (j.contains("calibration_mechanism") && !j.contains("calibration")) {
+    throw usage_error("config: 'calibration_mechanism' needs 'calibration'");
+  }
+  if (j.contains("calibration")) {
+    // The DRAM tier's host link from a measured dram->hbm fit (cuda/validate.sh's h2d).
+    if (!j["calibration"].is_string()) throw usage_error("config: 'calibration' must be a file name");
+    std::string mech;
+    if (j.contains("calibration_mechanism")) {
+      if (!j["calibration_mechanism"].is_string()) {
+        throw usage_error("config: 'calibration_mechanism' must be a string");
+      }
+      mech = j["calibration_mechanism"].get<std::string>();
+    }
+    try {
+      const auto cal = move::calibration::load(j["calibration"].get<std::string>());
+      const auto bb = c.model.kv_bytes_per_token * (block_tokens ? block_tokens : 512u);
+      const auto fit = cal.find("dram", "hbm", bb, mech);
+      if (!fit) {
+        throw std::runtime_error(cal.source + ": no dram->hbm (h2d) fit" +
+                                 (mech.empty() ? std::string() : " for mechanism " + mech));
+      }
+      c.host_link_latency_s = fit->model.alpha_s;
+      c.host_link_per_block_s = fit->model.beta_s;
+      c.gpu.host_link_bytes_per_s = fit->model.bytes_per_s;
+      c.host_link_calibration = {{"file", cal.source}, {"path", "dram->hbm"},
+                                 {"mechanism", fit->mechanism}, {"alpha_s", fit->model.alpha_s},
+                                 {"beta_s", fit->model.beta_s},
+                                 {"bytes_per_s", fit->model.bytes_per_s},
+                                 {"clamped", fit->clamped}};
+    } catch (const std::runtime_error& e) {
+      throw usage_error(std::string("config 'calibration': ") + e.what());
+    }
+  }
   if (j.contains("partial_block")) {
     c.cache_partial_block = cli::parse_partial_block(j["partial_block"].get<std::string>()) == 1;
   }
@@ -181,6 +215,8 @@ int run_simulate(const std::vector<std::string>& args) {
       "block-tokens", po::value(&block_tokens)->default_value(0), "tokens per block (0 = the trace's)")(
       "config", po::value(&config), "cluster config JSON (default: one h800, deepseek-v3, no cache)")(
       "set", po::value(&sets)->composing(), "override a config key: --set router=cache-aware")(
+      "calibration", po::value<std::string>(),
+      "DRAM-tier host link from a calibration JSON's dram->hbm fit (same as --set calibration=F)")(
       "pricing", po::value(&pricing), "attach an API cost estimate (kvtk cost --help)")(
       "json", po::value(&json_out), "write the summary JSON to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write one CSV row per request to a file, or - for stdout")(
@@ -192,6 +228,7 @@ int run_simulate(const std::vector<std::string>& args) {
         check_request_format(format);
         resolve_trace(trace, format, block_tokens);
         if (vm.count("config")) j = cli::read_json_file("--config", config);
+        if (vm.count("calibration")) j["calibration"] = vm["calibration"].as<std::string>();
         cfg = cluster_config_from_json(j, block_tokens, sets);
         if (vm.count("pricing")) table = load_price_table(pricing, price_storage);
       });
@@ -219,6 +256,7 @@ int run_simulate(const std::vector<std::string>& args) {
   nlohmann::json out = {{"trace", {{"path", trace}, {"format", format}, {"block_tokens", block_tokens}}},
                         {"config", j},
                         {"result", res.summary}};
+  if (!cfg.host_link_calibration.is_null()) out["host_link_calibration"] = cfg.host_link_calibration;
   try {
     if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
     if (vm.count("csv")) {

@@ -192,6 +192,8 @@ hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_t
     t.read_bytes_per_s = num(o, "read_gb_per_s") * 1e9;
     t.write_bytes_per_s = num(o, "write_gb_per_s") * 1e9;
     t.latency_s = num(o, "latency_us") * 1e-6;
+    t.read_per_block_s = num(o, "read_per_block_us") * 1e-6;
+    t.write_per_block_s = num(o, "write_per_block_us") * 1e-6;
     t.usd_per_gb_month = num(o, "usd_per_gb_month");
     t.endurance_tbw = num(o, "endurance_tbw");
     if (o.contains("dwpd") && cfg.block_bytes > 0) {
@@ -254,6 +256,8 @@ nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
       row["read_bytes_per_s"] = s.read_bytes_per_s;
       row["write_bytes_per_s"] = s.write_bytes_per_s;
       row["latency_s"] = s.latency_s;
+      row["read_per_block_s"] = s.read_per_block_s;
+      row["write_per_block_s"] = s.write_per_block_s;
     }
     if (s.usd_per_gb_month > 0 && bb > 0) {
       row["usd_per_month"] =

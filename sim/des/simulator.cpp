@@ -196,7 +196,7 @@ class cluster {
       throw std::invalid_argument("router: unknown router '" + c_.router +
                                   "' (random round-robin least-loaded cache-aware conductor)");
     }
-    for (double v : {c_.pool_bytes_per_s, c_.pool_latency_s, c_.pd_link_bytes_per_s,
+    for (double v : {c_.host_link_latency_s, c_.host_link_per_block_s, c_.pool_bytes_per_s, c_.pool_latency_s, c_.pd_link_bytes_per_s,
                      c_.time_scale, c_.router_temperature, c_.ttft_slo_s, c_.tbt_slo_s,
                      c_.router_prefill_weight}) {
       if (!(v >= 0) || !std::isfinite(v)) {
@@ -258,9 +258,14 @@ class cluster {
   // Loading hits from DRAM (host link) and the pool, one after the other.
   double load_s(const match_result& m) const {
     double s = 0;
-    if (m.dram > 0 && c_.gpu.host_link_bytes_per_s > 0) {
-      s += static_cast<double>(m.dram) * block_bytes_ /
-           (c_.gpu.host_link_bytes_per_s * c_.gpus_per_instance);
+    if (m.dram > 0) {
+      // alpha + n*beta + bytes/B (a calibration fit; alpha = beta = 0 by default). Each of the
+      // instance's GPUs moves its 1/TP share of every block over its own link.
+      s += c_.host_link_latency_s + static_cast<double>(m.dram) * c_.host_link_per_block_s;
+      if (c_.gpu.host_link_bytes_per_s > 0) {
+        s += static_cast<double>(m.dram) * block_bytes_ /
+             (c_.gpu.host_link_bytes_per_s * c_.gpus_per_instance);
+      }
     }
     if (m.pool > 0) {
       s += c_.pool_latency_s;

@@ -48,6 +48,8 @@ struct cluster_config {
   std::uint64_t dram_blocks = 0;         ///< per-instance host DRAM tier (LRU, write-through,
                                          ///< read over the GPU's host link); 0 = none
   std::uint64_t pool_blocks = 0;         ///< global pool shared by all instances; 0 = none
+  double host_link_latency_s = 0;        ///< DRAM-tier load: fixed cost per request's load
+  double host_link_per_block_s = 0;      ///< DRAM-tier load: cost per block (calibration beta)
   double pool_bytes_per_s = 25e9;        ///< 0 = not a bottleneck
   double pool_latency_s = 50e-6;
   bool overlap_load = true;              ///< pool loads overlap prefill compute
@@ -65,6 +67,7 @@ struct cluster_config {
   bool reject_over_slo = false;          ///< reject a request whose predicted TTFT exceeds ttft_slo
   std::uint64_t seed = 1;
   bool cache_partial_block = true;       ///< cache the partial last block (Mooncake counting)
+  nlohmann::json host_link_calibration;  ///< what a calibration file set (reports only)
 };
 
 /// Per-request outcome (the optional CSV).

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 #include "kvtk/move/block_pattern.hpp"
+#include "move/calibration.hpp"
 
 namespace kvtk::sim::move {
 namespace {
@@ -15,10 +18,6 @@ double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-std::byte* at(executor_state& st, std::size_t tier, std::uint32_t slot) {
-  return st.pools[tier]->piece(slot, 0);
-}
-
 void check(executor_state& st, const std::byte* p, kvtk::block_key key) {
   if (kvtk::move::check_pattern(p, key, 0, st.block_bytes)) {
     ++st.verified;
@@ -27,23 +26,61 @@ void check(executor_state& st, const std::byte* p, kvtk::block_key key) {
   }
 }
 
+// The observer's callbacks are noexcept (the hierarchy cannot unwind mid-update): a failed
+// pread/pwrite is counted as an integrity failure and its message kept.
+template <class F>
+void guarded(executor_state& st, F&& f) noexcept {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    ++st.io_errors;
+    ++st.failures;
+    if (st.first_error.empty()) st.first_error = e.what();
+  }
+}
+
+// Bytes of (tier, slot) -> dst memory.
+void read_block(executor_state& st, std::size_t tier, std::uint32_t slot, std::byte* dst) {
+  tier_storage& s = st.tiers[tier];
+  if (s.file) {
+    s.file->read(slot, 1, dst);
+  } else {
+    std::memcpy(dst, s.memory->piece(slot, 0), st.block_bytes);
+  }
+}
+
+// src memory -> (tier, slot).
+void write_block(executor_state& st, std::size_t tier, std::uint32_t slot, const std::byte* src) {
+  tier_storage& s = st.tiers[tier];
+  if (s.file) {
+    s.file->write(slot, 1, src);
+  } else {
+    std::memcpy(s.memory->piece(slot, 0), src, st.block_bytes);
+  }
+}
+
 }  // namespace
 
 void executor_observer::staged(std::size_t tier, std::uint32_t slot, kvtk::block_key key) noexcept {
   executor_state& s = *st;
   const std::size_t i = s.staged.size();
-  if ((i + 1) * s.block_bytes > s.staging.size()) return;  // sized for the longest request
-  const auto t0 = clock_type::now();
-  std::memcpy(s.staging.data() + i * s.block_bytes, at(s, tier, slot), s.block_bytes);
-  s.links[tier].seconds_up += since(t0);
+  if (i >= s.staging->blocks()) return;  // sized for the longest request
+  std::byte* dst = s.staging->piece(i, 0);
+  guarded(s, [&] {
+    const auto t0 = clock_type::now();
+    read_block(s, tier, slot, dst);
+    s.links[tier].seconds_up += since(t0);
+  });
   for (std::size_t l = tier; l >= 1; --l) ++s.links[l].blocks_up;
+  // A file tier's block arrives in memory here: this is where its earlier write is checked.
+  if (s.tiers[tier].file) check(s, dst, key);
   s.staged.emplace_back(key, i);
 }
 
 void executor_observer::placed(std::size_t tier, std::uint32_t slot, kvtk::block_key key,
                                bool from_staging) noexcept {
   executor_state& s = *st;
-  std::byte* dst = at(s, tier, slot);
+  std::byte* src = nullptr;
   if (from_staging) {
     const auto it = std::find_if(s.staged.begin(), s.staged.end(),
                                  [&](const auto& e) { return e.first == key; });
@@ -51,37 +88,74 @@ void executor_observer::placed(std::size_t tier, std::uint32_t slot, kvtk::block
       ++s.failures;  // a promotion whose bytes were never read
       return;
     }
-    std::memcpy(dst, s.staging.data() + it->second * s.block_bytes, s.block_bytes);
-    check(s, dst, key);
+    src = s.staging->piece(it->second, 0);
   } else {
-    kvtk::move::fill_pattern(dst, key, 0, s.block_bytes);  // computed by the prefill
+    src = s.bounce->piece(0, 0);
+    kvtk::move::fill_pattern(src, key, 0, s.block_bytes);  // computed by the prefill
     ++s.fresh;
   }
+  guarded(s, [&] { write_block(s, tier, slot, src); });
+  if (!s.tiers[tier].file) check(s, s.tiers[tier].memory->piece(slot, 0), key);
 }
 
 void executor_observer::copied(std::size_t from, std::uint32_t from_slot, std::size_t to,
                                std::uint32_t to_slot, kvtk::block_key key) noexcept {
   executor_state& s = *st;
-  const auto t0 = clock_type::now();
-  std::memcpy(at(s, to, to_slot), at(s, from, from_slot), s.block_bytes);
-  s.links[to].seconds_down += since(t0);
+  guarded(s, [&] {
+    const auto t0 = clock_type::now();
+    tier_storage &a = s.tiers[from], &b = s.tiers[to];
+    if (a.file) {  // file -> anything: through the bounce buffer
+      a.file->read(from_slot, 1, s.bounce->piece(0, 0));
+      write_block(s, to, to_slot, s.bounce->piece(0, 0));
+    } else {
+      write_block(s, to, to_slot, a.memory->piece(from_slot, 0));
+    }
+    s.links[to].seconds_down += since(t0);
+    if (!b.file) check(s, b.memory->piece(to_slot, 0), key);
+  });
   ++s.links[to].blocks_down;
-  check(s, at(s, to, to_slot), key);
 }
 
 nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
                        const kvtk::tier::hierarchy_config& cfg, std::uint64_t block_bytes,
-                       kvtk::prefix::partial_block partial) {
+                       kvtk::prefix::partial_block partial, const std::string& file_dir) {
   executor_state st;
   st.block_bytes = block_bytes;
   kvtk::move::kv_layout l;
   l.layers = l.parts = l.heads = l.tokens = l.dtype_bytes = 1;
   l.head_dim = static_cast<std::uint32_t>(block_bytes);
-  for (const auto& tier : cfg.tiers) st.pools.push_back(std::make_unique<host_pool>(l, tier.capacity_blocks));
+  struct cleanup {
+    executor_state& st;
+    ~cleanup() {
+      for (auto& s : st.tiers) {
+        s.file.reset();
+        std::error_code ec;
+        if (!s.file_path.empty()) std::filesystem::remove(s.file_path, ec);
+      }
+    }
+  } remove_files{st};
+  nlohmann::json storage = nlohmann::json::array();
+  for (std::size_t i = 0; i < cfg.tiers.size(); ++i) {
+    const auto& tier = cfg.tiers[i];
+    tier_storage s;
+    if (i > 0 && pool_kind(tier.name) == "file") {
+      s.file_path = (std::filesystem::path(file_dir) /
+                     ("kvtk_move_" + std::to_string(::getpid()) + "_" + tier.name + "_" +
+                      std::to_string(i)))
+                        .string();
+      s.file = std::make_unique<file_pool>(s.file_path, block_bytes, tier.capacity_blocks, true);
+      storage.push_back({{"tier", tier.name}, {"storage", "file"}, {"o_direct", s.file->direct()}});
+    } else {
+      s.memory = std::make_unique<host_pool>(l, tier.capacity_blocks);
+      storage.push_back({{"tier", tier.name}, {"storage", "dram"}});
+    }
+    st.tiers.push_back(std::move(s));
+  }
   st.links.resize(cfg.tiers.size());
   std::size_t longest = 0;
   for (std::size_t r = 0; r < t.requests(); ++r) longest = std::max(longest, t.cacheable(r, partial).size());
-  st.staging.resize(std::max<std::size_t>(longest, 1) * block_bytes);
+  st.staging = std::make_unique<host_pool>(l, std::max<std::size_t>(longest, 1));
+  st.bounce = std::make_unique<host_pool>(l, 1);
   using hierarchy = kvtk::tier::tier_hierarchy<kvtk::all_policies, executor_observer>;
   hierarchy h(cfg, executor_observer{&st});
   std::vector<std::uint8_t> served(std::max<std::size_t>(longest, 1));
@@ -103,12 +177,30 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
     c.token_hits += std::min<std::uint64_t>(hit * bt, L);
   }
   const double wall = since(t0);
+  // At rest: every block resident anywhere must still hold its own bytes.
+  std::uint64_t at_rest = 0, at_rest_bad = 0;
+  for (std::size_t tier = 0; tier < cfg.tiers.size(); ++tier) {
+    h.for_each_resident(tier, [&](kvtk::block_key key, std::uint32_t slot) {
+      std::byte* buf = st.bounce->piece(0, 0);
+      guarded(st, [&] { read_block(st, tier, slot, buf); });
+      ++at_rest;
+      if (!kvtk::move::check_pattern(buf, key, 0, block_bytes)) ++at_rest_bad;
+    });
+  }
+  st.failures += at_rest_bad;
   nlohmann::json links = nlohmann::json::array();
   for (std::size_t u = 1; u < cfg.tiers.size(); ++u) {
     const auto& m = st.links[u];
     const auto& spec = cfg.tiers[u];
-    const double up_bytes = static_cast<double>(m.blocks_up) * static_cast<double>(block_bytes);
-    const double down_bytes = static_cast<double>(m.blocks_down) * static_cast<double>(block_bytes);
+    const double bbd = static_cast<double>(block_bytes);
+    const double up_bytes = static_cast<double>(m.blocks_up) * bbd;
+    const double down_bytes = static_cast<double>(m.blocks_down) * bbd;
+    // One copy call per block: calls * (alpha + beta) + bytes / B.
+    const double pred_up =
+        static_cast<double>(m.blocks_up) * (spec.latency_s + spec.read_per_block_s) +
+        (spec.read_bytes_per_s > 0 ? up_bytes / spec.read_bytes_per_s : 0.0);
+    const double pred_down = static_cast<double>(m.blocks_down) * spec.write_per_block_s +
+                             (spec.write_bytes_per_s > 0 ? down_bytes / spec.write_bytes_per_s : 0.0);
     links.push_back(
         {{"link", cfg.tiers[u - 1].name + "<->" + spec.name},
          {"blocks_up", m.blocks_up},
@@ -117,23 +209,30 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
          {"measured_seconds_down", m.seconds_down},
          {"measured_bytes_per_s_up", m.seconds_up > 0 ? up_bytes / m.seconds_up : 0.0},
          {"measured_bytes_per_s_down", m.seconds_down > 0 ? down_bytes / m.seconds_down : 0.0},
-         {"predicted_seconds_up", spec.read_bytes_per_s > 0 ? up_bytes / spec.read_bytes_per_s : 0.0},
-         {"predicted_seconds_down",
-          spec.write_bytes_per_s > 0 ? down_bytes / spec.write_bytes_per_s : 0.0}});
+         {"predicted_seconds_up", pred_up},
+         {"predicted_seconds_down", pred_down},
+         {"predicted_over_measured_up", m.seconds_up > 0 ? pred_up / m.seconds_up : 0.0},
+         {"predicted_over_measured_down", m.seconds_down > 0 ? pred_down / m.seconds_down : 0.0}});
   }
-  return {{"requests", c.requests},
-          {"block_refs", c.block_refs},
-          {"block_hits", c.block_hits},
-          {"token_hits", c.token_hits},
-          {"block_hit_ratio", c.block_hit_ratio()},
-          {"block_bytes", block_bytes},
-          {"blocks_computed", st.fresh},
-          {"arrivals_verified", st.verified},
-          {"integrity_failures", st.failures},
-          {"verified", st.failures == 0},
-          {"audit", h.audit()},
-          {"links", links},
-          {"wall_seconds", wall}};
+  nlohmann::json out = {{"requests", c.requests},
+                        {"block_refs", c.block_refs},
+                        {"block_hits", c.block_hits},
+                        {"token_hits", c.token_hits},
+                        {"block_hit_ratio", c.block_hit_ratio()},
+                        {"block_bytes", block_bytes},
+                        {"storage", storage},
+                        {"blocks_computed", st.fresh},
+                        {"arrivals_verified", st.verified},
+                        {"at_rest_verified", at_rest - at_rest_bad},
+                        {"at_rest_corrupted", at_rest_bad},
+                        {"io_errors", st.io_errors},
+                        {"integrity_failures", st.failures},
+                        {"verified", st.failures == 0},
+                        {"audit", h.audit()},
+                        {"links", links},
+                        {"wall_seconds", wall}};
+  if (!st.first_error.empty()) out["first_io_error"] = st.first_error;
+  return out;
 }
 
 }  // namespace kvtk::sim::move

@@ -250,6 +250,14 @@ class block_cache {
   void for_each(F&& f) const {
     policy_.for_each(std::forward<F>(f));
   }
+  /// Effects: calls f(key, slot) for every resident entry, hidden ones included, in slot order.
+  /// Complexity: O(max_entries()) (audits and end-of-run sweeps, not hot paths).
+  template <class F>
+  void for_each_slot(F&& f) const {
+    for (std::uint32_t s = 0; s < max_entries(); ++s) {
+      if (table_.find(nodes_[s].key) == s) f(nodes_[s].key, s);
+    }
+  }
 
  private:
   struct unpinned {

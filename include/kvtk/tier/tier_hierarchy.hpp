@@ -157,6 +157,12 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
   [[nodiscard]] bool holds(std::size_t t, block_key key) const noexcept {
     return with(t, [&](const auto& c) { return c.contains(key); });
   }
+  /// Effects: calls f(key, slot) for every block resident in tier t (protected copies included).
+  /// Complexity: O(tier t's capacity).
+  template <class F>
+  void for_each_resident(std::size_t t, F&& f) const {
+    with(t, [&](const auto& c) { c.for_each_slot(f); });
+  }
   /// Blocks resident in tier t.
   [[nodiscard]] std::size_t resident(std::size_t t) const noexcept {
     return with(t, [](const auto& c) { return c.size(); });
@@ -296,8 +302,8 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
       if (s.capacity_blocks == 0 || s.capacity_blocks >= (1ull << 31)) {
         throw std::invalid_argument("tier " + s.name + ": capacity must be in [1, 2^31) blocks");
       }
-      for (double v : {s.read_bytes_per_s, s.write_bytes_per_s, s.latency_s, s.usd_per_gb_month,
-                       s.endurance_tbw}) {
+      for (double v : {s.read_bytes_per_s, s.write_bytes_per_s, s.latency_s, s.read_per_block_s,
+                       s.write_per_block_s, s.usd_per_gb_month, s.endurance_tbw}) {
         if (!(v >= 0) || !std::isfinite(v)) {
           throw std::invalid_argument("tier " + s.name + ": link, price and endurance figures must "
                                       "be finite and >= 0");

@@ -3,7 +3,8 @@
 //
 // Load time (bandwidth-bound; queueing and overlap are the discrete-event simulator's job): a
 // request that takes m_s blocks of its hit run from lower tier s waits
-//     sum over s >= 1 with m_s > 0 of ( latency_s + m_s * block_bytes / read_bytes_per_s ),
+//     sum over s >= 1 with m_s > 0 of
+//         ( latency_s + m_s * read_per_block_s + m_s * block_bytes / read_bytes_per_s ),
 // tiers read one after another. Tiers without a bandwidth (0) or an unknown block size add
 // latency only.
 #pragma once
@@ -53,7 +54,7 @@ class tier_index {
     for (std::size_t s = 1; s < h_.tiers(); ++s) {
       if (from[s] == 0) continue;
       const tier_spec& t = cfg.tiers[s];
-      wait += t.latency_s;
+      wait += t.latency_s + static_cast<double>(from[s]) * t.read_per_block_s;
       if (t.read_bytes_per_s > 0 && cfg.block_bytes > 0) {
         wait += static_cast<double>(from[s]) * static_cast<double>(cfg.block_bytes) /
                 t.read_bytes_per_s;

@@ -69,6 +69,11 @@ struct tier_spec {
   double write_bytes_per_s = 0;
   /// Seconds of fixed latency per transfer batch to the tier above. Default 0.
   double latency_s = 0;
+  /// Seconds per block read into the tier above, on top of bytes / read_bytes_per_s (the beta of
+  /// a calibration fit t = alpha + n*beta + bytes/B: per-copy submission cost). Default 0.
+  double read_per_block_s = 0;
+  /// Seconds per block written into this tier from above. Default 0.
+  double write_per_block_s = 0;
   /// Price of capacity, US dollars per GB-month (10^9 bytes). 0 = not priced.
   double usd_per_gb_month = 0;
   /// Rated endurance in terabytes written (10^12 bytes), for SSDs. 0 = not tracked.
