@@ -120,3 +120,38 @@ TEST_CASE("prefix indexes do not allocate in steady state", "[alloc]") {
   replay_without_allocating<hash_chain_index>(300);
   replay_without_allocating<flat_index<kvtk::lru>>(300);
 }
+
+TEMPLATE_LIST_TEST_CASE("sparse residency managers do not allocate per step", "[alloc][sparse]",
+                        kvtk::sparse::all_scorers::tuple) {
+  using namespace kvtk::sparse;
+  // A growing DSA-like pattern with drift, prepared outside the counting window.
+  pattern_config pc = pattern_config::dsa(512, 7);
+  pc.grow = true;
+  pc.drift = 0.2;
+  const pattern_trace pattern = generate_pattern(pc, 600);
+  residency_config rc;
+  rc.max_blocks = pattern.max_context() + 1;
+  rc.budget = hbm_budget::in_blocks(64);
+  rc.prefetch = prefetch_mode::next_step;
+  offload_recall_manager<TestType> offload(rc);
+  lossy_manager<TestType> lossy(rc);
+  for (std::uint32_t i = 0; i < pc.context_blocks; ++i) {
+    offload.append_block();
+    lossy.append_block();
+  }
+  allocations = 0;
+  counting = true;
+  for (std::size_t s = 0; s < pattern.steps(); ++s) {
+    const auto sel = pattern.step(s);
+    while (offload.context_blocks() < sel.context_blocks) {
+      offload.append_block();
+      lossy.append_block();
+    }
+    if (s + 1 < pattern.steps()) offload.prefetch(pattern.step(s + 1).blocks);
+    offload.step(sel.blocks, sel.weights);
+    lossy.step(sel.blocks, sel.weights);
+  }
+  counting = false;
+  CHECK(allocations == 0);
+  CHECK(offload.counters().steps == pattern.steps());
+}

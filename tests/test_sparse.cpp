@@ -1,13 +1,13 @@
 // Sparse-attention residency (kvtk/sparse/): scorers against hand-computed values, manager
 // invariants over generated patterns for every scorer, a brute-force reference model of
 // offload_recall_manager<selection_lru> compared step by step, and generator determinism.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <kvtk/sparse/block_stats.hpp>
 #include <kvtk/sparse/pattern_gen.hpp>
 #include <kvtk/sparse/residency.hpp>
 #include <kvtk/sparse/scorers.hpp>
-#include <algorithm>
-#include <cmath>
 #include <optional>
 #include <set>
 #include <vector>
@@ -31,7 +31,7 @@ std::vector<std::uint32_t> sorted_resident(std::span<const std::uint32_t> r) {
 // Brute force: std::set residency, O(n) victim scans, sequential prefetch loads.
 struct reference_offload {
   std::uint32_t budget_request, sinks, recent, n = 0;
-  std::set<std::uint32_t> resident{}, pending{};
+  std::set<std::uint32_t> resident{}, pending{}, shield{};
   std::vector<std::uint64_t> seq{}, last{};
   std::uint64_t counter = 0, steps = 0;
   residency_counters c{};
@@ -71,6 +71,7 @@ struct reference_offload {
     }
     for (std::uint32_t p : pending) c.wasted_prefetches += last[p] != t;
     pending.clear();
+    shield.clear();
     while (resident.size() > budget()) {
       auto v = victim([&](std::uint32_t b) { return !protect(b) && last[b] != t; });
       if (!v) {
@@ -84,9 +85,13 @@ struct reference_offload {
   }
   void prefetch(std::span<const std::uint32_t> blocks) {
     for (std::uint32_t b : blocks) {
-      if (b >= n || resident.count(b)) continue;
+      if (b < n) shield.insert(b);
+    }
+    std::set<std::uint32_t> tried;
+    for (std::uint32_t b : blocks) {
+      if (b >= n || resident.count(b) || !tried.insert(b).second) continue;
       while (resident.size() >= budget()) {
-        auto v = victim([&](std::uint32_t x) { return !protect(x) && !pending.count(x); });
+        auto v = victim([&](std::uint32_t x) { return !protect(x) && !shield.count(x); });
         if (!v) break;
         resident.erase(*v);
         ++c.evictions;
@@ -186,7 +191,7 @@ TEST_CASE("quest bound, key summaries and the quest scorer", "[sparse]") {
   CHECK(keys.mean(1)[1] == Approx(-2.0 / 3));
   const float query[] = {-1.0f, 0.5f};
   score_context c{.step = 0, .context_blocks = 4, .query = query, .keys = &keys};
-  CHECK(quest{}.score(stats_at(1), c) == 1.0 + 1.0);  // max(-3, 1) + max(1, -2)
+  CHECK(quest{}.score(stats_at(1), c) == 1.0 + 1.0);                // max(-3, 1) + max(1, -2)
   CHECK(quest{}.score(stats_at(1), {.context_blocks = 4}) == 0.0);  // no query: neutral
 }
 
@@ -247,9 +252,8 @@ TEST_CASE("lossy manager: hand example, dropped mass, raised budget", "[sparse]"
 }
 
 TEST_CASE("offload manager: prefetch hits, waste and over-budget steps by hand", "[sparse]") {
-  offload_recall_manager<> m({.max_blocks = 8,
-                              .budget = hbm_budget::in_blocks(3),
-                              .prefetch = prefetch_mode::next_step});
+  offload_recall_manager<> m(
+      {.max_blocks = 8, .budget = hbm_budget::in_blocks(3), .prefetch = prefetch_mode::next_step});
   for (int i = 0; i < 6; ++i) m.append_block();
   const std::uint32_t s0[] = {2};
   m.step(s0);  // never-selected 1, 3, 4 go, in position order
@@ -281,8 +285,7 @@ TEST_CASE("offload manager: prefetch hits, waste and over-budget steps by hand",
   CHECK_THROWS_AS(offload_recall_manager<>({.max_blocks = 0}), std::invalid_argument);
 }
 
-TEMPLATE_LIST_TEST_CASE("manager invariants over random patterns", "[sparse]",
-                        all_scorers::tuple) {
+TEMPLATE_LIST_TEST_CASE("manager invariants over random patterns", "[sparse]", all_scorers::tuple) {
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     const pattern_config p = random_config(seed);
     const pattern_trace t = generate_pattern(p, 400);

@@ -7,4 +7,6 @@
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/registry.hpp"
 #include "kvtk/prefix/prefix.hpp"
+#include "kvtk/sparse/pattern_gen.hpp"
+#include "kvtk/sparse/residency.hpp"
 #include "kvtk/tier/tier.hpp"
