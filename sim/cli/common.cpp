@@ -190,6 +190,10 @@ loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std
     std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";
   }
+  if (report.decode_records > 0) {
+    std::cerr << "kvtk " << cmd << ": " << report.decode_records
+              << " decode-step record(s) not used here (they are kvtk sparse's input)\n";
+  }
   return t;
 }
 

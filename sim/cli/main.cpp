@@ -11,6 +11,7 @@
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
 #include "cli/simulate.hpp"
+#include "cli/sparse.hpp"
 #include "cli/trace_stats.hpp"
 
 namespace {
@@ -24,6 +25,7 @@ constexpr const char* kUsage =
     "  trace     stats: what a request trace looks like; gen: a synthetic DeepSeek-style trace\n"
     "  simulate  a discrete-event simulation of a serving cluster: hit ratios and latencies\n"
     "  cost      what a hit ratio is worth: API bills, GPU time saved, break-even capacity\n"
+    "  sparse    sparse-attention residency: recalls, stalls, dropped mass under an HBM budget\n"
     "  move      real block movement: measure and calibrate copy paths (host backend)\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return kvtk::sim::run_simulate(rest);
     if (cmd == "cost") return kvtk::sim::run_cost(rest);
     if (cmd == "move") return kvtk::sim::run_move(rest);
+    if (cmd == "sparse") return kvtk::sim::run_sparse(rest);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

@@ -98,6 +98,11 @@ int run_trace_convert(const std::vector<std::string>& args) {
     std::cerr << "kvtk trace convert: skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";
   }
+  if (report.decode_records > 0) {
+    std::cerr << "kvtk trace convert: " << report.decode_records
+              << " decode-step record(s) were not carried (request formats only; keep the input "
+                 "for kvtk sparse)\n";
+  }
   std::cerr << "kvtk trace convert: wrote " << requests << " requests (" << from << " -> "
             << format_name(out_format) << ", " << block_tokens << "-token blocks) to " << out_path
             << "\n";

@@ -27,6 +27,9 @@ struct read_options {
 struct read_report {
   std::uint64_t skipped_lines = 0;
   std::string first_error;  ///< "file:line: reason" of the first skipped line
+  /// kvtk JSONL: decode-step records ("type": "decode", docs/sparse.md) passed over by request
+  /// readers (they are `kvtk sparse`'s input, not requests).
+  std::uint64_t decode_records = 0;
 };
 
 /// Parses `in` (named `name` in errors). Each non-empty line must be a JSON object with a

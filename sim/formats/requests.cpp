@@ -29,6 +29,7 @@ std::uint64_t string_id(std::string_view s) noexcept {
 struct line_fields {
   bool ids = false, content = false, length = false, time = false, output = false;
   bool priority = false, session = false, bt = false, chat = false, parent = false;
+  bool decode = false;  // kvtk: a decode-step record, not a request
   std::uint64_t input_length = 0, output_length = 0, session_id = 0, block_tokens = 0;
   std::uint64_t chat_id = 0;
   std::int64_t parent_id = -1;
@@ -102,6 +103,14 @@ std::string take_member(trace_format f, std::string_view key, const jsonl::value
     return {};
   }
   if (!kvtk_fmt) return {};
+  if (key == "type") {
+    if (v.type == jsonl::kind::string && v.text == "decode") {
+      r.decode = true;
+    } else if (v.type != jsonl::kind::string || v.text != "request") {
+      return "'type' must be \"request\" or \"decode\"";
+    }
+    return {};
+  }
   if (key == "content_ids") {
     r.content = true;
     return id_array_problem(key, v);
@@ -293,6 +302,10 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
           });
       if (!err.empty()) throw trace_error(name, lineno, err);
       if (!problem.empty()) throw trace_error(name, lineno, problem);
+      if (r.decode) {  // read by `kvtk sparse` (sim/formats/decode_records.hpp)
+        if (report != nullptr) ++report->decode_records;
+        continue;
+      }
       if (!r.length) throw trace_error(name, lineno, "missing field 'input_length'");
       if (r.ids && r.content) {
         throw trace_error(name, lineno, "both 'hash_ids' and 'content_ids' (give one)");

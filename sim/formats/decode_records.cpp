@@ -1,0 +1,151 @@
+#include "formats/decode_records.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "formats/trace_error.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max,
+                    const std::string& file, std::uint64_t line) {
+  if (!j.contains(key)) throw trace_error(file, line, std::string("missing field '") + key + "'");
+  const auto& v = j[key];
+  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0)) {
+    throw trace_error(file, line, std::string("'") + key + "' must be a non-negative integer");
+  }
+  const std::uint64_t x = v.get<std::uint64_t>();
+  if (x > max) {
+    throw trace_error(file, line, std::string("'") + key + "' is over " + std::to_string(max));
+  }
+  return x;
+}
+
+}  // namespace
+
+std::vector<decode_request> load_decode_records(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw trace_error(path, 0, "cannot open");
+  std::vector<decode_request> out;
+  std::unordered_map<std::string, std::size_t> index;
+  std::string line;
+  std::uint64_t lineno = 0;
+  constexpr std::uint64_t max_blocks = (1ull << 31) - 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Cheap pre-filter: request lines (most of a mixed file) are not parsed here.
+    if (line.find("\"decode\"") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw trace_error(path, lineno, std::string("invalid JSON (") + e.what() + ")");
+    }
+    if (!j.is_object() || !j.contains("type") || j["type"] != "decode") continue;
+    if (!j.contains("request")) throw trace_error(path, lineno, "missing field 'request'");
+    std::string id;
+    if (j["request"].is_string()) {
+      id = j["request"].get<std::string>();
+    } else if (j["request"].is_number_integer()) {
+      id = j["request"].dump();
+    } else {
+      throw trace_error(path, lineno, "'request' must be an integer or a string");
+    }
+    decode_step s;
+    s.step = whole(j, "step", ~0ull >> 1, path, lineno);
+    s.context_blocks = static_cast<std::uint32_t>(whole(j, "context_blocks", max_blocks, path, lineno));
+    if (s.context_blocks == 0) throw trace_error(path, lineno, "'context_blocks' must be > 0");
+    if (j.contains("layer_group")) whole(j, "layer_group", 1u << 20, path, lineno);
+    if (!j.contains("selected") || !j["selected"].is_array()) {
+      throw trace_error(path, lineno, "missing array 'selected'");
+    }
+    for (const auto& e : j["selected"]) {
+      if (!e.is_number_unsigned() && !(e.is_number_integer() && e.get<std::int64_t>() >= 0)) {
+        throw trace_error(path, lineno, "'selected' must hold non-negative integers");
+      }
+      const std::uint64_t b = e.get<std::uint64_t>();
+      if (b >= s.context_blocks) {
+        throw trace_error(path, lineno, "selected block " + std::to_string(b) +
+                                            " is not below context_blocks " +
+                                            std::to_string(s.context_blocks));
+      }
+      s.selected.push_back(static_cast<std::uint32_t>(b));
+    }
+    if (j.contains("weights")) {
+      if (!j["weights"].is_array() || j["weights"].size() != s.selected.size()) {
+        throw trace_error(path, lineno, "'weights' must be an array as long as 'selected'");
+      }
+      for (const auto& w : j["weights"]) {
+        if (!w.is_number() || !(w.get<double>() >= 0) || !std::isfinite(w.get<double>())) {
+          throw trace_error(path, lineno, "'weights' must hold finite non-negative numbers");
+        }
+        s.weights.push_back(w.get<float>());
+      }
+    } else {
+      s.weights.assign(s.selected.size(), 1.0f);
+    }
+    // Sort by block, reject duplicates within the record.
+    std::vector<std::size_t> order(s.selected.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return s.selected[a] < s.selected[b]; });
+    decode_step sorted;
+    sorted.step = s.step;
+    sorted.context_blocks = s.context_blocks;
+    for (std::size_t i : order) {
+      if (!sorted.selected.empty() && sorted.selected.back() == s.selected[i]) {
+        throw trace_error(path, lineno, "block " + std::to_string(s.selected[i]) +
+                                            " is selected twice in one record");
+      }
+      sorted.selected.push_back(s.selected[i]);
+      sorted.weights.push_back(s.weights[i]);
+    }
+    auto [it, fresh] = index.try_emplace(id, out.size());
+    if (fresh) out.push_back({id, {}});
+    auto& steps = out[it->second].steps;
+    if (!steps.empty() && steps.back().step > sorted.step) {
+      throw trace_error(path, lineno, "step " + std::to_string(sorted.step) + " of request " + id +
+                                          " comes after step " + std::to_string(steps.back().step));
+    }
+    if (!steps.empty() && steps.back().step < sorted.step &&
+        sorted.context_blocks < steps.back().context_blocks) {
+      throw trace_error(path, lineno, "context_blocks of request " + id + " shrinks from " +
+                                          std::to_string(steps.back().context_blocks) + " to " +
+                                          std::to_string(sorted.context_blocks));
+    }
+    if (!steps.empty() && steps.back().step == sorted.step) {
+      // Another layer group of the same step: the union, weights summed.
+      decode_step& u = steps.back();
+      u.context_blocks = std::max(u.context_blocks, sorted.context_blocks);
+      decode_step merged;
+      merged.step = u.step;
+      merged.context_blocks = u.context_blocks;
+      std::size_t a = 0, b = 0;
+      while (a < u.selected.size() || b < sorted.selected.size()) {
+        if (b == sorted.selected.size() ||
+            (a < u.selected.size() && u.selected[a] < sorted.selected[b])) {
+          merged.selected.push_back(u.selected[a]);
+          merged.weights.push_back(u.weights[a++]);
+        } else if (a == u.selected.size() || sorted.selected[b] < u.selected[a]) {
+          merged.selected.push_back(sorted.selected[b]);
+          merged.weights.push_back(sorted.weights[b++]);
+        } else {
+          merged.selected.push_back(u.selected[a]);
+          merged.weights.push_back(u.weights[a++] + sorted.weights[b++]);
+        }
+      }
+      u = std::move(merged);
+    } else {
+      steps.push_back(std::move(sorted));
+    }
+  }
+  if (out.empty()) throw trace_error(path, 0, "no decode record (\"type\": \"decode\") in the file");
+  return out;
+}
+
+}  // namespace kvtk::sim

@@ -1,0 +1,41 @@
+# kvtk sparse: decode-step records and generated patterns through the residency managers.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
+set(SP ${DATA}/../sparse)
+expect(0 "--prefetch" sparse --help)
+# tests/data/sparse/decode.jsonl, budget 3 pages, 1 sink, 1 recent, selection LRU, by hand:
+#  a: step 0 selects {0,2,5} (all resident; 1,3,4 evicted); step 1 = layer groups {0,3} u {5,3}:
+#     3 recalled, 2 evicted; step 2 selects {0,1,2,5}: 1 and 2 recalled, 3 evicted, 4 resident >
+#     budget 3 with all of them selected or protected -> one over-budget step.
+#  7: step 0 selects {0,3} (1 evicted, never selected, lowest position); step 4 selects {0,1,3}:
+#     1 recalled, 2 evicted.  Recalls 3 + 1 = 4, hits 11, evictions 7, selections 15.
+expect(0 "\"evictions\": 7,.*\"hits\": 11,.*\"over_budget_steps\": 1,.*\"recalls\": 4,.*\"selections\": 15,.*\"steps\": 5"
+       sparse --trace ${SP}/decode.jsonl --budget 3 --sinks 1 --recent 1 --json -)
+# The same file is a request trace to replay (decode records are passed over, and said so).
+expect(0 "6 decode-step record\\(s\\) not used here" replay --trace ${SP}/decode.jsonl --capacity 10)
+# Generated DSA pattern: the table and the JSON, lossy and offload, a grid over drift.
+expect(0 "offload +selection-lru +256 +0.100" sparse --steps 300 --drift 0.1 --budget 256)
+expect(0 "\"dropped_mass_fraction\": 0\\.[0-9]" sparse --steps 300 --manager lossy --scorer h2o
+       --budget 64 --json -)
+expect(0 "\"prefetch_hit_ratio\": 1\\.0" sparse --steps 300 --prefetch next-step --json -)
+expect(0 "\"prefetch_hit_ratio\": 0\\.[0-9]" sparse --steps 300 --prefetch next-step:0.5 --json -)
+expect(0 "job,request,step,context_blocks" sparse --steps 20 --csv -)
+# Bad input: file:line and the reason (exit 1), bad options (exit 2).
+expect(1 "bad_order.jsonl:3: step 2 of request a comes after step 3" sparse --trace ${SP}/bad_order.jsonl)
+expect(1 "bad_index.jsonl:1: selected block 6 is not below context_blocks 6" sparse --trace ${SP}/bad_index.jsonl)
+expect(1 "bad_weights.jsonl:1: 'weights' must be an array as long as 'selected'" sparse --trace ${SP}/bad_weights.jsonl)
+expect(1 "no_request.jsonl:1: missing field 'request'" sparse --trace ${SP}/no_request.jsonl)
+expect(1 "duplicate.jsonl:1: block 0 is selected twice" sparse --trace ${SP}/duplicate.jsonl)
+expect(1 "no decode record" sparse --trace ${DATA}/small.kvtk.jsonl)
+expect(1 "bad_type.jsonl:2: 'type' must be \"request\" or \"decode\"" replay --trace ${SP}/bad_type.jsonl)
+expect(2 "--budget: '12parsecs': unit must be" sparse --budget 12parsecs)
+expect(2 "--budget: '120%' is over 100%" sparse --budget 120%)
+expect(2 "--scorer: unknown 'belady'" sparse --scorer belady)
+expect(2 "--scorer quest ranks by a query" sparse --scorer quest)
+expect(2 "--manager: 'magic'" sparse --manager magic)
+expect(2 "--drift: '1.5' must be in \\[0, 1\\]" sparse --drift 1.5)
+expect(2 "--prefetch: accuracy must be in \\[0, 1\\]" sparse --prefetch next-step:2)
+expect(2 "--drift applies to generated patterns" sparse --trace ${SP}/decode.jsonl --drift 0.1)
+expect(2 "no dram->hbm \\(h2d\\) fit" sparse --calibration ${DATA}/../calibration/host_only.json)
+expect(0 "\"bytes_per_s\": 25000000000" sparse --steps 10 --calibration ${DATA}/../calibration/h2d.json --json -)
