@@ -30,6 +30,10 @@ std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max,
 std::vector<decode_request> load_decode_records(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw trace_error(path, 0, "cannot open");
+  return parse_decode_records(in, path);
+}
+
+std::vector<decode_request> parse_decode_records(std::istream& in, const std::string& path) {
   std::vector<decode_request> out;
   std::unordered_map<std::string, std::size_t> index;
   std::string line;

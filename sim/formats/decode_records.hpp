@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,9 @@ struct decode_request {
 /// length, a step that goes back within its request) and trace_error(path, 0, …) when the file
 /// cannot be opened or holds no decode record.
 std::vector<decode_request> load_decode_records(const std::string& path);
+
+/// The same over a stream named `name` in errors (load_decode_records opens the file and calls
+/// this; the fuzz target calls it on arbitrary bytes).
+std::vector<decode_request> parse_decode_records(std::istream& in, const std::string& name);
 
 }  // namespace kvtk::sim

@@ -1,6 +1,7 @@
-// libFuzzer target: the kvtk and Bailian JSONL readers and the kvtb validator must turn any byte
-// string into a trace or a trace_error naming the input — never a crash, hang, leak or undefined
-// behaviour; a kvtb image that validates must be safe to walk.
+// libFuzzer target: the kvtk and Bailian JSONL readers, the decode-record reader and the kvtb
+// validator must turn any byte string into a trace (or records) or a trace_error naming the
+// input — never a crash, hang, leak or undefined behaviour; a kvtb image that validates must be
+// safe to walk.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/decode_records.hpp"
 #include "formats/kvtb.hpp"
 #include "formats/requests.hpp"
 
@@ -29,6 +31,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                     if (r.block_tokens == 0) __builtin_trap();
                                   });
       (void)keys;
+    } catch (const kvtk::sim::trace_error& e) {
+      check_name(e);
+    }
+  }
+  {
+    // Decode-step records (kvtk sparse): grouped, sorted, bounded by context_blocks.
+    std::istringstream in(text);
+    try {
+      for (const auto& req : kvtk::sim::parse_decode_records(in, "fuzz")) {
+        for (const auto& st : req.steps) {
+          if (st.selected.size() != st.weights.size()) __builtin_trap();
+          for (std::size_t i = 0; i < st.selected.size(); ++i) {
+            if (st.selected[i] >= st.context_blocks) __builtin_trap();
+            if (i > 0 && st.selected[i - 1] >= st.selected[i]) __builtin_trap();
+          }
+        }
+      }
     } catch (const kvtk::sim::trace_error& e) {
       check_name(e);
     }
