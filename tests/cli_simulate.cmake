@@ -27,6 +27,29 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/d1.json ${
 if(diff)
   message(FATAL_ERROR "simulate is not deterministic")
 endif()
+# Sparse attention with KV offload and recall (outputs capped to keep the Debug run short).
+expect(0 "\"sparse\": {[^}]*\"recalls\": [1-9][0-9]*,[^}]*\"resident_pages\""
+       simulate --trace ${T} --config ${C}/sparse_dsa.json --set max_output_tokens=16 --json -)
+execute_process(COMMAND ${KVTK} simulate --trace ${T} --config ${C}/sparse_dsa.json
+                --set max_output_tokens=4 --set sparse.prefetch=next-step --csv ${WORK_DIR}/s.csv
+                RESULT_VARIABLE rc)
+file(STRINGS ${WORK_DIR}/s.csv srows LIMIT_COUNT 1)
+if(rc OR NOT srows MATCHES ",mean_tbt_s,recalls,stall_s$")
+  message(FATAL_ERROR "sparse CSV: exit ${rc}, header '${srows}'")
+endif()
+expect(2 "config: 'sparse.scorer': unknown scorer 'lfu'" simulate --trace ${T}
+       --config ${C}/sparse_dsa.json --set sparse.scorer=lfu)
+expect(2 "config: 'sparse.pattern': unknown pattern 'nsa'" simulate --trace ${T}
+       --set sparse.pattern=nsa)
+expect(2 "config: 'sparse.prefetch': unknown mode 'always'" simulate --trace ${T}
+       --set sparse.prefetch=always)
+expect(2 "config: 'sparse.budget' must be" simulate --trace ${T} --set sparse.budget=0)
+expect(2 "config: 'sparse.budget' must be" simulate --trace ${T} --set sparse.budget=150%)
+expect(2 "config: 'sparse.drift' must be a number in \\[0, 1\\]" simulate --trace ${T}
+       --set sparse.drift=2)
+expect(2 "config: 'sparse.page_tokens' must be >= 1" simulate --trace ${T}
+       --set sparse.page_tokens=0)
+expect(2 "config: unknown key 'sparse.pages'" simulate --trace ${T} --set sparse.pages=3)
 expect(2 "config: unknown key 'routr'" simulate --trace ${T} --set routr=random)
 expect(2 "unknown router 'nearest'" simulate --trace ${T} --set router=nearest)
 expect(2 "unknown gpu 'b300'" simulate --trace ${T} --set gpu=b300)

@@ -222,3 +222,158 @@ TEST_CASE("chunked prefill lets colocated decoding run between chunks", "[simula
   CHECK(chunked.summary["block_hits"] == whole.summary["block_hits"]);
   CHECK(chunked.summary["ttft_s"]["p50"].get<double>() >= whole.summary["ttft_s"]["p50"].get<double>());
 }
+
+namespace {
+
+// 64 requests of 16k-token prompts (256 pages of 64 tokens) and 300-token answers, arriving
+// 0.2 s apart on one colocated instance.
+prefix::prefix_trace sparse_trace() {
+  prefix::prefix_trace t;
+  t.block_tokens = 512;
+  for (std::uint64_t r = 0; r < 64; ++r) {
+    std::vector<block_key> keys;
+    for (std::uint64_t b = 0; b < 32; ++b) keys.push_back(r * 1000 + b);
+    t.add(keys, 32 * 512 - static_cast<std::uint32_t>(r));
+    t.arrival_s.push_back(static_cast<double>(r) * 0.2);
+    t.output_length.push_back(300);
+  }
+  return t;
+}
+
+cluster_config sparse_cluster() {
+  cluster_config c;
+  c.gpus_per_instance = 8;
+  c.host_link_latency_s = 10e-6;
+  c.host_link_per_block_s = 1e-6;
+  c.sparse.enabled = true;  // dsa, 64-token pages, top 32 pages, 4096-token budget
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("sparse decode: recalls follow the pattern's drift and stall the step", "[simulate]") {
+  const auto t = sparse_trace();
+  auto sparse = [&](const cluster_config& c) {
+    const auto res = sim::des::simulate(t, c);
+    REQUIRE(res.summary.contains("sparse"));
+    return res;
+  };
+  cluster_config c = sparse_cluster();
+  c.sparse.drift = 0;
+  c.sparse.persistence = 1;
+  c.sparse.budget = kvtk::sparse::hbm_budget::in_blocks(c.sparse.top_k_pages);
+  const auto stable = sparse(c);
+  c.sparse.drift = 0.2;
+  const auto drifting = sparse(c);
+  const auto& s0 = stable.summary["sparse"];
+  const auto& s1 = drifting.summary["sparse"];
+  INFO("recalls: stable " << s0["recalls"] << ", drifting " << s1["recalls"]);
+  // A fixed heavy set stays resident once the first step has evicted the rest of the prompt.
+  CHECK(s0["recalls"].get<std::uint64_t>() == 0);
+  CHECK(s1["recalls"].get<std::uint64_t>() > s0["recalls"].get<std::uint64_t>());
+  CHECK(s1["stall_s"].get<double>() > 0);
+  CHECK(s1["stalled_steps"].get<std::uint64_t>() > 0);
+  CHECK(s1["steps"].get<std::uint64_t>() == 64 * 299);
+  CHECK(s1["over_budget_steps"].get<std::uint64_t>() == 0);
+  CHECK(s1["resident_pages"]["max"].get<std::uint32_t>() <= 32);
+  CHECK(s1["recall_bytes"].get<double>() ==
+        s1["recalls"].get<double>() * 64.0 * static_cast<double>(c.model.kv_bytes_per_token));
+
+  // A budget larger than any context: nothing is ever offloaded, so nothing is recalled.
+  c.sparse.budget = kvtk::sparse::hbm_budget::in_blocks(1'000'000);
+  const auto roomy = sparse(c);
+  CHECK(roomy.summary["sparse"]["recalls"].get<std::uint64_t>() == 0);
+  CHECK(roomy.summary["sparse"]["stall_s"].get<double>() == 0);
+  CHECK(roomy.summary["sparse"]["stalled_steps"].get<std::uint64_t>() == 0);
+
+  // A slower host link: the same recalls (each request's pattern is its own) cost more stall.
+  c.sparse.budget = kvtk::sparse::hbm_budget::in_tokens(4096);
+  const auto fast = sparse(c);
+  c.gpu.host_link_bytes_per_s /= 10;
+  const auto slow = sparse(c);
+  CHECK(slow.summary["sparse"]["recalls"] == fast.summary["sparse"]["recalls"]);
+  CHECK(slow.summary["sparse"]["stall_s"].get<double>() >
+        5 * fast.summary["sparse"]["stall_s"].get<double>());
+  CHECK(slow.summary["tbt_s"]["mean"].get<double>() > fast.summary["tbt_s"]["mean"].get<double>());
+  std::uint64_t per_request = 0;
+  for (const auto& o : slow.requests) per_request += o.recalls;
+  CHECK(per_request == slow.summary["sparse"]["recalls"].get<std::uint64_t>());
+
+  // Sparse steps read the selected pages only: less KV than the dense decode reads.
+  cluster_config dense = c;
+  dense.sparse.enabled = false;
+  const auto d = sim::des::simulate(t, dense);
+  CHECK_FALSE(d.summary.contains("sparse"));
+  CHECK(slow.summary["sparse"]["decode_kv_read_bytes"].get<double>() > 0);
+  INFO("mean TBT: dense " << d.summary["tbt_s"]["mean"] << ", sparse "
+                          << fast.summary["tbt_s"]["mean"]);
+  CHECK(fast.summary["tbt_s"]["mean"].get<double>() < d.summary["tbt_s"]["mean"].get<double>());
+}
+
+TEST_CASE("sparse decode: next-step prefetch hides recalls; runs are deterministic", "[simulate]") {
+  const auto t = sparse_trace();
+  cluster_config c = sparse_cluster();
+  c.sparse.drift = 0.2;
+  c.sparse.prefetch_next_step = true;
+  c.sparse.scorer = "h2o";
+  const auto a = sim::des::simulate(t, c);
+  const auto b = sim::des::simulate(t, c);
+  CHECK(a.summary.dump() == b.summary.dump());
+  const auto& s = a.summary["sparse"];
+  // The selection prefetched is the one the next step uses (generated ahead), so every load is
+  // a prefetch hit and no selected page has to be recalled.
+  CHECK(s["recalls"].get<std::uint64_t>() == 0);
+  CHECK(s["prefetches_issued"].get<std::uint64_t>() > 0);
+  CHECK(s["prefetch_hits"] == s["prefetches_issued"]);
+  CHECK(s["wasted_prefetches"].get<std::uint64_t>() == 0);
+  CHECK(s["stall_s"].get<double>() == 0);  // a few pages per step fit in a step
+  // A link too slow to hide them: the excess stalls the next step.
+  c.gpu.host_link_bytes_per_s = 1e8;
+  const auto slow = sim::des::simulate(t, c);
+  CHECK(slow.summary["sparse"]["recalls"].get<std::uint64_t>() == 0);
+  CHECK(slow.summary["sparse"]["stall_s"].get<double>() > 0);
+  // Another seed, another pattern.
+  c.sparse.seed = 2;
+  CHECK(sim::des::simulate(t, c).summary["sparse"].dump() != slow.summary["sparse"].dump());
+}
+
+TEST_CASE("the sparse config object: defaults, units and errors", "[simulate]") {
+  auto from = [](nlohmann::json j, const std::vector<std::string>& sets = {}) {
+    return sim::cluster_config_from_json(j, 512, sets);
+  };
+  CHECK_FALSE(from(nlohmann::json::object()).sparse.enabled);
+  auto c = from({{"sparse", nlohmann::json::object()}});
+  CHECK(c.sparse.enabled);
+  CHECK(c.sparse.pattern == "dsa");
+  CHECK(c.sparse.page_tokens == 64);
+  CHECK(c.sparse.top_k_pages == 32);
+  CHECK(c.sparse.budget.kind == kvtk::sparse::hbm_budget::unit::tokens);
+  CHECK(c.sparse.budget.amount == 4096);
+  CHECK(c.sparse.scorer == "selection-lru");
+  CHECK_FALSE(c.sparse.prefetch_next_step);
+  c = from({{"sparse", {{"pattern", "quest"}, {"budget", "25%"}, {"prefetch", "next-step"}}}},
+           {"sparse.budget=\"25%\"", "sparse.drift=0.1"});
+  CHECK(c.sparse.page_tokens == 16);
+  CHECK(c.sparse.budget.kind == kvtk::sparse::hbm_budget::unit::context_fraction);
+  CHECK(c.sparse.budget.amount == 0.25);
+  CHECK(c.sparse.prefetch_next_step);
+  CHECK(c.sparse.drift == 0.1);
+  c = from({{"sparse", {{"budget", 100}}}});
+  CHECK(c.sparse.budget.kind == kvtk::sparse::hbm_budget::unit::blocks);
+  CHECK_FALSE(from({{"sparse", nullptr}}).sparse.enabled);
+  using Catch::Contains;
+  CHECK_THROWS_WITH(from({{"sparse", {{"pattern", "nsa"}}}}), Contains("'sparse.pattern'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"scorer", "lfu"}}}}), Contains("unknown scorer 'lfu'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"prefetch", "always"}}}}), Contains("'sparse.prefetch'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"budget", 0}}}}), Contains("'sparse.budget'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"budget", "0tok"}}}}), Contains("'sparse.budget'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"budget", "120%"}}}}), Contains("'sparse.budget'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"drift", 1.5}}}}), Contains("'sparse.drift'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"persistence", -0.5}}}}), Contains("'sparse.persistence'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"page_tokens", 0}}}}), Contains("'sparse.page_tokens'"));
+  CHECK_THROWS_WITH(from({{"sparse", {{"pages", 3}}}}), Contains("unknown key 'sparse.pages'"));
+  CHECK_THROWS_WITH(from({{"sparse", 1}}), Contains("'sparse' must be an object"));
+  cluster_config bad = sparse_cluster();
+  bad.sparse.scorer = "nope";
+  CHECK_THROWS_WITH(sim::des::simulate(sparse_trace(), bad), Contains("unknown scorer 'nope'"));
+}

@@ -20,7 +20,11 @@ const char* const known_keys[] = {
     "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
     "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
-    "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism"};
+    "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
+    "sparse"};
+
+const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
+                                   "prefetch", "persistence", "drift",       "zipf",   "seed"};
 
 double number(const nlohmann::json& j, const char* key) {
   if (!j[key].is_number()) throw usage_error(std::string("config: '") + key + "' must be a number");
@@ -40,6 +44,113 @@ std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max)
   return static_cast<std::uint64_t>(v);
 }
 
+// The optional "sparse" object (docs/simulate.md); errors name the key as sparse.<key>.
+des::sparse_config sparse_from_json(const nlohmann::json& s) {
+  if (!s.is_object()) throw usage_error("config: 'sparse' must be an object");
+  for (const auto& [key, v] : s.items()) {
+    if (std::find(std::begin(sparse_keys), std::end(sparse_keys), key) == std::end(sparse_keys)) {
+      throw usage_error("config: unknown key 'sparse." + key + "'");
+    }
+  }
+  auto text = [&](const char* key) {
+    if (!s[key].is_string()) {
+      throw usage_error(std::string("config: 'sparse.") + key + "' must be a string");
+    }
+    return s[key].get<std::string>();
+  };
+  auto num = [&](const char* key) {
+    try {
+      return number(s, key);
+    } catch (const usage_error& e) {
+      std::string m = e.what();
+      const auto at = m.find('\'');
+      throw usage_error(m.insert(at + 1, "sparse."));
+    }
+  };
+  auto whole_num = [&](const char* key, std::uint64_t max) {
+    const double v = num(key);
+    if (v != std::floor(v) || v > static_cast<double>(max)) {
+      throw usage_error(std::string("config: 'sparse.") + key +
+                        "' must be a whole number <= " + std::to_string(max));
+    }
+    return static_cast<std::uint64_t>(v);
+  };
+  des::sparse_config c;
+  c.enabled = true;
+  if (s.contains("pattern")) c.pattern = text("pattern");
+  if (c.pattern != "dsa" && c.pattern != "quest") {
+    throw usage_error("config: 'sparse.pattern': unknown pattern '" + c.pattern + "' (dsa quest)");
+  }
+  c.page_tokens = c.pattern == "quest" ? 16 : 64;
+  if (s.contains("page_tokens")) {
+    c.page_tokens = static_cast<std::uint32_t>(whole_num("page_tokens", 1u << 20));
+    if (c.page_tokens == 0) throw usage_error("config: 'sparse.page_tokens' must be >= 1");
+  }
+  if (s.contains("top_k_pages")) {
+    c.top_k_pages = static_cast<std::uint32_t>(whole_num("top_k_pages", 1u << 20));
+    if (c.top_k_pages == 0) throw usage_error("config: 'sparse.top_k_pages' must be >= 1");
+  }
+  if (s.contains("budget")) {
+    const auto& b = s["budget"];
+    const char* what =
+        "config: 'sparse.budget' must be pages (a whole number >= 1), \"<N>tok\" "
+        "(N >= 1) or \"<P>%\" (0 < P <= 100)";
+    if (b.is_number()) {
+      const double v = b.get<double>();
+      if (!(v >= 1) || v != std::floor(v) || v > 4e9) throw usage_error(what);
+      c.budget = kvtk::sparse::hbm_budget::in_blocks(static_cast<std::uint32_t>(v));
+    } else if (b.is_string()) {
+      const std::string t = b.get<std::string>();
+      const bool tok = t.size() > 3 && t.ends_with("tok"), pct = t.size() > 1 && t.ends_with('%');
+      if (!tok && !pct) throw usage_error(what);
+      const std::string n = t.substr(0, t.size() - (tok ? 3 : 1));
+      double v = 0;
+      std::size_t used = 0;
+      try {
+        v = std::stod(n, &used);
+      } catch (const std::exception&) {
+        throw usage_error(what);
+      }
+      if (used != n.size() || !std::isfinite(v)) throw usage_error(what);
+      if (tok) {
+        if (!(v >= 1) || v != std::floor(v)) throw usage_error(what);
+        c.budget = kvtk::sparse::hbm_budget::in_tokens(static_cast<std::uint64_t>(v));
+      } else {
+        if (!(v > 0 && v <= 100)) throw usage_error(what);
+        c.budget = kvtk::sparse::hbm_budget::fraction_of_context(v / 100);
+      }
+    } else {
+      throw usage_error(what);
+    }
+  }
+  if (s.contains("scorer")) c.scorer = text("scorer");
+  if (kvtk::sparse::all_scorers::index_of(c.scorer) == kvtk::sparse::all_scorers::npos) {
+    std::string names;
+    for (const auto n : kvtk::sparse::all_scorers::names) {
+      names += (names.empty() ? "" : " ") + std::string(n);
+    }
+    throw usage_error("config: 'sparse.scorer': unknown scorer '" + c.scorer + "' (" + names + ")");
+  }
+  if (s.contains("prefetch")) {
+    const std::string p = text("prefetch");
+    if (p != "none" && p != "next-step") {
+      throw usage_error("config: 'sparse.prefetch': unknown mode '" + p + "' (none next-step)");
+    }
+    c.prefetch_next_step = p == "next-step";
+  }
+  for (const char* key : {"persistence", "drift"}) {
+    if (!s.contains(key)) continue;
+    const double v = s[key].is_number() ? s[key].get<double>() : -1.0;
+    if (!(v >= 0 && v <= 1)) {
+      throw usage_error(std::string("config: 'sparse.") + key + "' must be a number in [0, 1]");
+    }
+    (std::string(key) == "drift" ? c.drift : c.persistence) = v;
+  }
+  if (s.contains("zipf")) c.zipf = num("zipf");
+  if (s.contains("seed")) c.seed = whole_num("seed", ~0ull >> 11);
+  return c;
+}
+
 }  // namespace
 
 des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
@@ -49,10 +160,17 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) throw usage_error("--set: '" + o + "' is not key=value");
     const std::string key = o.substr(0, eq), value = o.substr(eq + 1);
+    nlohmann::json v;
     try {
-      j[key] = nlohmann::json::parse(value);
+      v = nlohmann::json::parse(value);
     } catch (const nlohmann::json::exception&) {
-      j[key] = value;
+      v = value;
+    }
+    if (key.starts_with("sparse.") && key.size() > 7) {  // one key inside the sparse object
+      if (!j.contains("sparse") || !j["sparse"].is_object()) j["sparse"] = nlohmann::json::object();
+      j["sparse"][key.substr(7)] = v;
+    } else {
+      j[key] = v;
     }
   }
   for (const auto& [key, v] : j.items()) {
@@ -190,6 +308,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
       throw usage_error(std::string("config 'calibration': ") + e.what());
     }
   }
+  if (j.contains("sparse") && !j["sparse"].is_null()) c.sparse = sparse_from_json(j["sparse"]);
   if (j.contains("partial_block")) {
     c.cache_partial_block = cli::parse_partial_block(j["partial_block"].get<std::string>()) == 1;
   }
@@ -263,13 +382,17 @@ int run_simulate(const std::vector<std::string>& args) {
       std::ostringstream csv;
       csv << "request,instance,rejected,arrival_s,prefill_start_s,first_token_s,done_s,blocks,"
              "hit_blocks,dram_blocks,pool_blocks,inflight_miss_blocks,input_tokens,hit_tokens,"
-             "output_tokens,mean_tbt_s\n";
+             "output_tokens,mean_tbt_s"
+          << (cfg.sparse.enabled ? ",recalls,stall_s\n" : "\n");
       for (std::size_t r = 0; r < res.requests.size(); ++r) {
         const auto& o = res.requests[r];
         csv << r << ',' << o.instance << ',' << o.rejected << ',' << o.arrival << ','
             << o.prefill_start << ',' << o.first_token << ',' << o.done << ',' << o.blocks << ','
-            << o.hit_blocks << ',' << o.dram_blocks << ',' << o.pool_blocks << ',' << o.inflight_miss_blocks << ',' << o.input_tokens << ','
-            << o.hit_tokens << ',' << o.output_tokens << ',' << o.mean_tbt << '\n';
+            << o.hit_blocks << ',' << o.dram_blocks << ',' << o.pool_blocks << ','
+            << o.inflight_miss_blocks << ',' << o.input_tokens << ',' << o.hit_tokens << ','
+            << o.output_tokens << ',' << o.mean_tbt;
+        if (cfg.sparse.enabled) csv << ',' << o.recalls << ',' << o.stall_s;
+        csv << '\n';
       }
       write_to(csv_out, csv.str());
     }

@@ -23,6 +23,23 @@
 //    KV moves over the P->D link to the decode instance with the fewest active requests, which
 //    steps its batch continuously. A request's first token comes from its prefill; outputs are
 //    capped at max_output_tokens when set.
+//  * Sparse attention (cluster_config::sparse set): every request gets, when its first decode
+//    step starts, a kvtk::sparse::offload_recall_manager (scorer by name) and a
+//    pattern_generator (context = ceil((input_length + tokens generated so far) / page_tokens)
+//    pages, growing by one page every page_tokens steps; seed = sparse.seed mixed with the
+//    request index), both released when it finishes. The prefill's KV is all in HBM at first:
+//    every prompt page is appended as resident and the first step's eviction offloads it down
+//    to the budget. Each decode step, per request in the batch: generate its selection (or take
+//    the one generated ahead for prefetch), manager.step(), count its recalls; with prefetch
+//    next-step, generate the next step's selection now (the generator cannot peek: it is kept
+//    and used next step, so the prediction is exact) and prefetch it. The step reads the
+//    weights and, per request, only its selected pages (pages × page_tokens × KV bytes/token)
+//    instead of its whole context. Link time of n pages L(n) = n > 0 ? host_link_latency_s +
+//    n·host_link_per_block_s + n·page_bytes / (gpu.host_link_bytes_per_s × gpus_per_instance)
+//    : 0 (bandwidth 0 = not a bottleneck). Stall of a step = L(recalls of the batch) + the
+//    previous step's prefetch excess, added to the step's duration (critical path). Prefetches
+//    issued during a step (for the next one) have L(prefetched) to fit within that step's
+//    duration; the excess is stall of the instance's next decode step.
 //  With time_scale 0, no pool bandwidth limit and one instance, the hit counts equal
 //  `kvtk replay --index flat` with the same policy and capacity (tested).
 #pragma once
@@ -34,8 +51,24 @@
 
 #include "des/profiles.hpp"
 #include "kvtk/prefix/replay.hpp"
+#include "kvtk/sparse/residency.hpp"
 
 namespace kvtk::sim::des {
+
+/// Sparse-attention decode with KV offload and recall (see the header comment).
+struct sparse_config {
+  bool enabled = false;            ///< false = dense decode (every key below ignored)
+  std::string pattern = "dsa";     ///< dsa | quest (kvtk::sparse::pattern_config presets)
+  std::uint32_t page_tokens = 64;  ///< tokens per page (dsa 64, quest 16)
+  std::uint32_t top_k_pages = 32;  ///< pages selected per step (sinks + recent + heavy)
+  kvtk::sparse::hbm_budget budget = kvtk::sparse::hbm_budget::in_tokens(4096);  ///< per request
+  std::string scorer = "selection-lru";  ///< any name in kvtk::sparse::all_scorers
+  bool prefetch_next_step = false;       ///< prefetch the next step's selection
+  double persistence = 0.9;              ///< heavy-hitter persistence, [0, 1]
+  double drift = 0.02;                   ///< per-step drift probability, [0, 1]
+  double zipf = 1.0;                     ///< Zipf exponent of heavy-hitter draws, >= 0
+  std::uint64_t seed = 1;                ///< mixed with the request index
+};
 
 struct cluster_config {
   model_profile model = model_presets().at("deepseek-v3");
@@ -68,6 +101,7 @@ struct cluster_config {
   std::uint64_t seed = 1;
   bool cache_partial_block = true;       ///< cache the partial last block (Mooncake counting)
   nlohmann::json host_link_calibration;  ///< what a calibration file set (reports only)
+  sparse_config sparse;                  ///< sparse-attention decode; disabled by default
 };
 
 /// Per-request outcome (the optional CSV).
@@ -78,6 +112,8 @@ struct request_outcome {
   std::uint64_t inflight_miss_blocks = 0;
   bool rejected = false;
   std::uint64_t input_tokens = 0, hit_tokens = 0, output_tokens = 0;
+  std::uint64_t recalls = 0;  ///< sparse: this request's recalled pages
+  double stall_s = 0;         ///< sparse: stall of the decode steps it took part in
 };
 
 struct simulation_result {
