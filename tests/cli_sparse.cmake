@@ -39,3 +39,7 @@ expect(2 "--prefetch: accuracy must be in \\[0, 1\\]" sparse --prefetch next-ste
 expect(2 "--drift applies to generated patterns" sparse --trace ${SP}/decode.jsonl --drift 0.1)
 expect(2 "no dram->hbm \\(h2d\\) fit" sparse --calibration ${DATA}/../calibration/host_only.json)
 expect(0 "\"bytes_per_s\": 25000000000" sparse --steps 10 --calibration ${DATA}/../calibration/h2d.json --json -)
+# --prefetch is a grid dimension of offload jobs (a lossy job runs once).
+expect(0 "offload +selection-lru +256 +0.020 +none .*offload +selection-lru +256 +0.020 +next-step:0.5 .*lossy +selection-lru +256 +0.020 +- "
+       sparse --steps 50 --manager offload,lossy --prefetch none,next-step:0.5)
+expect(2 "--prefetch: 'later'" sparse --prefetch none,later)

@@ -37,7 +37,7 @@ struct run_options {
   double step_s = 0.025;  // decode compute per step: prefetches hide behind it
   link_model link;
   std::uint32_t sinks = 1, recent = 2;
-  sp::prefetch_mode prefetch = sp::prefetch_mode::none;
+  sp::prefetch_mode prefetch = sp::prefetch_mode::none;  // per job (job::prefetch)
   double prefetch_accuracy = 1.0;  // fraction of the next step's blocks the predictor names
   std::uint64_t seed = 1;
   std::size_t series_points = 200;
@@ -47,7 +47,28 @@ struct job {
   std::string manager, scorer, budget_text;
   sp::hbm_budget budget;
   double drift = -1;  // generated patterns only (< 0: from a trace)
+  std::string prefetch_text = "none";
+  sp::prefetch_mode prefetch = sp::prefetch_mode::none;
+  double accuracy = 1.0;
 };
+
+// "none", "next-step" or "next-step:ACC" -> (mode, accuracy).
+std::pair<sp::prefetch_mode, double> parse_prefetch(const std::string& text) {
+  if (text == "none") return {sp::prefetch_mode::none, 1.0};
+  if (text.rfind("next-step", 0) != 0 || (text.size() > 9 && text[9] != ':')) {
+    throw usage_error("--prefetch: '" + text + "' (none, next-step, next-step:ACC)");
+  }
+  double acc = 1.0;
+  if (text.size() > 9) {
+    try {
+      acc = std::stod(text.substr(10));
+    } catch (const std::exception&) {
+      throw usage_error("--prefetch: '" + text + "': accuracy is not a number");
+    }
+    if (!(acc >= 0 && acc <= 1)) throw usage_error("--prefetch: accuracy must be in [0, 1]");
+  }
+  return {sp::prefetch_mode::next_step, acc};
+}
 
 // "256" blocks, "16384tok" tokens, "12.5%" of the context.
 sp::hbm_budget parse_budget(const std::string& text) {
@@ -171,11 +192,15 @@ void run_stream(const sp::pattern_trace& p, const sp::residency_config& rc, cons
 }
 
 nlohmann::json run_job(const job& j, const std::vector<sp::pattern_trace>& streams,
-                       const std::vector<std::string>& names, const run_options& o,
+                       const std::vector<std::string>& names, const run_options& common,
                        std::uint32_t block_tokens, std::ostringstream* csv) {
   totals t;
+  run_options o = common;
+  o.prefetch = j.prefetch;
+  o.prefetch_accuracy = j.accuracy;
   const std::string job_name = j.manager + ":" + j.scorer + ":" + j.budget_text +
-                               (j.drift >= 0 ? ":drift=" + std::to_string(j.drift) : "");
+                               (j.drift >= 0 ? ":drift=" + std::to_string(j.drift) : "") +
+                               (j.manager == "offload" ? ":prefetch=" + j.prefetch_text : "");
   for (std::size_t r = 0; r < streams.size(); ++r) {
     sp::residency_config rc;
     rc.max_blocks = std::max<std::uint32_t>(streams[r].max_context(), 1);
@@ -199,6 +224,7 @@ nlohmann::json run_job(const job& j, const std::vector<sp::pattern_trace>& strea
       {"manager", j.manager},
       {"scorer", j.scorer},
       {"budget", j.budget_text},
+      {"prefetch", j.prefetch_text},
       {"requests", streams.size()},
       {"steps", c.steps},
       {"selections", c.selections},
@@ -289,8 +315,8 @@ int run_sparse(const std::vector<std::string>& args) {
       "sinks", po::value(&o.sinks)->default_value(1), "protected sink pages")(
       "recent", po::value(&o.recent)->default_value(2), "protected recent pages")(
       "prefetch", po::value(&prefetch)->default_value("none"),
-      "offload: none | next-step (the next step's selection) | next-step:ACC (a predictor right "
-      "for a fraction ACC of the blocks)")(
+      "offload (a list): none | next-step (the next step's selection) | next-step:ACC (a "
+      "predictor right for a fraction ACC of the blocks)")(
       "model", po::value(&model)->default_value("deepseek-v3"),
       "KV bytes per token for page bytes: a preset or a .json model file")(
       "link-gb-per-s", po::value(&link_gbps)->default_value(50), "host -> HBM link bandwidth")(
@@ -341,24 +367,9 @@ int run_sparse(const std::vector<std::string>& args) {
         }
         o.step_s = step_ms * 1e-3;
         o.seed = seed;
-        if (prefetch == "none") {
-          o.prefetch = sp::prefetch_mode::none;
-        } else if (prefetch.rfind("next-step", 0) == 0) {
-          o.prefetch = sp::prefetch_mode::next_step;
-          if (prefetch.size() > 9) {
-            if (prefetch[9] != ':') throw usage_error("--prefetch: '" + prefetch + "'");
-            try {
-              o.prefetch_accuracy = std::stod(prefetch.substr(10));
-            } catch (const std::exception&) {
-              throw usage_error("--prefetch: '" + prefetch + "': accuracy is not a number");
-            }
-            if (!(o.prefetch_accuracy >= 0 && o.prefetch_accuracy <= 1)) {
-              throw usage_error("--prefetch: accuracy must be in [0, 1]");
-            }
-          }
-        } else {
-          throw usage_error("--prefetch: '" + prefetch + "' (none, next-step, next-step:ACC)");
-        }
+        std::vector<std::string> prefetch_list = cli::split_list(prefetch);
+        if (prefetch_list.empty()) throw usage_error("--prefetch: empty list");
+        for (const auto& p : prefetch_list) parse_prefetch(p);
         for (const auto& d : cli::split_list(drifts)) {
           double v = -1;
           try {
@@ -397,7 +408,14 @@ int run_sparse(const std::vector<std::string>& args) {
         for (const auto& m : mgrs) {
           for (const auto& s : scs) {
             for (const auto& b : bus) {
-              for (double d : drift_list) jobs.push_back({m, s, b, parse_budget(b), d});
+              for (double d : drift_list) {
+                // Prefetch applies to the offload manager only; a lossy job runs once.
+                for (const auto& p : m == "offload" ? prefetch_list
+                                                    : std::vector<std::string>{"none"}) {
+                  const auto [mode, acc] = parse_prefetch(p);
+                  jobs.push_back({m, s, b, parse_budget(b), d, p, mode, acc});
+                }
+              }
             }
           }
         }
@@ -466,7 +484,6 @@ int run_sparse(const std::vector<std::string>& args) {
       {"page_bytes", o.block_bytes},
       {"link", {{"alpha_s", o.link.alpha_s}, {"beta_s", o.link.beta_s}, {"bytes_per_s", o.link.bytes_per_s}}},
       {"step_s", o.step_s},
-      {"prefetch", prefetch},
       {"sinks", o.sinks},
       {"recent", o.recent},
       {"results", results}};
@@ -478,15 +495,16 @@ int run_sparse(const std::vector<std::string>& args) {
     return 1;
   }
   if (!vm.count("json")) {
-    std::printf("%-8s %-14s %-10s %6s %9s %10s %10s %9s %11s %9s %10s\n", "manager", "scorer",
-                "budget", "drift", "steps", "recalls", "per step", "stalled", "stall s",
-                "pf hit", "dropped");
+    std::printf("%-8s %-14s %-10s %6s %-16s %9s %10s %10s %9s %11s %9s %10s\n", "manager",
+                "scorer", "budget", "drift", "prefetch", "steps", "recalls", "per step", "stalled",
+                "stall s", "pf hit", "dropped");
     for (const auto& r : results) {
       const bool off = r["manager"] == "offload";
-      std::printf("%-8s %-14s %-10s %6s %9llu %10s %10s %9s %11s %9s %10s\n",
+      std::printf("%-8s %-14s %-10s %6s %-16s %9llu %10s %10s %9s %11s %9s %10s\n",
                   r["manager"].get<std::string>().c_str(), r["scorer"].get<std::string>().c_str(),
                   r["budget"].get<std::string>().c_str(),
                   r.contains("drift") ? std::to_string(r["drift"].get<double>()).substr(0, 5).c_str() : "-",
+                  off ? r["prefetch"].get<std::string>().c_str() : "-",
                   static_cast<unsigned long long>(r["steps"].get<std::uint64_t>()),
                   off ? std::to_string(r["recalls"].get<std::uint64_t>()).c_str() : "-",
                   off ? std::to_string(r["recalls_per_step"].get<double>()).substr(0, 7).c_str() : "-",

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <variant>
 
+#include "des/sparse_decode.hpp"
+
 namespace kvtk::sim::des {
 namespace {
 
@@ -46,45 +48,6 @@ decltype(auto) with(any_cache& c, F&& f) {
       },
       c);
 }
-
-template <class List>
-struct manager_variant_of;
-template <class... Ss>
-struct manager_variant_of<kvtk::sparse::scorer_list<Ss...>> {
-  using type = std::variant<std::monostate, kvtk::sparse::offload_recall_manager<Ss>...>;
-};
-using any_manager = manager_variant_of<kvtk::sparse::all_scorers>::type;
-
-// One decoding request's sparse-attention state: its residency manager, its selection pattern,
-// and (prefetch next-step) the next step's selection, generated one step ahead.
-struct sparse_request {
-  any_manager manager;
-  std::unique_ptr<kvtk::sparse::pattern_generator> gen;
-  std::vector<std::uint32_t> next_blocks;
-  std::vector<float> next_weights;
-  bool has_next = false;
-
-  template <class F>
-  decltype(auto) with_manager(F&& f) {
-    return std::visit(
-        [&](auto& m) -> decltype(auto) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(m)>, std::monostate>) {
-            throw std::logic_error("empty residency manager");
-            return f(std::get<1>(manager));
-          } else {
-            return f(m);
-          }
-        },
-        manager);
-  }
-  // Appends pages until the manager's context is n pages (decode wrote a new page).
-  void grow_to(std::uint32_t n) {
-    with_manager([&](auto& m) {
-      while (m.context_blocks() < n && m.append_block() != kvtk::sparse::no_block) {
-      }
-    });
-  }
-};
 
 enum kind : int { prefill_done = 0, transfer_done = 1, decode_done = 2, arrival = 3 };
 
@@ -123,7 +86,6 @@ struct request_state {
   std::uint64_t tbt_n = 0;
   std::vector<kvtk::block_key> pinned;
   double predicted_prefill_s = 0;
-  std::unique_ptr<sparse_request> sparse;  // while decoding with sparse attention
 };
 
 // Token gaps are too many to keep: a log-bucketed histogram (1 % wide buckets from 1 us to
@@ -188,6 +150,7 @@ class cluster {
     bt_ = t.block_tokens;
     block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
     page_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * c.sparse.page_tokens;
+    if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c.sparse, t.requests());
     flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.efficiency * c.gpus_per_instance;
     p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                                : kvtk::prefix::partial_block::skip;
@@ -252,31 +215,7 @@ class cluster {
     if (t_.arrival_s.size() != t_.requests()) {
       throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
     }
-    const sparse_config& s = c_.sparse;
-    if (!s.enabled) return;
-    if (s.pattern != "dsa" && s.pattern != "quest") {
-      throw std::invalid_argument("sparse.pattern: unknown pattern '" + s.pattern +
-                                  "' (dsa quest)");
-    }
-    if (kvtk::sparse::all_scorers::index_of(s.scorer) == kvtk::sparse::all_scorers::npos) {
-      throw std::invalid_argument("sparse.scorer: unknown scorer '" + s.scorer + "'");
-    }
-    if (s.page_tokens == 0) throw std::invalid_argument("sparse.page_tokens must be >= 1");
-    if (s.top_k_pages == 0) throw std::invalid_argument("sparse.top_k_pages must be >= 1");
-    const bool fraction = s.budget.kind == kvtk::sparse::hbm_budget::unit::context_fraction;
-    if (!(s.budget.amount > 0) || (fraction && s.budget.amount > 1) ||
-        !std::isfinite(s.budget.amount)) {
-      throw std::invalid_argument("sparse.budget must be > 0 (a fraction at most 100%)");
-    }
-    if (!(s.persistence >= 0 && s.persistence <= 1)) {
-      throw std::invalid_argument("sparse.persistence must be in [0, 1]");
-    }
-    if (!(s.drift >= 0 && s.drift <= 1)) {
-      throw std::invalid_argument("sparse.drift must be in [0, 1]");
-    }
-    if (!(s.zipf >= 0) || !std::isfinite(s.zipf)) {
-      throw std::invalid_argument("sparse.zipf must be finite and >= 0");
-    }
+    sparse_decoder::validate(c_.sparse);
   }
 
   void push(double t, int kind, std::uint32_t inst, std::uint32_t req) {
@@ -567,99 +506,6 @@ class cluster {
     return s;
   }
 
-  // The request's sparse state, created at its first decode step.
-  sparse_request& sparse_state(std::uint32_t r) {
-    auto& sp = st_[r].sparse;
-    if (sp) return *sp;
-    const sparse_config& s = c_.sparse;
-    const std::uint64_t tokens = t_.input_length[r] + out_[r].output_tokens;
-    const auto context = static_cast<std::uint32_t>(
-        std::max<std::uint64_t>(1, (tokens + s.page_tokens - 1) / s.page_tokens));
-    const std::uint64_t seed =
-        kvtk::sparse::splitmix64{s.seed ^ (0xD1B54A32D192ED03ull * (r + 1))}.next();
-    kvtk::sparse::pattern_config pc = s.pattern == "quest"
-                                          ? kvtk::sparse::pattern_config::quest(context, 2, seed)
-                                          : kvtk::sparse::pattern_config::dsa(context, seed);
-    pc.block_tokens = s.page_tokens;
-    pc.grow = true;
-    const std::uint32_t guarded = pc.sinks + pc.recent_window;
-    pc.heavy_blocks = s.top_k_pages > guarded ? s.top_k_pages - guarded : 0;
-    pc.persistence = s.persistence;
-    pc.drift = s.drift;
-    pc.zipf_exponent = s.zipf;
-    kvtk::sparse::residency_config rc;
-    rc.max_blocks = context + static_cast<std::uint32_t>(st_[r].remaining / s.page_tokens) + 2;
-    rc.budget = s.budget;
-    rc.block_tokens = s.page_tokens;
-    rc.sinks = pc.sinks;
-    rc.recent_window = pc.recent_window;
-    rc.prefetch = s.prefetch_next_step ? kvtk::sparse::prefetch_mode::next_step
-                                       : kvtk::sparse::prefetch_mode::none;
-    sp = std::make_unique<sparse_request>();
-    sp->gen = std::make_unique<kvtk::sparse::pattern_generator>(pc);
-    kvtk::sparse::all_scorers::visit(s.scorer, [&]<class S>() {
-      sp->manager.template emplace<kvtk::sparse::offload_recall_manager<S>>(rc);
-    });
-    sp->grow_to(context);  // the prefill wrote every prompt page to HBM
-    return *sp;
-  }
-
-  // One sparse decode step of request r: selection, residency step, prefetch of the next step.
-  // Returns the pages the step reads; adds recalls and prefetches issued.
-  std::uint64_t sparse_step(std::uint32_t r, std::uint64_t& recalls, std::uint64_t& prefetched) {
-    sparse_request& sp = sparse_state(r);
-    std::span<const std::uint32_t> blocks;
-    std::span<const float> weights;
-    if (sp.has_next) {
-      blocks = sp.next_blocks;
-      weights = sp.next_weights;
-      sp.has_next = false;
-    } else {
-      const auto sel = sp.gen->next();
-      blocks = sel.blocks;
-      weights = sel.weights;
-      sp.grow_to(sel.context_blocks);
-    }
-    sp.with_manager([&](auto& m) {
-      m.step(blocks, weights);
-      const auto& k = m.counters();
-      recalls += k.last_step_recalls;
-      out_[static_cast<std::size_t>(r)].recalls += k.last_step_recalls;
-      resident_sum_ += k.resident_blocks;
-      resident_max_ = std::max(resident_max_, k.resident_blocks);
-    });
-    const std::uint64_t pages = blocks.size();
-    if (c_.sparse.prefetch_next_step && st_[r].remaining > 1) {
-      const auto sel = sp.gen->next();
-      sp.next_blocks.assign(sel.blocks.begin(), sel.blocks.end());
-      sp.next_weights.assign(sel.weights.begin(), sel.weights.end());
-      sp.grow_to(sel.context_blocks);
-      sp.has_next = true;
-      sp.with_manager([&](auto& m) { prefetched += m.prefetch(sp.next_blocks); });
-    }
-    return pages;
-  }
-
-  // Adds a finished request's manager counters to the totals and releases its state.
-  void release_sparse(std::uint32_t r) {
-    auto& sp = st_[r].sparse;
-    if (!sp) return;
-    sp->with_manager([&](auto& m) {
-      const auto& k = m.counters();
-      sparse_totals_.steps += k.steps;
-      sparse_totals_.selections += k.selections;
-      sparse_totals_.hits += k.hits;
-      sparse_totals_.recalls += k.recalls;
-      sparse_totals_.prefetches_issued += k.prefetches_issued;
-      sparse_totals_.prefetch_hits += k.prefetch_hits;
-      sparse_totals_.wasted_prefetches += k.wasted_prefetches;
-      sparse_totals_.prefetches_dropped += k.prefetches_dropped;
-      sparse_totals_.evictions += k.evictions;
-      sparse_totals_.over_budget_steps += k.over_budget_steps;
-    });
-    sp.reset();
-  }
-
   void start_decode_step(instance& in, std::uint32_t i, bool decode_pool) {
     in.stepping.assign(in.batch.begin(),
                        in.batch.begin() + std::min<std::size_t>(in.batch.size(), c_.max_batch));
@@ -667,7 +513,12 @@ class cluster {
     std::uint64_t recalls = 0, prefetched = 0;
     for (std::uint32_t r : in.stepping) {
       if (c_.sparse.enabled) {
-        kv_bytes += static_cast<double>(sparse_step(r, recalls, prefetched)) * page_bytes_;
+        const auto k = sparse_->step(r, t_.input_length[r] + out_[r].output_tokens,
+                                     st_[r].remaining);
+        kv_bytes += static_cast<double>(k.pages) * page_bytes_;
+        recalls += k.recalls;
+        prefetched += k.prefetched;
+        out_[r].recalls += k.recalls;
       } else {
         kv_bytes += static_cast<double>(t_.input_length[r] + out_[r].output_tokens) *
                     c_.model.kv_bytes_per_token;
@@ -723,7 +574,7 @@ class cluster {
   }
 
   void finish(std::uint32_t r) {
-    release_sparse(r);
+    if (sparse_) sparse_->release(r);
     out_[r].done = now_;
     out_[r].mean_tbt = st_[r].tbt_n ? st_[r].tbt_sum / static_cast<double>(st_[r].tbt_n) : 0.0;
   }
@@ -796,8 +647,8 @@ class cluster {
                    {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                    {"prefill_to_decode", pd_bytes_}}}};
     if (c_.sparse.enabled) {
-      for (std::uint32_t r = 0; r < st_.size(); ++r) release_sparse(r);
-      const auto& k = sparse_totals_;
+      for (std::uint32_t r = 0; r < st_.size(); ++r) sparse_->release(r);
+      const auto& k = sparse_->totals();
       res.summary["sparse"] = {
           {"steps", k.steps},
           {"batch_steps", sparse_batch_steps_},
@@ -817,8 +668,9 @@ class cluster {
            stalled_steps_ ? stall_s_ / static_cast<double>(stalled_steps_) : 0.0},
           {"resident_pages",
            {{"mean",
-             k.steps ? static_cast<double>(resident_sum_) / static_cast<double>(k.steps) : 0.0},
-            {"max", resident_max_}}},
+             k.steps ? static_cast<double>(sparse_->resident_sum()) / static_cast<double>(k.steps)
+                     : 0.0},
+            {"max", sparse_->resident_max()}}},
           {"over_budget_steps", k.over_budget_steps},
           {"decode_kv_read_bytes", decode_kv_read_bytes_}};
     }
@@ -843,10 +695,9 @@ class cluster {
   std::uint64_t dram_read_blocks_ = 0, rejected_ = 0;
   std::uint32_t bt_ = 1;
   // Sparse attention: totals of released managers, and the batch-level stall accounting.
-  kvtk::sparse::residency_counters sparse_totals_{};
+  std::unique_ptr<sparse_decoder> sparse_;  // null for dense decode
   double page_bytes_ = 0, stall_s_ = 0, decode_kv_read_bytes_ = 0;
-  std::uint64_t sparse_batch_steps_ = 0, stalled_steps_ = 0, resident_sum_ = 0;
-  std::uint32_t resident_max_ = 0;
+  std::uint64_t sparse_batch_steps_ = 0, stalled_steps_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,55 @@
+// sim/des/sparse_decode.hpp — the sparse-attention side of the simulator's decode steps: one
+// offload + recall manager (kvtk/sparse/residency.hpp) and one growing selection pattern
+// (kvtk/sparse/pattern_gen.hpp) per decoding request, created at its first decode step and
+// released when it finishes (semantics: simulator.hpp and docs/simulate.md, "sparse").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "des/simulator.hpp"
+#include "kvtk/sparse/residency.hpp"
+
+namespace kvtk::sim::des {
+
+struct sparse_request;  // per-request state (sparse_decode.cpp)
+
+class sparse_decoder {
+ public:
+  /// Throws std::invalid_argument naming the first bad `sparse.*` value.
+  static void validate(const sparse_config& s);
+
+  /// `requests`: the trace's request count (state is indexed by request).
+  sparse_decoder(const sparse_config& s, std::size_t requests);
+  ~sparse_decoder();
+  sparse_decoder(const sparse_decoder&) = delete;
+  sparse_decoder& operator=(const sparse_decoder&) = delete;
+
+  struct step_result {
+    std::uint64_t pages = 0;       ///< pages the step reads (its selection)
+    std::uint32_t recalls = 0;     ///< critical-path recalls
+    std::uint64_t prefetched = 0;  ///< pages prefetched for the request's next step
+  };
+  /// One decode step of request r, whose context is `tokens` tokens and which has `remaining`
+  /// output tokens to produce (this one included).
+  step_result step(std::uint32_t r, std::uint64_t tokens, std::uint64_t remaining);
+  /// Adds r's counters to the totals and frees its state (no-op when it has none).
+  void release(std::uint32_t r);
+
+  /// Summed over released requests.
+  [[nodiscard]] const kvtk::sparse::residency_counters& totals() const noexcept { return totals_; }
+  [[nodiscard]] std::uint64_t resident_sum() const noexcept { return resident_sum_; }
+  [[nodiscard]] std::uint32_t resident_max() const noexcept { return resident_max_; }
+
+ private:
+  sparse_request& state(std::uint32_t r, std::uint64_t tokens, std::uint64_t remaining);
+
+  sparse_config s_;
+  std::vector<std::unique_ptr<sparse_request>> state_;
+  kvtk::sparse::residency_counters totals_{};
+  std::uint64_t resident_sum_ = 0;
+  std::uint32_t resident_max_ = 0;
+};
+
+}  // namespace kvtk::sim::des
