@@ -26,7 +26,7 @@ expect(0 "\"at_rest_corrupted\": 0.*\"block_hits\": 60921.*\"integrity_failures\
        --dir ${WORK_DIR} --json -)
 expect(2 "--dir: '/nonexistent/kvtk' is not a directory" move replay --trace ${TRACE}
        --tiers hbm:10:lru,ssd:10:lru --dir /nonexistent/kvtk)
-expect(2 "--backend cuda: the executor's device pools are not built" move replay --trace ${TRACE}
+expect(2 "--backend cuda: the device executor is its own program, cuda/kv_move_replay" move replay --trace ${TRACE}
        --tiers hbm:10:lru --backend cuda)
 # The calibration feed: the bench's fit becomes the link model of move replay and replay.
 expect(0 ".*" move bench --block-bytes 16KiB,64KiB --blocks 1,8,64 --reps 1

@@ -87,7 +87,8 @@ int run_move_replay(const std::vector<std::string>& args) {
       "bytes per moved block (pools hold capacity x this)")(
       "partial-block", po::value(&partial)->default_value("cache"), "skip | cache")(
       "backend", po::value(&backend)->default_value("host"),
-      "host (hbm and dram tiers in DRAM, ssd/nvme/file tiers in files); cuda is not built yet")(
+      "host (hbm and dram tiers in DRAM, ssd/nvme/file tiers in files); for device memory use "
+      "cuda/kv_move_replay")(
       "dir", po::value(&dir), "directory for file tiers (default: the system temp dir)")(
       "calibration", po::value(&cal_file),
       "predict link times from a calibration JSON (kvtk move bench --json); hbm counts as dram")(
@@ -115,8 +116,9 @@ int run_move_replay(const std::vector<std::string>& args) {
         pb = cli::parse_partial_block(partial) == 1 ? kvtk::prefix::partial_block::cache
                                                     : kvtk::prefix::partial_block::skip;
         if (backend == "cuda") {
-          throw usage_error("--backend cuda: the executor's device pools are not built yet (issue "
-                            "8); the CUDA path is measured by cuda/validate.sh");
+          throw usage_error("--backend cuda: the device executor is its own program, "
+                            "cuda/kv_move_replay (built with KVTK_CUDA; it needs only the CUDA "
+                            "runtime, so it also builds on GPU machines without Boost.Program_options)");
         }
         if (backend != "host") throw usage_error("--backend: '" + backend + "' (host, cuda)");
         if (!vm.count("dir")) dir = std::filesystem::temp_directory_path().string();
