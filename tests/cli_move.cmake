@@ -8,7 +8,7 @@ expect(0 "\"verified\": true" move bench --block-bytes 16KiB,64KiB,256KiB --bloc
 expect(0 "\"dram->file coalesced\": {" move bench --block-bytes 16KiB,64KiB,256KiB --blocks 1,8,64
        --reps 1 --dir ${WORK_DIR} --json -)
 expect(0 "dram->dram +per-piece .* yes" move bench --block-bytes 40KiB --blocks 4 --layout layer-first --to dram --reps 1)
-expect(2 "only host is built" move bench --backend cuda)
+expect(2 "the CUDA paths are measured by cuda/kv_move_bench" move bench --backend cuda)
 expect(2 "--block-bytes: '7parsecs'" move bench --block-bytes 7parsecs)
 expect(2 "unknown subcommand 'shuffle'" move shuffle)
 # Real movement of every decision: the hit counts are kvtk replay's (exclusive LRU over LRU at

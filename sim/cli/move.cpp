@@ -211,7 +211,9 @@ int run_move(const std::vector<std::string>& args) {
           "move bench", opts, std::vector<std::string>(args.begin() + 1, args.end()), vm, [&] {
             if (backend != "host") {
               throw usage_error("--backend: '" + backend +
-                                "' (only host is built; the CUDA backend is issue 8's remaining work)");
+                                "' (this command measures host paths; the CUDA paths are measured by "
+                                "cuda/kv_move_bench, run by cuda/validate.sh, whose results.json is "
+                                "the same calibration format)");
             }
             if (from != "dram") throw usage_error("--from: only dram");
             for (const auto& t : cli::split_list(to)) {
