@@ -56,3 +56,12 @@ expect(2 "unknown gpu 'b300'" simulate --trace ${T} --set gpu=b300)
 expect(2 "cannot open '.*/none.json'" simulate --trace ${T} --config ${WORK_DIR}/none.json)
 file(WRITE ${WORK_DIR}/ids.txt "1\n2\n3\n")
 expect(2 "no arrival times" simulate --trace ${WORK_DIR}/ids.txt)
+# Recorded decode-step selections drive their request's residency (the others are generated):
+# tests/data/sparse/recorded.jsonl, budget 3 pages with 1 sink + 2 recent protected, request 0
+# (5 pages) selects {0,2,4}, then {1} (recalled; 2 evicted), then {1,2} (2 recalled): 2 recalls.
+expect(0 "\n0,0,0,[^\n]*,4,[0-9.e-]+,2,[0-9.e-]+\n1,[^\n]*,0,0\n"
+       simulate --trace ${DATA}/../sparse/recorded.jsonl --set sparse={"budget":3} --csv -)
+expect(0 "\"recorded_requests\": 1"
+       simulate --trace ${DATA}/../sparse/recorded.jsonl --set sparse={"budget":3} --json -)
+expect(2 "decode records of request 'a': simulate needs the 0-based index of a request line"
+       simulate --trace ${DATA}/../sparse/decode.jsonl --set sparse={})

@@ -181,7 +181,8 @@ void resolve_trace(const std::string& path, std::string& format, std::uint32_t& 
 }
 
 loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
-                            std::uint32_t& block_tokens, bool skip_invalid, read_report& report) {
+                            std::uint32_t& block_tokens, bool skip_invalid, read_report& report,
+                            bool decode_records_used) {
   resolve_trace(path, format, block_tokens);
   read_options opts;
   opts.skip_invalid = skip_invalid;
@@ -190,7 +191,7 @@ loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std
     std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";
   }
-  if (report.decode_records > 0) {
+  if (report.decode_records > 0 && !decode_records_used) {
     std::cerr << "kvtk " << cmd << ": " << report.decode_records
               << " decode-step record(s) not used here (they are kvtk sparse's input)\n";
   }

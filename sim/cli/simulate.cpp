@@ -9,6 +9,7 @@
 
 #include "cli/common.hpp"
 #include "cli/cost.hpp"
+#include "formats/decode_records.hpp"
 #include "move/calibration.hpp"
 
 namespace kvtk::sim {
@@ -356,7 +357,36 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   read_report skipped;
   const loaded_trace loaded = load_trace_for("simulate", trace, format, block_tokens,
-                                             vm.count("skip-invalid") != 0, skipped);
+                                             vm.count("skip-invalid") != 0, skipped,
+                                             cfg.sparse.enabled);
+  std::size_t recorded_requests = 0;
+  if (cfg.sparse.enabled && skipped.decode_records > 0) {
+    // Recorded selections replace the generated pattern of their requests: "request" is the
+    // 0-based index of a request line.
+    auto rec = std::make_shared<std::vector<des::recorded_selection>>(loaded.view().requests());
+    for (const auto& req : load_decode_records(trace)) {  // trace_error: exit 1 via main
+      std::size_t idx = 0;
+      const bool digits = !req.id.empty() && req.id.size() < 19 &&
+                          req.id.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) idx = std::stoull(req.id);
+      if (!digits || idx >= rec->size()) {
+        std::cerr << "kvtk simulate: decode records of request '" << req.id
+                  << "': simulate needs the 0-based index of a request line (the trace has "
+                  << rec->size() << " requests)\n";
+        return 2;
+      }
+      auto& out = (*rec)[idx];
+      for (const auto& st : req.steps) {
+        out.step.push_back(st.step);
+        out.pattern.blocks.insert(out.pattern.blocks.end(), st.selected.begin(), st.selected.end());
+        out.pattern.weights.insert(out.pattern.weights.end(), st.weights.begin(), st.weights.end());
+        out.pattern.offsets.push_back(static_cast<std::uint32_t>(out.pattern.blocks.size()));
+        out.pattern.context.push_back(st.context_blocks);
+      }
+      ++recorded_requests;
+    }
+    cfg.sparse.recorded = std::move(rec);
+  }
   des::simulation_result res;
   try {
     res = des::simulate(loaded.view(), cfg);
@@ -376,6 +406,7 @@ int run_simulate(const std::vector<std::string>& args) {
                         {"config", j},
                         {"result", res.summary}};
   if (!cfg.host_link_calibration.is_null()) out["host_link_calibration"] = cfg.host_link_calibration;
+  if (cfg.sparse.enabled) out["result"]["sparse"]["recorded_requests"] = recorded_requests;
   try {
     if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
     if (vm.count("csv")) {

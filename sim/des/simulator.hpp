@@ -45,15 +45,25 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "des/profiles.hpp"
 #include "kvtk/prefix/replay.hpp"
+#include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
 
 namespace kvtk::sim::des {
+
+/// One request's recorded decode-step selections (kvtk JSONL "type": "decode" records), in step
+/// order: step[i] is the decode step of pattern.step(i). Decode step k uses the last record with
+/// step <= k (the first record before it): a trace may record every k-th step.
+struct recorded_selection {
+  std::vector<std::uint64_t> step;
+  kvtk::sparse::pattern_trace pattern;
+};
 
 /// Sparse-attention decode with KV offload and recall (see the header comment).
 struct sparse_config {
@@ -68,6 +78,8 @@ struct sparse_config {
   double drift = 0.02;                   ///< per-step drift probability, [0, 1]
   double zipf = 1.0;                     ///< Zipf exponent of heavy-hitter draws, >= 0
   std::uint64_t seed = 1;                ///< mixed with the request index
+  /// Recorded selections by request index (empty entries, or no vector: generated patterns).
+  std::shared_ptr<const std::vector<recorded_selection>> recorded;
 };
 
 struct cluster_config {

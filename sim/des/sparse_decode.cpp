@@ -24,7 +24,10 @@ using any_manager = manager_variant_of<kvtk::sparse::all_scorers>::type;
 // and (prefetch next-step) the next step's selection, generated one step ahead.
 struct sparse_request {
   any_manager manager;
-  std::unique_ptr<kvtk::sparse::pattern_generator> gen;
+  std::unique_ptr<kvtk::sparse::pattern_generator> gen;  // null when replaying records
+  const recorded_selection* recorded = nullptr;
+  std::size_t record = 0;  // the record in use (recorded)
+  std::uint64_t decode_steps = 0;
   std::vector<std::uint32_t> next_blocks;
   std::vector<float> next_weights;
   bool has_next = false;
@@ -108,7 +111,16 @@ sparse_request& sparse_decoder::state(std::uint32_t r, std::uint64_t tokens,
   rc.prefetch = s_.prefetch_next_step ? kvtk::sparse::prefetch_mode::next_step
                                       : kvtk::sparse::prefetch_mode::none;
   sp = std::make_unique<sparse_request>();
-  sp->gen = std::make_unique<kvtk::sparse::pattern_generator>(pc);
+  const recorded_selection* rec =
+      s_.recorded && r < s_.recorded->size() && !(*s_.recorded)[r].step.empty()
+          ? &(*s_.recorded)[r]
+          : nullptr;
+  if (rec != nullptr) {
+    sp->recorded = rec;
+    rc.max_blocks = std::max(rc.max_blocks, rec->pattern.max_context() + 1);
+  } else {
+    sp->gen = std::make_unique<kvtk::sparse::pattern_generator>(pc);
+  }
   kvtk::sparse::all_scorers::visit(s_.scorer, [&]<class S>() {
     sp->manager.template emplace<kvtk::sparse::offload_recall_manager<S>>(rc);
   });
@@ -122,6 +134,33 @@ sparse_decoder::step_result sparse_decoder::step(std::uint32_t r, std::uint64_t 
   step_result out;
   std::span<const std::uint32_t> blocks;
   std::span<const float> weights;
+  const std::uint64_t k = sp.decode_steps++;
+  if (sp.recorded != nullptr) {
+    // The last record at or before step k (the first one before it).
+    const auto& steps = sp.recorded->step;
+    while (sp.record + 1 < steps.size() && steps[sp.record + 1] <= k) ++sp.record;
+    const auto sel = sp.recorded->pattern.step(sp.record);
+    blocks = sel.blocks;
+    weights = sel.weights;
+    const auto context = static_cast<std::uint32_t>((tokens + s_.page_tokens - 1) / s_.page_tokens);
+    sp.grow_to(std::max(sel.context_blocks, context));
+    sp.with_manager([&](auto& m) {
+      m.step(blocks, weights);
+      const auto& c = m.counters();
+      out.recalls = c.last_step_recalls;
+      resident_sum_ += c.resident_blocks;
+      resident_max_ = std::max(resident_max_, c.resident_blocks);
+    });
+    out.pages = blocks.size();
+    if (s_.prefetch_next_step && remaining > 1) {
+      std::size_t next = sp.record;
+      while (next + 1 < steps.size() && steps[next + 1] <= k + 1) ++next;
+      const auto nsel = sp.recorded->pattern.step(next);
+      sp.grow_to(nsel.context_blocks);
+      sp.with_manager([&](auto& m) { out.prefetched = m.prefetch(nsel.blocks); });
+    }
+    return out;
+  }
   if (sp.has_next) {
     blocks = sp.next_blocks;
     weights = sp.next_weights;
