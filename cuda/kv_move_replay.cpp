@@ -185,6 +185,24 @@ struct observer {
   }
 };
 
+// A JSON string body (quotes, backslashes and control characters escaped).
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
@@ -300,6 +318,12 @@ int main(int argc, char** argv) {
   st.block_bytes = block_bytes;
   st.corrupt_every = corrupt_every;
   st.links.resize(cfg.tiers.size());
+  std::unique_ptr<kvtk::tier::tier_hierarchy<kvtk::all_policies, observer>> h;
+  try {
+    h = std::make_unique<kvtk::tier::tier_hierarchy<kvtk::all_policies, observer>>(cfg, observer{&st});
+  } catch (const std::invalid_argument& e) {
+    die(std::string("--tiers: ") + e.what());
+  }
   for (std::size_t i = 0; i < cfg.tiers.size(); ++i) {
     const std::size_t bytes = cfg.tiers[i].capacity_blocks * block_bytes;
     st.arena.push_back(static_cast<std::byte*>(i == 0 ? eng.device(bytes) : eng.pinned(bytes)));
@@ -310,12 +334,6 @@ int main(int argc, char** argv) {
   st.staging = static_cast<std::byte*>(eng.device(longest * block_bytes));
   st.host_scratch = static_cast<std::byte*>(eng.pinned(block_bytes));
 
-  std::unique_ptr<kvtk::tier::tier_hierarchy<kvtk::all_policies, observer>> h;
-  try {
-    h = std::make_unique<kvtk::tier::tier_hierarchy<kvtk::all_policies, observer>>(cfg, observer{&st});
-  } catch (const std::invalid_argument& e) {
-    die(std::string("--tiers: ") + e.what());
-  }
   std::vector<std::uint8_t> served(longest);
   std::uint64_t refs = 0, hits = 0;
   const auto t0 = clock_type::now();
@@ -350,15 +368,15 @@ int main(int argc, char** argv) {
     const double down = static_cast<double>(m.blocks_down) * block_bytes;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%s    {\"link\": \"%s<->%s\", \"blocks_up\": %llu, \"blocks_down\": %llu, "
+                  "\", \"blocks_up\": %llu, \"blocks_down\": %llu, "
                   "\"seconds_up\": %.6g, \"seconds_down\": %.6g, \"bytes_per_s_up\": %.6g, "
                   "\"bytes_per_s_down\": %.6g}",
-                  links.empty() ? "" : ",\n", cfg.tiers[u - 1].name.c_str(), cfg.tiers[u].name.c_str(),
                   static_cast<unsigned long long>(m.blocks_up),
                   static_cast<unsigned long long>(m.blocks_down), m.seconds_up, m.seconds_down,
                   m.seconds_up > 0 ? up / m.seconds_up : 0.0,
                   m.seconds_down > 0 ? down / m.seconds_down : 0.0);
-    links += line;
+    links += std::string(links.empty() ? "" : ",\n") + "    {\"link\": \"" +
+             escaped(cfg.tiers[u - 1].name) + "<->" + escaped(cfg.tiers[u].name) + line;
   }
   cudaDeviceProp prop{};
   std::string device = "emulated (host memory)";
@@ -368,20 +386,20 @@ int main(int argc, char** argv) {
   }
   char head[1024];
   std::snprintf(head, sizeof head,
-                "{\n  \"device\": \"%s\",\n  \"trace\": \"%s\",\n  \"tiers\": \"%s\",\n"
                 "  \"block_bytes\": %llu,\n  \"requests\": %zu,\n  \"block_refs\": %llu,\n"
                 "  \"block_hits\": %llu,\n  \"blocks_computed\": %llu,\n  \"block_moves\": %llu,\n"
                 "  \"arrivals_verified\": %llu,\n  \"readbacks\": %llu,\n  \"at_rest_verified\": %llu,\n"
-                "  \"integrity_failures\": %llu,\n  \"audit\": \"%s\",\n  \"wall_seconds\": %.6g,\n",
-                device.c_str(), trace.c_str(), tiers.c_str(),
+                "  \"integrity_failures\": %llu,\n  \"wall_seconds\": %.6g,\n",
                 static_cast<unsigned long long>(block_bytes), t.requests(),
                 static_cast<unsigned long long>(refs), static_cast<unsigned long long>(hits),
                 static_cast<unsigned long long>(st.fresh), static_cast<unsigned long long>(moves),
                 static_cast<unsigned long long>(st.verified - (at_rest - at_rest_bad)),
                 static_cast<unsigned long long>(st.readbacks),
                 static_cast<unsigned long long>(at_rest - at_rest_bad),
-                static_cast<unsigned long long>(st.failures), audit.c_str(), wall);
-  const std::string out = std::string(head) + "  \"links\": [\n" + links + "\n  ],\n  \"verified\": " +
+                static_cast<unsigned long long>(st.failures), wall);
+  const std::string out = "{\n  \"device\": \"" + escaped(device) + "\",\n  \"trace\": \"" +
+                          escaped(trace) + "\",\n  \"tiers\": \"" + escaped(tiers) +
+                          "\",\n  \"audit\": \"" + escaped(audit) + "\",\n" + head + "  \"links\": [\n" + links + "\n  ],\n  \"verified\": " +
                           (st.failures == 0 && audit.empty() ? "true" : "false") + "\n}\n";
   if (!json_out.empty()) {
     std::FILE* f = std::fopen(json_out.c_str(), "w");

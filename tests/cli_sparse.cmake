@@ -43,3 +43,16 @@ expect(0 "\"bytes_per_s\": 25000000000" sparse --steps 10 --calibration ${DATA}/
 expect(0 "offload +selection-lru +256 +0.020 +none .*offload +selection-lru +256 +0.020 +next-step:0.5 .*lossy +selection-lru +256 +0.020 +- "
        sparse --steps 50 --manager offload,lossy --prefetch none,next-step:0.5)
 expect(2 "--prefetch: 'later'" sparse --prefetch none,later)
+# Review fixes: Quest selects exactly K pages per step (sinks and recent count within K); a trace's
+# pages are its header's block size; its CSV shows the recorded steps; a huge token budget is
+# unlimited (not wrapped); repeated steps and unknown record types are errors.
+expect(0 "\"selections\": 320," sparse --pattern quest --steps 10 --context-blocks 500 --json -)
+expect(0 "\"selections\": 320," sparse --pattern quest --steps 10 --context-blocks 500 --recent 3 --json -)
+expect(0 "\"page_tokens\": 16" sparse --trace ${SP}/pages16.jsonl --json -)
+expect(0 ",a,10,6,2," sparse --trace ${SP}/pages16.jsonl --csv -)
+expect(2 "--page-tokens 64: the trace's pages are 16 tokens" sparse --trace ${SP}/pages16.jsonl --page-tokens 64)
+expect(0 "\"evictions\": 0," sparse --steps 20 --budget 1e30tok --json -)
+expect(1 "repeated_step.jsonl:2: step 0 of request a appears again without a new layer_group"
+       sparse --trace ${SP}/repeated_step.jsonl)
+expect(1 "bad_decode_type.jsonl:2: 'type' must be \"request\" or \"decode\"" sparse --trace ${SP}/bad_decode_type.jsonl)
+expect(2 "more than the 4 GiB of patterns" sparse --steps 10000000 --requests 1000)

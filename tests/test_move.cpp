@@ -135,6 +135,7 @@ TEST_CASE("calibration files: paths, clamping, the fastest mechanism, errors", "
   CHECK(cfg.tiers[2].latency_s == 3e-5);
   CHECK(cfg.tiers[2].read_per_block_s == 2e-6);
   CHECK(cfg.tiers[2].write_per_block_s == 1e-6);
+  CHECK(cfg.tiers[2].write_latency_s == 2e-5);
   CHECK(cfg.tiers[2].write_bytes_per_s == 3e9);
   CHECK_THROWS_WITH(apply_calibration(cfg, cal, "warp"), Catch::Contains("no fit for mechanism 'warp'"));
 

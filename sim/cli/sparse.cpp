@@ -13,6 +13,7 @@
 
 #include "cli/common.hpp"
 #include "formats/decode_records.hpp"
+#include "formats/requests.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
 #include "move/calibration.hpp"
@@ -36,11 +37,12 @@ struct run_options {
   double block_bytes = 0;
   double step_s = 0.025;  // decode compute per step: prefetches hide behind it
   link_model link;
-  std::uint32_t sinks = 1, recent = 2;
+  std::uint32_t sinks = 1, recent = 2;  // the pattern preset's unless given
   sp::prefetch_mode prefetch = sp::prefetch_mode::none;  // per job (job::prefetch)
   double prefetch_accuracy = 1.0;  // fraction of the next step's blocks the predictor names
   std::uint64_t seed = 1;
   std::size_t series_points = 200;
+  std::size_t series_stride = 1;  // set per job from the longest stream
 };
 
 struct job {
@@ -85,7 +87,9 @@ sp::hbm_budget parse_budget(const std::string& text) {
     if (v != std::floor(v) || v > 4e9) throw usage_error("--budget: '" + text + "' is not a whole block count");
     return sp::hbm_budget::in_blocks(static_cast<std::uint32_t>(v));
   }
-  if (unit == "tok") return sp::hbm_budget::in_tokens(static_cast<std::uint64_t>(v));
+  if (unit == "tok") {
+    return sp::hbm_budget::in_tokens(v >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(v));
+  }
   if (unit == "%") {
     if (v > 100) throw usage_error("--budget: '" + text + "' is over 100%");
     return sp::hbm_budget::fraction_of_context(v / 100.0);
@@ -93,9 +97,9 @@ sp::hbm_budget parse_budget(const std::string& text) {
   throw usage_error("--budget: '" + text + "': unit must be none (blocks), tok or %");
 }
 
-// The prediction a next-step prefetch acts on: the true next selection, with a fraction
-// (1 - accuracy) of its non-protected blocks replaced by other blocks of the context (a
-// deterministic stand-in for a predictor that is sometimes wrong).
+// The prediction a next-step prefetch acts on: the true next selection, with each block replaced,
+// with probability 1 - accuracy, by a random block of the context (a deterministic stand-in for
+// a predictor that is sometimes wrong).
 void predict(const sp::step_selection& next, double accuracy, sp::splitmix64& rng,
              std::vector<std::uint32_t>& out) {
   out.assign(next.blocks.begin(), next.blocks.end());
@@ -135,18 +139,14 @@ void add_counters(sp::residency_counters& a, const sp::residency_counters& b) {
 }
 
 template <class Manager>
-void run_stream(const sp::pattern_trace& p, const sp::residency_config& rc, const run_options& o,
-                std::size_t request, const std::string& request_name, const std::string& job_name,
-                totals& t, std::ostringstream* csv) {
+void run_stream(const sp::pattern_trace& p, const std::vector<std::uint64_t>& step_numbers,
+                const sp::residency_config& rc, const run_options& o, std::size_t request,
+                const std::string& request_name, const std::string& job_name, totals& t,
+                std::ostringstream* csv) {
   Manager m(rc);
   sp::splitmix64 rng{o.seed ^ (0x9e3779b97f4a7c15ull * (request + 1))};
   std::vector<std::uint32_t> predicted;
-  const std::size_t stride = std::max<std::size_t>(1, (p.steps() + o.series_points - 1) / o.series_points);
-  if (t.series_step.empty()) {
-    for (std::size_t s = 0; s < p.steps(); s += stride) t.series_step.push_back(s);
-    t.series_resident.assign(t.series_step.size(), 0);
-    t.series_recalls.assign(t.series_step.size(), 0);
-  }
+  const std::size_t stride = o.series_stride;
   double prefetch_due_s = 0;  // link time of the prefetch issued for this step
   for (std::size_t s = 0; s < p.steps(); ++s) {
     const sp::step_selection sel = p.step(s);
@@ -184,7 +184,9 @@ void run_stream(const sp::pattern_trace& p, const sp::residency_config& rc, cons
       t.series_recalls[s / stride] += static_cast<double>(recalls);
     }
     if (csv != nullptr) {
-      *csv << job_name << ',' << request_name << ',' << s << ',' << sel.context_blocks << ','
+      *csv << job_name << ',' << request_name << ','
+           << (step_numbers.empty() ? static_cast<std::uint64_t>(s) : step_numbers[s]) << ','
+           << sel.context_blocks << ','
            << sel.blocks.size() << ',' << resident << ',' << recalls << ',' << stall << '\n';
     }
   }
@@ -192,10 +194,18 @@ void run_stream(const sp::pattern_trace& p, const sp::residency_config& rc, cons
 }
 
 nlohmann::json run_job(const job& j, const std::vector<sp::pattern_trace>& streams,
+                       const std::vector<std::vector<std::uint64_t>>& step_numbers,
                        const std::vector<std::string>& names, const run_options& common,
                        std::uint32_t block_tokens, std::ostringstream* csv) {
   totals t;
   run_options o = common;
+  // The series samples every stride-th step (record, for traces) of every request.
+  std::size_t longest = 1;
+  for (const auto& p : streams) longest = std::max(longest, p.steps());
+  o.series_stride = std::max<std::size_t>(1, (longest + o.series_points - 1) / o.series_points);
+  for (std::size_t s = 0; s < longest; s += o.series_stride) t.series_step.push_back(s);
+  t.series_resident.assign(t.series_step.size(), 0);
+  t.series_recalls.assign(t.series_step.size(), 0);
   o.prefetch = j.prefetch;
   o.prefetch_accuracy = j.accuracy;
   const std::string job_name = j.manager + ":" + j.scorer + ":" + j.budget_text +
@@ -211,9 +221,11 @@ nlohmann::json run_job(const job& j, const std::vector<sp::pattern_trace>& strea
     rc.prefetch = j.manager == "offload" ? o.prefetch : sp::prefetch_mode::none;
     const bool found = sp::all_scorers::visit(j.scorer, [&]<class S>() {
       if (j.manager == "offload") {
-        run_stream<sp::offload_recall_manager<S>>(streams[r], rc, o, r, names[r], job_name, t, csv);
+        run_stream<sp::offload_recall_manager<S>>(streams[r], step_numbers[r], rc, o, r, names[r],
+                                                  job_name, t, csv);
       } else {
-        run_stream<sp::lossy_manager<S>>(streams[r], rc, o, r, names[r], job_name, t, csv);
+        run_stream<sp::lossy_manager<S>>(streams[r], step_numbers[r], rc, o, r, names[r], job_name,
+                                          t, csv);
       }
     });
     if (!found) throw usage_error("--scorer: unknown '" + j.scorer + "'");
@@ -312,8 +324,9 @@ int run_sparse(const std::vector<std::string>& args) {
       "victim order (a list): selection-lru, streaming-llm, h2o, tova, snapkv, infllm-lru-s")(
       "budget", po::value(&budgets)->default_value("256"),
       "HBM budget per request (a list): pages (256), tokens (16384tok) or % of the context")(
-      "sinks", po::value(&o.sinks)->default_value(1), "protected sink pages")(
-      "recent", po::value(&o.recent)->default_value(2), "protected recent pages")(
+      "sinks", po::value(&o.sinks), "protected sink pages, always selected (default 1)")(
+      "recent", po::value(&o.recent),
+      "protected recent pages, always selected (default: dsa 2, quest 1)")(
       "prefetch", po::value(&prefetch)->default_value("none"),
       "offload (a list): none | next-step (the next step's selection) | next-step:ACC (a "
       "predictor right for a fraction ACC of the blocks)")(
@@ -330,6 +343,7 @@ int run_sparse(const std::vector<std::string>& args) {
   po::variables_map vm;
   std::vector<job> jobs;
   std::vector<sp::pattern_trace> fixed_streams;
+  std::vector<std::vector<std::uint64_t>> fixed_steps;  // recorded step numbers
   std::vector<std::string> names;
   sp::pattern_config base;
   std::vector<double> drift_list;
@@ -337,6 +351,15 @@ int run_sparse(const std::vector<std::string>& args) {
         const bool from_trace = vm.count("trace") != 0;
         if (pattern != "dsa" && pattern != "quest") {
           throw usage_error("--pattern: '" + pattern + "' (dsa, quest)");
+        }
+        if (from_trace) {
+          // Decode records count pages of the trace's block size (its kvtk header's).
+          const std::uint32_t header = default_block_tokens(trace, trace_format::kvtk);
+          if (page_tokens != 0 && page_tokens != header) {
+            throw usage_error("--page-tokens " + std::to_string(page_tokens) + ": the trace's " +
+                              "pages are " + std::to_string(header) + " tokens (its header)");
+          }
+          page_tokens = header;
         }
         if (page_tokens == 0) page_tokens = pattern == "quest" ? 16 : 64;
         if (context == 0 || context > (1u << 24)) throw usage_error("--context-blocks: must be in [1, 2^24]");
@@ -405,10 +428,11 @@ int run_sparse(const std::vector<std::string>& args) {
             throw usage_error("--scorer: unknown '" + s + "' (" + known + ")");
           }
         }
-        for (const auto& m : mgrs) {
-          for (const auto& s : scs) {
-            for (const auto& b : bus) {
-              for (double d : drift_list) {
+        // Drift outermost: the jobs of one drift share their generated patterns.
+        for (double d : drift_list) {
+          for (const auto& m : mgrs) {
+            for (const auto& s : scs) {
+              for (const auto& b : bus) {
                 // Prefetch applies to the offload manager only; a lossy job runs once.
                 for (const auto& p : m == "offload" ? prefetch_list
                                                     : std::vector<std::string>{"none"}) {
@@ -422,13 +446,27 @@ int run_sparse(const std::vector<std::string>& args) {
         base = pattern == "quest" ? sp::pattern_config::quest(context, top_k ? top_k : 32, seed)
                                   : sp::pattern_config::dsa(context, seed);
         if (pattern == "dsa" && top_k != 0) throw usage_error("--top-k applies to --pattern quest");
+        // Pages per step: DSA's top-2048 tokens in pages, or Quest's K; sinks and the recent
+        // window are part of them, heavy hitters fill the rest (unless --heavy says otherwise).
+        const std::uint32_t per_step = pattern == "quest" ? (top_k ? top_k : 32)
+                                                          : std::max(1u, 2048 / page_tokens);
+        if (!vm.count("sinks")) o.sinks = base.sinks;
+        if (!vm.count("recent")) o.recent = base.recent_window;
+        base.sinks = o.sinks;
+        base.recent_window = o.recent;
+        const std::uint32_t guarded = o.sinks + o.recent;
+        base.heavy_blocks = heavy != 0 ? heavy : (per_step > guarded ? per_step - guarded : 0);
         base.block_tokens = page_tokens;
         base.grow = vm.count("grow") != 0;
         base.zipf_exponent = zipf;
-        if (heavy != 0) base.heavy_blocks = heavy;
         if (persistence != -1) base.persistence = persistence;
-        base.sinks = o.sinks;
-        base.recent_window = o.recent;
+        const double selections = static_cast<double>(steps) * requests *
+                                  (static_cast<double>(base.heavy_blocks) + guarded);
+        if (!from_trace && selections * 8.0 > 4.0 * (1ull << 30)) {
+          throw usage_error("--steps x --requests x pages per step = " +
+                            std::to_string(static_cast<unsigned long long>(selections)) +
+                            " selections: more than the 4 GiB of patterns kvtk sparse holds");
+        }
       });
       rc >= 0) {
     return rc;
@@ -438,6 +476,9 @@ int run_sparse(const std::vector<std::string>& args) {
     for (const auto& req : load_decode_records(trace)) {  // trace_error: exit 1 via main
       fixed_streams.push_back(to_pattern(req));
       names.push_back(req.id);
+      std::vector<std::uint64_t> numbers;
+      for (const auto& st : req.steps) numbers.push_back(st.step);
+      fixed_steps.push_back(std::move(numbers));
     }
   }
   nlohmann::json results = nlohmann::json::array();
@@ -445,12 +486,15 @@ int run_sparse(const std::vector<std::string>& args) {
   if (vm.count("csv")) csv << "job,request,step,context_blocks,selected,resident,recalls,stall_s\n";
   try {
     std::vector<sp::pattern_trace> generated;
+    std::vector<std::vector<std::uint64_t>> generated_steps;  // empty: step = index
     double generated_drift = -2;
     for (const auto& j : jobs) {
       const std::vector<sp::pattern_trace>* streams = &fixed_streams;
+      const std::vector<std::vector<std::uint64_t>>* numbers = &fixed_steps;
       if (!from_trace) {
         if (j.drift != generated_drift) {  // the jobs of one drift share their patterns
           generated.clear();
+          generated_steps.clear();
           names.clear();
           for (std::uint32_t r = 0; r < requests; ++r) {
             sp::pattern_config pc = base;
@@ -458,12 +502,15 @@ int run_sparse(const std::vector<std::string>& args) {
             pc.seed = seed + r;
             generated.push_back(sp::generate_pattern(pc, steps));
             names.push_back(std::to_string(r));
+            generated_steps.emplace_back();
           }
           generated_drift = j.drift;
         }
         streams = &generated;
+        numbers = &generated_steps;
       }
-      results.push_back(run_job(j, *streams, names, o, page_tokens, vm.count("csv") ? &csv : nullptr));
+      results.push_back(
+          run_job(j, *streams, *numbers, names, o, page_tokens, vm.count("csv") ? &csv : nullptr));
     }
   } catch (const std::invalid_argument& e) {
     std::cerr << "kvtk sparse: " << e.what() << "\n";

@@ -194,6 +194,7 @@ hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_t
     t.latency_s = num(o, "latency_us") * 1e-6;
     t.read_per_block_s = num(o, "read_per_block_us") * 1e-6;
     t.write_per_block_s = num(o, "write_per_block_us") * 1e-6;
+    t.write_latency_s = num(o, "write_latency_us") * 1e-6;
     t.usd_per_gb_month = num(o, "usd_per_gb_month");
     t.endurance_tbw = num(o, "endurance_tbw");
     if (o.contains("dwpd") && cfg.block_bytes > 0) {
@@ -258,6 +259,7 @@ nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
       row["latency_s"] = s.latency_s;
       row["read_per_block_s"] = s.read_per_block_s;
       row["write_per_block_s"] = s.write_per_block_s;
+      row["write_latency_s"] = s.write_latency_s;
     }
     if (s.usd_per_gb_month > 0 && bb > 0) {
       row["usd_per_month"] =

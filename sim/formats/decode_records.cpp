@@ -36,35 +36,44 @@ std::vector<decode_request> load_decode_records(const std::string& path) {
 std::vector<decode_request> parse_decode_records(std::istream& in, const std::string& path) {
   std::vector<decode_request> out;
   std::unordered_map<std::string, std::size_t> index;
+  std::vector<std::vector<std::int64_t>> groups;  // per request
   std::string line;
   std::uint64_t lineno = 0;
-  constexpr std::uint64_t max_blocks = (1ull << 31) - 1;
+  constexpr std::uint64_t max_blocks = 1ull << 24;  // 16M blocks: a 1G-token context at 64
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    // Cheap pre-filter: request lines (most of a mixed file) are not parsed here.
-    if (line.find("\"decode\"") == std::string::npos) continue;
+    // Cheap pre-filter: request lines (most of a mixed file) carry no "type" and are not parsed.
+    if (line.find("\"type\"") == std::string::npos) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
       throw trace_error(path, lineno, std::string("invalid JSON (") + e.what() + ")");
     }
-    if (!j.is_object() || !j.contains("type") || j["type"] != "decode") continue;
+    if (!j.is_object() || !j.contains("type")) continue;
+    if (j["type"] == "request") continue;
+    if (j["type"] != "decode") {
+      throw trace_error(path, lineno, "'type' must be \"request\" or \"decode\"");
+    }
     if (!j.contains("request")) throw trace_error(path, lineno, "missing field 'request'");
-    std::string id;
+    std::string id, key;  // key tells "1" from 1
     if (j["request"].is_string()) {
       id = j["request"].get<std::string>();
+      key = "s" + id;
     } else if (j["request"].is_number_integer()) {
       id = j["request"].dump();
+      key = "i" + id;
     } else {
       throw trace_error(path, lineno, "'request' must be an integer or a string");
     }
     decode_step s;
     s.step = whole(j, "step", ~0ull >> 1, path, lineno);
     s.context_blocks = static_cast<std::uint32_t>(whole(j, "context_blocks", max_blocks, path, lineno));
+    const std::int64_t group =
+        j.contains("layer_group") ? static_cast<std::int64_t>(whole(j, "layer_group", 1u << 20, path, lineno))
+                                  : -1;
     if (s.context_blocks == 0) throw trace_error(path, lineno, "'context_blocks' must be > 0");
-    if (j.contains("layer_group")) whole(j, "layer_group", 1u << 20, path, lineno);
     if (!j.contains("selected") || !j["selected"].is_array()) {
       throw trace_error(path, lineno, "missing array 'selected'");
     }
@@ -85,8 +94,8 @@ std::vector<decode_request> parse_decode_records(std::istream& in, const std::st
         throw trace_error(path, lineno, "'weights' must be an array as long as 'selected'");
       }
       for (const auto& w : j["weights"]) {
-        if (!w.is_number() || !(w.get<double>() >= 0) || !std::isfinite(w.get<double>())) {
-          throw trace_error(path, lineno, "'weights' must hold finite non-negative numbers");
+        if (!w.is_number() || !(w.get<double>() >= 0) || !(w.get<double>() <= 3.0e38)) {
+          throw trace_error(path, lineno, "'weights' must hold numbers in [0, 3e38]");
         }
         s.weights.push_back(w.get<float>());
       }
@@ -109,9 +118,13 @@ std::vector<decode_request> parse_decode_records(std::istream& in, const std::st
       sorted.selected.push_back(s.selected[i]);
       sorted.weights.push_back(s.weights[i]);
     }
-    auto [it, fresh] = index.try_emplace(id, out.size());
-    if (fresh) out.push_back({id, {}});
+    auto [it, fresh] = index.try_emplace(key, out.size());
+    if (fresh) {
+      out.push_back({id, {}});
+      groups.emplace_back();
+    }
     auto& steps = out[it->second].steps;
+    auto& seen = groups[it->second];  // layer groups of the request's latest step
     if (!steps.empty() && steps.back().step > sorted.step) {
       throw trace_error(path, lineno, "step " + std::to_string(sorted.step) + " of request " + id +
                                           " comes after step " + std::to_string(steps.back().step));
@@ -123,7 +136,14 @@ std::vector<decode_request> parse_decode_records(std::istream& in, const std::st
                                           std::to_string(sorted.context_blocks));
     }
     if (!steps.empty() && steps.back().step == sorted.step) {
-      // Another layer group of the same step: the union, weights summed.
+      // Another layer group of the same step: the union, weights summed. A repeated group (or
+      // a step given twice without groups) is an error, not a silent doubling of weights.
+      if (group < 0 || std::find(seen.begin(), seen.end(), -1) != seen.end() ||
+          std::find(seen.begin(), seen.end(), group) != seen.end()) {
+        throw trace_error(path, lineno, "step " + std::to_string(sorted.step) + " of request " +
+                                            id + " appears again without a new layer_group");
+      }
+      seen.push_back(group);
       decode_step& u = steps.back();
       u.context_blocks = std::max(u.context_blocks, sorted.context_blocks);
       decode_step merged;
@@ -140,12 +160,14 @@ std::vector<decode_request> parse_decode_records(std::istream& in, const std::st
           merged.weights.push_back(sorted.weights[b++]);
         } else {
           merged.selected.push_back(u.selected[a]);
-          merged.weights.push_back(u.weights[a++] + sorted.weights[b++]);
+          merged.weights.push_back(static_cast<float>(
+              std::min(3.0e38, static_cast<double>(u.weights[a++]) + sorted.weights[b++])));
         }
       }
       u = std::move(merged);
     } else {
       steps.push_back(std::move(sorted));
+      seen.assign(1, group);
     }
   }
   if (out.empty()) throw trace_error(path, 0, "no decode record (\"type\": \"decode\") in the file");

@@ -7,13 +7,16 @@
 // * request: an integer or string naming the request (records of one request form its run);
 // * step: the decode step (non-negative integer), non-decreasing within a request (a trace may
 //   record every k-th step: steps need not be consecutive);
-// * context_blocks: the request's context in blocks at that step (> every selected index);
+// * context_blocks: the request's context in blocks at that step (> every selected index; at
+//   most 2^24; never shrinking within a request);
 // * selected: block indices the step's sparse attention used (distinct within a record);
 // * weights (optional): one non-negative number per selected block (DSA: how many of the block's
 //   tokens are in the top-k; Quest: 1; default 1);
 // * layer_group (optional, non-negative integer): records of one (request, step) with different
 //   layer groups are united — the selected set is the union over layers, a block's weight the
-//   sum — which is what a block-granular HBM residency needs when layers share a block table.
+//   sum — which is what a block-granular HBM residency needs when layers share a block table. A
+//   step repeated without a new layer_group is an error (not a silent doubling of weights).
+// * "request": 1 and "request": "1" are different requests.
 // Request lines ("type" absent or "request") and the header line are passed over here, and
 // request readers pass over decode lines, so one file can carry both.
 #pragma once
@@ -42,7 +45,8 @@ struct decode_request {
 /// Reads every decode record of `path`, grouped by request in order of first appearance.
 /// Throws trace_error("path:line: reason") for a malformed record (bad JSON, a missing or
 /// ill-typed field, a selected index >= context_blocks, a duplicate index, weights of another
-/// length, a step that goes back within its request) and trace_error(path, 0, …) when the file
+/// length or above 3e38, a step that goes back within its request or repeats without a new
+/// layer_group, a "type" other than request/decode) and trace_error(path, 0, …) when the file
 /// cannot be opened or holds no decode record.
 std::vector<decode_request> load_decode_records(const std::string& path);
 

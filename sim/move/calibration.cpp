@@ -124,6 +124,7 @@ nlohmann::json apply_calibration(kvtk::tier::hierarchy_config& cfg, const calibr
       row["read"] = describe(*up);
     }
     if (down) {
+      t.write_latency_s = down->model.alpha_s;
       t.write_per_block_s = down->model.beta_s;
       t.write_bytes_per_s = down->model.bytes_per_s;
       row["write"] = describe(*down);

@@ -10,7 +10,7 @@
 //
 // Applying it to a hierarchy: tier s (s >= 1) is read into tier s-1 over "kind(s)->kind(s-1)"
 // (latency_s = alpha, read_per_block_s = beta, read_bytes_per_s = B) and written over
-// "kind(s-1)->kind(s)" (write_per_block_s = beta, write_bytes_per_s = B). Tier names map to
+// "kind(s-1)->kind(s)" (write_latency_s = alpha, write_per_block_s = beta, write_bytes_per_s = B). Tier names map to
 // kinds: hbm/gpu/hbm* -> hbm, dram/host/cpu -> dram, ssd/nvme/file/disk -> file; the host backend
 // of `kvtk move replay` holds hbm in DRAM, so there hbm counts as dram. When no mechanism is
 // named, each link takes the mechanism with the smallest predicted time for a 256-block

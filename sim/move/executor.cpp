@@ -199,7 +199,8 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
     const double pred_up =
         static_cast<double>(m.blocks_up) * (spec.latency_s + spec.read_per_block_s) +
         (spec.read_bytes_per_s > 0 ? up_bytes / spec.read_bytes_per_s : 0.0);
-    const double pred_down = static_cast<double>(m.blocks_down) * spec.write_per_block_s +
+    const double pred_down =
+        static_cast<double>(m.blocks_down) * (spec.write_latency_s + spec.write_per_block_s) +
                              (spec.write_bytes_per_s > 0 ? down_bytes / spec.write_bytes_per_s : 0.0);
     links.push_back(
         {{"link", cfg.tiers[u - 1].name + "<->" + spec.name},

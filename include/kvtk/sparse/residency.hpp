@@ -28,7 +28,9 @@
 //   shielded (blocks step t-1 selected are fair game: the prediction says step t does not need
 //   them); when nothing is evictable the remaining listed blocks, in list order, are not loaded
 //   (prefetches_dropped, once per distinct block). A prefetch never raises resident above the
-//   budget, and one call equals listing its blocks one call at a time.
+//   budget. One call shields all its listed blocks before it evicts anything, so
+//   it is not the same as listing them one call at a time (an earlier call may evict a block
+//   that a later call lists).
 //   Step t then counts each pending block it selects as a prefetch hit (also a hit) and each one it
 //   does not select as a wasted prefetch (its bytes moved for nothing; the block stays resident and
 //   is an ordinary eviction candidate). So after every step prefetch_hits + wasted_prefetches =

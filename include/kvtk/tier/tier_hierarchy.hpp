@@ -303,7 +303,7 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
         throw std::invalid_argument("tier " + s.name + ": capacity must be in [1, 2^31) blocks");
       }
       for (double v : {s.read_bytes_per_s, s.write_bytes_per_s, s.latency_s, s.read_per_block_s,
-                       s.write_per_block_s, s.usd_per_gb_month, s.endurance_tbw}) {
+                       s.write_per_block_s, s.write_latency_s, s.usd_per_gb_month, s.endurance_tbw}) {
         if (!(v >= 0) || !std::isfinite(v)) {
           throw std::invalid_argument("tier " + s.name + ": link, price and endurance figures must "
                                       "be finite and >= 0");

@@ -74,6 +74,9 @@ struct tier_spec {
   double read_per_block_s = 0;
   /// Seconds per block written into this tier from above. Default 0.
   double write_per_block_s = 0;
+  /// Seconds of fixed cost per write call into this tier (a calibration fit's alpha for the
+  /// path down; used by `kvtk move replay`'s prediction, where each block is one call). Default 0.
+  double write_latency_s = 0;
   /// Price of capacity, US dollars per GB-month (10^9 bytes). 0 = not priced.
   double usd_per_gb_month = 0;
   /// Rated endurance in terabytes written (10^12 bytes), for SSDs. 0 = not tracked.
