@@ -8,29 +8,36 @@
 //
 // What each method reads, and what exporting it costs the engine
 // ---------------------------------------------------------------
-//   field / store            read by                     cost to export
-//   -----------------------  --------------------------  -----------------------------------------
-//   position, sink, recent   StreamingLLM, all (guard)   free: the block table already has them
-//   last_selected_step,      selection-LRU (ArkVale,     free: the step's selected index list
-//   (top-k selection_sequence       ShadowKV-style caches)      output) is already on the host or
-//   in HBM selection_count (decay)  InfLLM LRU-S               same list; one fused multiply-add
-//   per
-//                                                        selected block (decay applied lazily)
-//   accumulated_mass (decay) H2O                         attention probabilities summed per block
-//   per
-//                                                        step: FlashAttention-style kernels never
-//                                                        materialise them, so it needs an extra
-//                                                        pass (or a kernel that emits per-block row
-//                                                        sums using the softmax normaliser), per
-//                                                        layer/head
-//   last_step_mass           TOVA                        same per-block sums, latest step only
-//   window_score             SnapKV / PyramidKV          one-off at prefill: the last w queries'
-//                                                        attention to every block (w x n scores),
-//                                                        pooled; nothing during decode
-//   key min/max (store)      Quest, ArkVale bounds       2*d values per block, written once when
-//   the
-//                                                        block fills (a reduction over its tokens)
-//   key mean (store)         InfLLM / GSA-style scoring  d values per block, written once at fill
+// clang-format off
+//   position, sink, recent flags
+//       read by: StreamingLLM, and every scorer (protection)
+//       cost: free (the block table already has them)
+//   last_selected_step, selection_sequence
+//       read by: selection LRU (ArkVale- and ShadowKV-style caches)
+//       cost: free (the step's top-k index list is already in HBM or on the host)
+//   selection_count (decayed)
+//       read by: InfLLM LRU-S
+//       cost: the same list; one multiply-add per selected block (decay applied lazily)
+//   accumulated_mass (decayed)
+//       read by: H2O
+//       cost: attention probabilities summed per block per step (per layer/head).
+//             FlashAttention-style kernels never materialise them, so this needs an extra pass
+//             or a kernel that emits per-block row sums using the softmax normaliser
+//   last_step_mass
+//       read by: TOVA
+//       cost: the same per-block sums, latest step only
+//   window_score
+//       read by: SnapKV / PyramidKV
+//       cost: once, at prefill: the last w queries' attention to every block (w x n scores),
+//             pooled; nothing during decode
+//   key min/max (key_summary_store)
+//       read by: Quest, ArkVale bounds
+//       cost: 2*d values per block, written once when the block fills (a reduction over its
+//             tokens)
+//   key mean (key_summary_store)
+//       read by: InfLLM / GSA-style scoring
+//       cost: d values per block, written once when the block fills
+// clang-format on
 //
 // Decay is lazy: a decayed field holds its value as of `decay_step`; its value at step t is
 // stored * factor^(t - decay_step). A block no step touches costs nothing per step, and a factor
