@@ -391,7 +391,7 @@ bool verify(arenas& a, unsigned char* check_buf, const std::vector<unsigned long
   return ok;
 }
 
-int run(const std::string& out_dir, bool quick, bool self_test) {
+int run(const std::string& out_dir, bool quick, bool self_test, int ctas) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("kv_move_bench: skipped: no CUDA device\n");
@@ -402,7 +402,7 @@ int run(const std::string& out_dir, bool quick, bool self_test) {
   CK(cudaSetDevice(0));
   context cx;
   cx.device = 0;
-  cx.ctas = prop.multiProcessorCount;
+  cx.ctas = ctas > 0 ? ctas : prop.multiProcessorCount;  // --ctas; default one per SM
   CK(cudaStreamCreate(&cx.stream));
   CK(cudaStreamCreate(&cx.stream2));
   CK(cudaEventCreate(&cx.start));
@@ -574,18 +574,25 @@ int run(const std::string& out_dir, bool quick, bool self_test) {
 int main(int argc, char** argv) {
   std::string out;
   bool quick = false, self_test = false;
+  int ctas = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
+    } else if (a == "--ctas" && i + 1 < argc) {
+      ctas = std::atoi(argv[++i]);
+      if (ctas <= 0 || ctas > 65535) {
+        std::fprintf(stderr, "kv_move_bench: --ctas must be in [1, 65535]\n");
+        return 2;
+      }
     } else if (a == "--quick") {
       quick = true;
     } else if (a == "--self-test") {
       self_test = true;
     } else {
-      std::fprintf(stderr, "usage: kv_move_bench [--out DIR] [--quick] [--self-test]\n");
+      std::fprintf(stderr, "usage: kv_move_bench [--out DIR] [--quick] [--self-test] [--ctas N]\n");
       return 2;
     }
   }
-  return run(out, quick, self_test);
+  return run(out, quick, self_test, ctas);
 }

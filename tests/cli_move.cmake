@@ -53,3 +53,7 @@ expect(0 "\"host_link_calibration\": \\{.*\"bytes_per_s\": 25000000000.*\"mechan
        --calibration ${DATA}/../calibration/h2d.json --json -)
 expect(2 "no dram->hbm \\(h2d\\) fit" simulate --trace ${TRACE} --set dram=100
        --calibration ${WORK_DIR}/cal.json)
+# The threads mechanism: shares over the io_pool, every block verified, on both paths.
+expect(0 "dram->file +threads .* yes.*file->dram +threads .* yes|file->dram +threads .* yes.*dram->file +threads .* yes"
+       move bench --block-bytes 64KiB --blocks 64 --mechanism threads --io-threads 3 --reps 1 --dir ${WORK_DIR})
+expect(2 "--io-threads: must be in \\[1, 64\\]" move bench --io-threads 0)

@@ -56,3 +56,17 @@ expect(1 "repeated_step.jsonl:2: step 0 of request a appears again without a new
        sparse --trace ${SP}/repeated_step.jsonl)
 expect(1 "bad_decode_type.jsonl:2: 'type' must be \"request\" or \"decode\"" sparse --trace ${SP}/bad_decode_type.jsonl)
 expect(2 "more than the 4 GiB of patterns" sparse --steps 10000000 --requests 1000)
+# Layer-ahead: the same recalls, less stall (each layer's share hides behind the previous layer).
+execute_process(COMMAND ${KVTK} sparse --steps 200 --prefetch none,layer-ahead --json -
+                RESULT_VARIABLE code OUTPUT_VARIABLE out)
+string(JSON r0 GET "${out}" results 0 recalls)
+string(JSON r1 GET "${out}" results 1 recalls)
+string(JSON s0 GET "${out}" results 0 stall_s)
+string(JSON s1 GET "${out}" results 1 stall_s)
+string(JSON p1 GET "${out}" results 1 prefetch)
+if(NOT code EQUAL 0 OR NOT p1 STREQUAL "layer-ahead" OR NOT r0 EQUAL r1 OR NOT r0 GREATER 0
+   OR NOT s1 LESS s0)
+  message(FATAL_ERROR "layer-ahead: want the same recalls and less stall: ${r0}/${s0} vs ${r1}/${s1}")
+endif()
+expect(2 "--prefetch layer-ahead needs --layers" sparse --steps 10 --prefetch layer-ahead
+       --model ${DATA}/../models/deepseek-v3-mla.json)

@@ -1,5 +1,6 @@
 // Real movement, host backend: layouts, block patterns and verification, copy mechanisms, the
 // file tier, and the timing-model fit.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include "kvtk/tier/tier.hpp"
 #include "move/calibration.hpp"
 #include "move/host_move.hpp"
+#include "move/io_pool.hpp"
 
 using namespace kvtk::sim::move;
 using kvtk::move::arrangement;
@@ -167,4 +169,26 @@ TEST_CASE("calibration files: paths, clamping, the fastest mechanism, errors", "
   }
   CHECK_THROWS_WITH(calibration::load("/nonexistent/kvtk.json"), Catch::Contains("cannot open"));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("io_pool runs every task once, on several threads, and rethrows a task's error", "[move]") {
+  for (unsigned workers : {0u, 1u, 3u}) {
+    io_pool pool(workers);
+    for (std::size_t tasks : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      for (int round = 0; round < 3; ++round) {  // the pool is reused between runs
+        std::vector<std::atomic<int>> hits(tasks);
+        pool.run(tasks, [&](std::size_t i) { hits[i].fetch_add(1); });
+        for (auto& h : hits) REQUIRE(h.load() == 1);
+      }
+    }
+    std::atomic<int> ran{0};
+    CHECK_THROWS_WITH(pool.run(50,
+                               [&](std::size_t i) {
+                                 ran.fetch_add(1);
+                                 if (i == 17) throw std::runtime_error("task 17 failed");
+                               }),
+                      "task 17 failed");
+    CHECK(ran.load() == 50);  // the other tasks still ran
+    pool.run(0, [](std::size_t) { FAIL("no task to run"); });
+  }
 }

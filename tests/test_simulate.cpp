@@ -6,6 +6,7 @@
 
 #include "cli/simulate.hpp"
 #include "des/simulator.hpp"
+#include "des/sparse_decode.hpp"
 #include "formats/mooncake_flat.hpp"
 
 namespace {
@@ -376,4 +377,16 @@ TEST_CASE("the sparse config object: defaults, units and errors", "[simulate]") 
   cluster_config bad = sparse_cluster();
   bad.sparse.scorer = "nope";
   CHECK_THROWS_WITH(sim::des::simulate(sparse_trace(), bad), Contains("unknown scorer 'nope'"));
+}
+
+TEST_CASE("layer-ahead recall stall: the first layer's share is exposed, the rest hide", "[simulate]") {
+  using kvtk::sim::des::layer_ahead_stall;
+  // 1 s transfer with 0.1 s fixed cost over 4 layers of a 0.5 s step: each share 0.325 s, each
+  // layer computes 0.125 s, so 0.325 + 3 * 0.2 = 0.925 s.
+  CHECK(layer_ahead_stall(1.0, 0.1, 0.5, 4) == Approx(0.925));
+  // A small transfer hides entirely but for the first share.
+  CHECK(layer_ahead_stall(0.2, 0.0, 1.0, 4) == Approx(0.05));
+  // One layer: nothing to overlap with.
+  CHECK(layer_ahead_stall(0.3, 0.01, 5.0, 1) == Approx(0.3));
+  CHECK(layer_ahead_stall(0.0, 0.01, 5.0, 8) == 0.0);
 }

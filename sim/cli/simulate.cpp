@@ -134,10 +134,12 @@ des::sparse_config sparse_from_json(const nlohmann::json& s) {
   }
   if (s.contains("prefetch")) {
     const std::string p = text("prefetch");
-    if (p != "none" && p != "next-step") {
-      throw usage_error("config: 'sparse.prefetch': unknown mode '" + p + "' (none next-step)");
+    if (p != "none" && p != "next-step" && p != "layer-ahead") {
+      throw usage_error("config: 'sparse.prefetch': unknown mode '" + p +
+                        "' (none next-step layer-ahead)");
     }
     c.prefetch_next_step = p == "next-step";
+    c.prefetch_layer_ahead = p == "layer-ahead";
   }
   for (const char* key : {"persistence", "drift"}) {
     if (!s.contains(key)) continue;

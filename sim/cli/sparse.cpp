@@ -13,6 +13,8 @@
 
 #include "cli/common.hpp"
 #include "formats/decode_records.hpp"
+#include "des/profiles.hpp"
+#include "des/sparse_decode.hpp"
 #include "formats/requests.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
@@ -43,6 +45,8 @@ struct run_options {
   std::uint64_t seed = 1;
   std::size_t series_points = 200;
   std::size_t series_stride = 1;  // set per job from the longest stream
+  bool layer_ahead = false;       // per job (job::layer_ahead)
+  std::uint32_t layers = 61;      // --layers
 };
 
 struct job {
@@ -52,13 +56,15 @@ struct job {
   std::string prefetch_text = "none";
   sp::prefetch_mode prefetch = sp::prefetch_mode::none;
   double accuracy = 1.0;
+  bool layer_ahead = false;  // recalls load one layer ahead (timing only; no prefetch)
 };
 
-// "none", "next-step" or "next-step:ACC" -> (mode, accuracy).
+// "none", "layer-ahead", "next-step" or "next-step:ACC" -> (mode, accuracy); layer-ahead is a
+// timing mode over prefetch_mode::none.
 std::pair<sp::prefetch_mode, double> parse_prefetch(const std::string& text) {
-  if (text == "none") return {sp::prefetch_mode::none, 1.0};
+  if (text == "none" || text == "layer-ahead") return {sp::prefetch_mode::none, 1.0};
   if (text.rfind("next-step", 0) != 0 || (text.size() > 9 && text[9] != ':')) {
-    throw usage_error("--prefetch: '" + text + "' (none, next-step, next-step:ACC)");
+    throw usage_error("--prefetch: '" + text + "' (none, layer-ahead, next-step, next-step:ACC)");
   }
   double acc = 1.0;
   if (text.size() > 9) {
@@ -154,11 +160,13 @@ void run_stream(const sp::pattern_trace& p, const std::vector<std::uint64_t>& st
     const std::uint64_t before_recalls = m.counters().recalls;
     m.step(sel.blocks, sel.weights);
     const std::uint64_t recalls = m.counters().recalls - before_recalls;
-    // Critical path: the step's recalls, plus whatever part of its prefetch did not fit behind
-    // the previous step's compute.
-    const double recall_s = o.link.seconds(recalls, o.block_bytes);
+    // Critical path: the step's recalls (with layer-ahead only what the layers' compute does not
+    // hide), plus whatever part of its prefetch did not fit behind the previous step's compute.
+    const double link_s = o.link.seconds(recalls, o.block_bytes);
+    const double recall_s =
+        o.layer_ahead ? des::layer_ahead_stall(link_s, o.link.alpha_s, o.step_s, o.layers) : link_s;
     const double stall = recall_s + std::max(0.0, prefetch_due_s - o.step_s);
-    t.recall_link_s += recall_s;
+    t.recall_link_s += link_s;
     if (stall > 0) {
       ++t.stalled_steps;
       t.stall_s += stall;
@@ -208,6 +216,7 @@ nlohmann::json run_job(const job& j, const std::vector<sp::pattern_trace>& strea
   t.series_recalls.assign(t.series_step.size(), 0);
   o.prefetch = j.prefetch;
   o.prefetch_accuracy = j.accuracy;
+  o.layer_ahead = j.layer_ahead;
   const std::string job_name = j.manager + ":" + j.scorer + ":" + j.budget_text +
                                (j.drift >= 0 ? ":drift=" + std::to_string(j.drift) : "") +
                                (j.manager == "offload" ? ":prefetch=" + j.prefetch_text : "");
@@ -328,8 +337,11 @@ int run_sparse(const std::vector<std::string>& args) {
       "recent", po::value(&o.recent),
       "protected recent pages, always selected (default: dsa 2, quest 1)")(
       "prefetch", po::value(&prefetch)->default_value("none"),
-      "offload (a list): none | next-step (the next step's selection) | next-step:ACC (a "
+      "offload (a list): none | layer-ahead (each layer's recalls load during the previous "
+      "layer: --layers shares) | next-step (the next step's selection) | next-step:ACC (a "
       "predictor right for a fraction ACC of the blocks)")(
+      "layers", po::value(&o.layers),
+      "model layers for layer-ahead (default: the --model preset's, deepseek-v3 61)")(
       "model", po::value(&model)->default_value("deepseek-v3"),
       "KV bytes per token for page bytes: a preset or a .json model file")(
       "link-gb-per-s", po::value(&link_gbps)->default_value(50), "host -> HBM link bandwidth")(
@@ -377,6 +389,17 @@ int run_sparse(const std::vector<std::string>& args) {
           throw usage_error("--calibration-mechanism needs --calibration");
         }
         const std::uint64_t bpt = cli::bytes_per_token_of(model);
+        if (!vm.count("layers")) {
+          const auto& presets = des::model_presets();
+          const auto it = presets.find(model);
+          o.layers = it != presets.end() ? it->second.layers : 0;
+        }
+        if (o.layers == 0 || o.layers > 100000) {
+          if (prefetch.find("layer-ahead") != std::string::npos) {
+            throw usage_error("--prefetch layer-ahead needs --layers (1..100000) for this model");
+          }
+          o.layers = 1;
+        }
         o.block_bytes = static_cast<double>(bpt) * page_tokens;
         if (vm.count("calibration")) {
           try {
@@ -437,7 +460,7 @@ int run_sparse(const std::vector<std::string>& args) {
                 for (const auto& p : m == "offload" ? prefetch_list
                                                     : std::vector<std::string>{"none"}) {
                   const auto [mode, acc] = parse_prefetch(p);
-                  jobs.push_back({m, s, b, parse_budget(b), d, p, mode, acc});
+                  jobs.push_back({m, s, b, parse_budget(b), d, p, mode, acc, p == "layer-ahead"});
                 }
               }
             }

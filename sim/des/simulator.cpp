@@ -530,7 +530,12 @@ class cluster {
     if (c_.sparse.enabled) {
       decode_kv_read_bytes_ += kv_bytes;
       ++sparse_batch_steps_;
-      const double stall = link_s(recalls) + in.prefetch_excess_s;
+      const double recall_s =
+          c_.sparse.prefetch_layer_ahead
+              ? layer_ahead_stall(link_s(recalls), c_.host_link_latency_s, dur,
+                                  std::max<std::uint32_t>(1, c_.model.layers))
+              : link_s(recalls);
+      const double stall = recall_s + in.prefetch_excess_s;
       in.prefetch_excess_s = 0;
       if (stall > 0) {
         ++stalled_steps_;

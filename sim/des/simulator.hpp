@@ -74,6 +74,7 @@ struct sparse_config {
   kvtk::sparse::hbm_budget budget = kvtk::sparse::hbm_budget::in_tokens(4096);  ///< per request
   std::string scorer = "selection-lru";  ///< any name in kvtk::sparse::all_scorers
   bool prefetch_next_step = false;       ///< prefetch the next step's selection
+  bool prefetch_layer_ahead = false;     ///< recalls load one layer ahead (model.layers shares)
   double persistence = 0.9;              ///< heavy-hitter persistence, [0, 1]
   double drift = 0.02;                   ///< per-step drift probability, [0, 1]
   double zipf = 1.0;                     ///< Zipf exponent of heavy-hitter draws, >= 0

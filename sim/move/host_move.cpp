@@ -52,7 +52,7 @@ std::uint64_t copy_blocks(host_pool& src, std::span<const std::uint64_t> src_ids
   std::uint64_t calls = 0;
   for (std::size_t i = 0; i < src_ids.size();) {
     std::size_t run = 1;
-    if (m == mechanism::coalesced) {
+    if (m != mechanism::per_piece) {
       while (i + run < src_ids.size() && src_ids[i + run] == src_ids[i] + run &&
              dst_ids[i + run] == dst_ids[i] + run) {
         ++run;

@@ -65,9 +65,12 @@ void fill_block(host_pool& pool, std::uint64_t block, std::uint64_t key);
 enum class mechanism : std::uint8_t {
   per_piece,  ///< one memcpy per contiguous piece of each block
   coalesced,  ///< runs of consecutive block ids (in both pools) as one memcpy per piece row
+  threads,    ///< the blocks split into contiguous shares, one per io_pool worker (and the
+              ///< caller), each share coalesced: parallel memcpy, or one pread/pwrite per share
 };
 
-/// Copies blocks src_ids[i] of `src` to dst_ids[i] of `dst` (same layout).
+/// Copies blocks src_ids[i] of `src` to dst_ids[i] of `dst` (same layout). `threads` copies as
+/// `coalesced` here (the bench splits the work over its io_pool first).
 /// Returns the number of memcpy calls made.  Throws std::invalid_argument on a layout mismatch.
 std::uint64_t copy_blocks(host_pool& src, std::span<const std::uint64_t> src_ids, host_pool& dst,
                           std::span<const std::uint64_t> dst_ids, mechanism m);
