@@ -58,28 +58,25 @@ struct copy_engine {
   cudaStream_t stream = nullptr;
   std::vector<void*> device_blocks, pinned_blocks, plain_blocks;
 
+  // Emulation: page-aligned host memory stands in for both kinds.
+  void* plain(std::size_t bytes) {
+    void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (p == nullptr) die("cannot allocate " + std::to_string(bytes) + " bytes");
+    plain_blocks.push_back(p);
+    return p;
+  }
   void* device(std::size_t bytes) {
+    if (emulate) return plain(bytes);
     void* p = nullptr;
-    if (emulate) {
-      p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-      if (p == nullptr) die("cannot allocate " + std::to_string(bytes) + " bytes");
-      plain_blocks.push_back(p);
-    } else {
-      CK(cudaMalloc(&p, bytes));
-      device_blocks.push_back(p);
-    }
+    CK(cudaMalloc(&p, bytes));
+    device_blocks.push_back(p);
     return p;
   }
   void* pinned(std::size_t bytes) {
+    if (emulate) return plain(bytes);
     void* p = nullptr;
-    if (emulate) {
-      p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-      if (p == nullptr) die("cannot allocate " + std::to_string(bytes) + " bytes");
-      plain_blocks.push_back(p);
-    } else {
-      CK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
-      pinned_blocks.push_back(p);
-    }
+    CK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    pinned_blocks.push_back(p);
     return p;
   }
   // Any direction: unified addressing tells the runtime which.

@@ -144,24 +144,7 @@ sparse_decoder::step_result sparse_decoder::step(std::uint32_t r, std::uint64_t 
     weights = sel.weights;
     const auto context = static_cast<std::uint32_t>((tokens + s_.page_tokens - 1) / s_.page_tokens);
     sp.grow_to(std::max(sel.context_blocks, context));
-    sp.with_manager([&](auto& m) {
-      m.step(blocks, weights);
-      const auto& c = m.counters();
-      out.recalls = c.last_step_recalls;
-      resident_sum_ += c.resident_blocks;
-      resident_max_ = std::max(resident_max_, c.resident_blocks);
-    });
-    out.pages = blocks.size();
-    if (s_.prefetch_next_step && remaining > 1) {
-      std::size_t next = sp.record;
-      while (next + 1 < steps.size() && steps[next + 1] <= k + 1) ++next;
-      const auto nsel = sp.recorded->pattern.step(next);
-      sp.grow_to(nsel.context_blocks);
-      sp.with_manager([&](auto& m) { out.prefetched = m.prefetch(nsel.blocks); });
-    }
-    return out;
-  }
-  if (sp.has_next) {
+  } else if (sp.has_next) {
     blocks = sp.next_blocks;
     weights = sp.next_weights;
     sp.has_next = false;
@@ -173,20 +156,31 @@ sparse_decoder::step_result sparse_decoder::step(std::uint32_t r, std::uint64_t 
   }
   sp.with_manager([&](auto& m) {
     m.step(blocks, weights);
-    const auto& k = m.counters();
-    out.recalls = k.last_step_recalls;
-    resident_sum_ += k.resident_blocks;
-    resident_max_ = std::max(resident_max_, k.resident_blocks);
+    const auto& c = m.counters();
+    out.recalls = c.last_step_recalls;
+    resident_sum_ += c.resident_blocks;
+    resident_max_ = std::max(resident_max_, c.resident_blocks);
   });
   out.pages = blocks.size();
-  if (s_.prefetch_next_step && remaining > 1) {
+  if (!s_.prefetch_next_step || remaining <= 1) return out;
+  // The next step's selection: the record step k+1 will use, or generated one step ahead.
+  std::span<const std::uint32_t> next;
+  if (sp.recorded != nullptr) {
+    const auto& steps = sp.recorded->step;
+    std::size_t i = sp.record;
+    while (i + 1 < steps.size() && steps[i + 1] <= k + 1) ++i;
+    const auto nsel = sp.recorded->pattern.step(i);
+    sp.grow_to(nsel.context_blocks);
+    next = nsel.blocks;
+  } else {
     const auto sel = sp.gen->next();
     sp.next_blocks.assign(sel.blocks.begin(), sel.blocks.end());
     sp.next_weights.assign(sel.weights.begin(), sel.weights.end());
     sp.grow_to(sel.context_blocks);
     sp.has_next = true;
-    sp.with_manager([&](auto& m) { out.prefetched = m.prefetch(sp.next_blocks); });
+    next = sp.next_blocks;
   }
+  sp.with_manager([&](auto& m) { out.prefetched = m.prefetch(next); });
   return out;
 }
 

@@ -28,14 +28,17 @@ void check(executor_state& st, const std::byte* p, kvtk::block_key key) {
 
 // The observer's callbacks are noexcept (the hierarchy cannot unwind mid-update): a failed
 // pread/pwrite is counted as an integrity failure and its message kept.
+// Returns false when f threw (the failure is already counted: nothing to verify).
 template <class F>
-void guarded(executor_state& st, F&& f) noexcept {
+bool guarded(executor_state& st, F&& f) noexcept {
   try {
     f();
+    return true;
   } catch (const std::exception& e) {
     ++st.io_errors;
     ++st.failures;
     if (st.first_error.empty()) st.first_error = e.what();
+    return false;
   }
 }
 
@@ -66,14 +69,14 @@ void executor_observer::staged(std::size_t tier, std::uint32_t slot, kvtk::block
   const std::size_t i = s.staged.size();
   if (i >= s.staging->blocks()) return;  // sized for the longest request
   std::byte* dst = s.staging->piece(i, 0);
-  guarded(s, [&] {
+  const bool read = guarded(s, [&] {
     const auto t0 = clock_type::now();
     read_block(s, tier, slot, dst);
     s.links[tier].seconds_up += since(t0);
   });
   for (std::size_t l = tier; l >= 1; --l) ++s.links[l].blocks_up;
   // A file tier's block arrives in memory here: this is where its earlier write is checked.
-  if (s.tiers[tier].file) check(s, dst, key);
+  if (read && s.tiers[tier].file) check(s, dst, key);
   s.staged.emplace_back(key, i);
 }
 
@@ -182,9 +185,13 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
   for (std::size_t tier = 0; tier < cfg.tiers.size(); ++tier) {
     h.for_each_resident(tier, [&](kvtk::block_key key, std::uint32_t slot) {
       std::byte* buf = st.bounce->piece(0, 0);
-      guarded(st, [&] { read_block(st, tier, slot, buf); });
       ++at_rest;
-      if (!kvtk::move::check_pattern(buf, key, 0, block_bytes)) ++at_rest_bad;
+      // A failed read is already an integrity failure (guarded counts it); a read block that
+      // does not match is one more.
+      if (guarded(st, [&] { read_block(st, tier, slot, buf); }) &&
+          !kvtk::move::check_pattern(buf, key, 0, block_bytes)) {
+        ++at_rest_bad;
+      }
     });
   }
   st.failures += at_rest_bad;
