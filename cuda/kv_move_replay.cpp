@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
   const auto t0 = clock_type::now();
   for (std::size_t r = 0; r < t.requests(); ++r) {
     const auto b = t.cacheable(r, partial);
-    const std::uint64_t L = t.input_length[r], bt = t.block_tokens_of(r);
+    const std::uint64_t L = t.input_tokens(r), bt = t.block_tokens_of(r);
     st.staged.clear();
     kvtk::access_hint hint;
     const std::uint32_t hit = h->process(b, served, hint, [&](std::size_t i) {

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
-#include <unordered_map>
 #include <vector>
 
 #include "kvtk/cache/block_cache.hpp"
 #include "kvtk/concepts.hpp"
+#include "kvtk/detail/key_map.hpp"
 
 namespace kvtk {
 
@@ -19,16 +19,21 @@ inline constexpr bool is_offline_policy = requires {
 };
 
 /// Effects: next[i] = the smallest j > i with keys[j] == keys[i], or access_hint::never.
-/// Complexity: O(n) expected; allocates O(unique keys).  Throws: std::bad_alloc.
+/// Complexity: one backward sweep, O(n) expected, with lookups prefetched ahead; allocates the
+/// result and a detail::key_map of 16 bytes per slot (load <= 1/2) over the distinct keys.
+/// Throws: std::bad_alloc.
 inline std::vector<std::uint64_t> next_use_positions(std::span<const block_key> keys) {
-  std::vector<std::uint64_t> next(keys.size(), access_hint::never);
-  std::unordered_map<block_key, std::uint64_t> seen;
-  seen.reserve(keys.size() / 2 + 1);
+  std::vector<std::uint64_t> next(keys.size());
+  detail::key_map<std::uint64_t> seen(detail::key_map<std::uint64_t>::expected_for_refs(keys.size()));
+  constexpr std::size_t ahead = detail::key_map<std::uint64_t>::prefetch_distance;
   for (std::size_t i = keys.size(); i-- > 0;) {
-    auto [it, fresh] = seen.try_emplace(keys[i], i);
-    if (!fresh) {
-      next[i] = it->second;
-      it->second = i;
+    if (i >= ahead) seen.prefetch(keys[i - ahead]);
+    auto [pos, fresh] = seen.try_emplace(keys[i], i);
+    if (fresh) {
+      next[i] = access_hint::never;
+    } else {
+      next[i] = *pos;
+      *pos = i;
     }
   }
   return next;

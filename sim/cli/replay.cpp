@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-#include <unordered_set>
 
 #include "cli/common.hpp"
 #include "cli/cost.hpp"
+#include "cli/phase_clock.hpp"
 #include "cli/progress.hpp"
 #include "cli/tiers.hpp"
 #include "move/calibration.hpp"
@@ -166,7 +166,10 @@ int run_replay(const std::vector<std::string>& args) {
       "cuda/validate.sh): latency = alpha, per block = beta, bandwidth = B per measured path")(
       "calibration-mechanism", po::value(&calibration_mechanism),
       "tiers: the copy mechanism whose fit to use (default: the fastest for 256 blocks)")(
-      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
+      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping")(
+      "timings",
+      "report where the time went (read, next_use, ideal, replay incl. optimum, output, write) "
+      "and the peak RSS: a \"timings\" object in the JSON and a line on stderr");
   po::variables_map vm;
   std::vector<job> jobs;
   partial_block pb = partial_block::skip;
@@ -239,10 +242,12 @@ int run_replay(const std::vector<std::string>& args) {
     return rc;
   }
 
+  phase_clock clock;
   read_report skipped;
   const loaded_trace loaded =
       load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
   const prefix_trace_view& t = loaded.view();
+  clock.lap("read");
   // Offline policies and the optimum need every reference's next use; nothing else does.
   const bool want_opt = vm.count("no-opt") == 0;
   bool any_offline = want_opt;
@@ -256,17 +261,13 @@ int run_replay(const std::vector<std::string>& args) {
   }
   const std::vector<std::uint64_t> next =
       any_offline ? next_use_positions(t, pb) : std::vector<std::uint64_t>{};
-  std::uint64_t block_refs = 0;
-  for (std::size_t r = 0; r < t.requests(); ++r) block_refs += t.cacheable(r, pb).size();
-  std::unordered_set<block_key> unique;
-  unique.reserve(block_refs);
-  for (std::size_t r = 0; r < t.requests(); ++r) {
-    for (block_key k : t.cacheable(r, pb)) unique.insert(k);
-  }
-  // Ideal: every distinct block fits (flat LRU at that size never evicts).
-  const auto ideal_cap = static_cast<std::uint32_t>(std::max<std::size_t>(unique.size(), 1));
-  flat_index<kvtk::lru> ideal_idx(ideal_cap);
-  const prefix_counts ideal = replay(t, ideal_idx, pb);
+  clock.lap("next_use");
+  // Ideal: every distinct block fits (one pass with a set; the same counts as an unbounded LRU).
+  const ideal_counts ideal_pass = replay_ideal(t, pb);
+  const prefix_counts& ideal = ideal_pass.counts;
+  const std::uint64_t block_refs = ideal.block_refs;
+  const std::uint64_t unique_blocks = ideal_pass.unique_blocks;
+  clock.lap("ideal");
 
   std::vector<outcome> results(jobs.size());
   std::map<std::uint64_t, prefix_counts> optimum;
@@ -277,6 +278,7 @@ int run_replay(const std::vector<std::string>& args) {
   }
   std::vector<std::uint64_t> opt_caps;
   for (auto& [c, v] : optimum) opt_caps.push_back(c);
+  std::vector<double> optimum_seconds(opt_caps.size());
   const std::size_t total = jobs.size() + opt_caps.size();
   const double trace_days =
       t.arrival_s.size() > 1 ? (t.arrival_s.back() - t.arrival_s.front()) / 86400.0 : 0.0;
@@ -290,7 +292,9 @@ int run_replay(const std::vector<std::string>& args) {
         results[i] = run_job(jobs[i], t, pb, next, &bar, hierarchies, trace_days);
       } else {
         const std::uint64_t c = opt_caps[i - jobs.size()];
-        optimum[c] = run_job({"radix", "belady", c}, t, pb, next, &bar, hierarchies, 0).counts;
+        const outcome o = run_job({"radix", "belady", c}, t, pb, next, &bar, hierarchies, 0);
+        optimum[c] = o.counts;
+        optimum_seconds[i - jobs.size()] = o.seconds;
       }
     }
   };
@@ -299,13 +303,16 @@ int run_replay(const std::vector<std::string>& args) {
     pool.emplace_back(worker);
   worker();
   for (auto& th : pool) th.join();
+  clock.lap("replay");
+  double optimum_s = 0;
+  for (const double x : optimum_seconds) optimum_s += x;
 
   nlohmann::json out;
   out["trace"] = {{"path", trace},
                   {"format", format},
                   {"requests", t.requests()},
                   {"block_refs", block_refs},
-                  {"unique_blocks", unique.size()},
+                  {"unique_blocks", unique_blocks},
                   {"block_tokens", block_tokens},
                   {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
                   {"skipped_lines", skipped.skipped_lines},
@@ -359,6 +366,11 @@ int run_replay(const std::vector<std::string>& args) {
         << ',' << c.evictions << ',' << opt_text << ',' << results[i].seconds << ','
         << r["block_refs_per_second"].get<double>() << '\n';
   }
+  const bool timings = vm.count("timings") != 0;
+  if (timings) {
+    clock.lap("output");  // building the results; writing them is timed below
+    out["timings"] = clock.json({{"optimum_in_replay", optimum_s}});
+  }
   try {
     if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
     if (vm.count("csv")) write_to(csv_out, csv.str());
@@ -371,7 +383,8 @@ int run_replay(const std::vector<std::string>& args) {
         "trace: %s  (%zu requests, %llu block refs, %zu unique blocks, %u-token blocks, "
         "partial blocks: %s)\nideal (infinite cache): block hit ratio %.4f, token hit "
         "ratio %.4f\n\n",
-        trace.c_str(), t.requests(), static_cast<unsigned long long>(block_refs), unique.size(),
+        trace.c_str(), t.requests(), static_cast<unsigned long long>(block_refs),
+        static_cast<std::size_t>(unique_blocks),
         block_tokens, pb == partial_block::cache ? "cached" : "skipped", ideal.block_hit_ratio(),
         ideal.token_hit_ratio());
     std::printf("%-10s %-13s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "block hits",
@@ -411,6 +424,10 @@ int run_replay(const std::vector<std::string>& args) {
                     row["drops"].get<unsigned long long>());
       }
     }
+  }
+  if (timings) {
+    clock.lap("write");
+    std::fprintf(stderr, "%s\n", clock.text({{"optimum_in_replay", optimum_s}}).c_str());
   }
   return 0;
 }

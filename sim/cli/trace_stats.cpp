@@ -108,7 +108,7 @@ int stats(const std::vector<std::string>& args) {
   std::unordered_map<block_key, std::uint64_t> last;
   std::uint64_t refs = 0;
   for (std::size_t r = 0; r < t.requests(); ++r) {
-    input.push_back(static_cast<double>(t.input_length[r]));
+    input.push_back(static_cast<double>(t.input_tokens(r)));
     if (!t.output_length.empty()) output.push_back(static_cast<double>(t.output_length[r]));
     for (block_key k : t.cacheable(r, pb)) {
       auto [it, fresh] = last.try_emplace(k, refs);

@@ -291,7 +291,7 @@ class cluster {
     instance& in = prefill_[i];
     const auto m = match(in, t_.cacheable(r, p_));
     return std::max(0.0, in.busy_until - now_) + in.queued_prefill_s +
-           prefill_s(m, t_.input_length[r]);
+           prefill_s(m, t_.input_tokens(r));
   }
 
   std::uint32_t route(std::uint32_t r) {
@@ -326,7 +326,7 @@ class cluster {
 
   void on_arrival(std::uint32_t r) {
     out_[r].arrival = now_;
-    out_[r].input_tokens = t_.input_length[r];
+    out_[r].input_tokens = t_.input_tokens(r);
     out_[r].blocks = t_.cacheable(r, p_).size();
     const std::uint32_t i = route(r);
     out_[r].instance = i;
@@ -339,9 +339,9 @@ class cluster {
     }
     match_and_pin(i, r);
     // Conductor's queue estimate: the request's prefill without cache as an upper bound.
-    st_[r].predicted_prefill_s = compute_s(0, t_.input_length[r]);
+    st_[r].predicted_prefill_s = compute_s(0, t_.input_tokens(r));
     in.queued_prefill_s += st_[r].predicted_prefill_s;
-    in.queued_tokens += t_.input_length[r];
+    in.queued_tokens += t_.input_tokens(r);
     in.queue.push_back(r);
     try_start(i);
   }
@@ -373,7 +373,7 @@ class cluster {
   void match_and_pin(std::uint32_t i, std::uint32_t r) {
     instance& in = prefill_[i];
     const auto b = t_.cacheable(r, p_);
-    const std::uint64_t L = t_.input_length[r];
+    const std::uint64_t L = t_.input_tokens(r);
     const match_result m = match(in, b);
     const std::uint64_t h = m.hit;
     auto& flying = in_flight(i);
@@ -395,7 +395,7 @@ class cluster {
 
   void start_prefill(std::uint32_t i, std::uint32_t r) {
     instance& in = prefill_[i];
-    const std::uint64_t L = t_.input_length[r];
+    const std::uint64_t L = t_.input_tokens(r);
     request_outcome& o = out_[r];
     o.prefill_start = now_;
     pool_read_blocks_ += o.pool_blocks;
@@ -420,7 +420,7 @@ class cluster {
   void run_chunk(std::uint32_t i) {
     instance& in = prefill_[i];
     const auto r = static_cast<std::uint32_t>(in.prefilling);
-    const std::uint64_t L = t_.input_length[r];
+    const std::uint64_t L = t_.input_tokens(r);
     const request_outcome& o = out_[r];
     const std::uint64_t end = std::min<std::uint64_t>(L, in.prefill_pos + c_.chunk_tokens);
     double dur = prefill_flops(c_.model, in.prefill_pos, end) / flops_per_s_ * c_.time_scale;
@@ -437,7 +437,7 @@ class cluster {
 
   void on_prefill_done(std::uint32_t i, std::uint32_t r) {
     instance& in = prefill_[i];
-    if (in.prefilling >= 0 && in.prefill_pos < t_.input_length[r]) {
+    if (in.prefilling >= 0 && in.prefill_pos < t_.input_tokens(r)) {
       // A chunk ended: decode gets a step in between (colocated), then the prefill resumes.
       in.busy = false;
       if (c_.decode_instances == 0 && !in.batch.empty()) {
@@ -478,7 +478,7 @@ class cluster {
     } else if (c_.decode_instances == 0) {
       in.batch.push_back(r);
     } else {
-      const double bytes = static_cast<double>(t_.input_length[r]) * c_.model.kv_bytes_per_token;
+      const double bytes = static_cast<double>(t_.input_tokens(r)) * c_.model.kv_bytes_per_token;
       pd_bytes_ += bytes;
       const double dt = c_.pd_link_bytes_per_s > 0 ? bytes / c_.pd_link_bytes_per_s : 0.0;
       push(now_ + dt, transfer_done, 0, r);
@@ -513,14 +513,14 @@ class cluster {
     std::uint64_t recalls = 0, prefetched = 0;
     for (std::uint32_t r : in.stepping) {
       if (c_.sparse.enabled) {
-        const auto k = sparse_->step(r, t_.input_length[r] + out_[r].output_tokens,
+        const auto k = sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens,
                                      st_[r].remaining);
         kv_bytes += static_cast<double>(k.pages) * page_bytes_;
         recalls += k.recalls;
         prefetched += k.prefetched;
         out_[r].recalls += k.recalls;
       } else {
-        kv_bytes += static_cast<double>(t_.input_length[r] + out_[r].output_tokens) *
+        kv_bytes += static_cast<double>(t_.input_tokens(r) + out_[r].output_tokens) *
                     c_.model.kv_bytes_per_token;
       }
     }

@@ -1,40 +1,150 @@
 #include "formats/flat_traces.hpp"
 
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
+#include <memory>
+#include <string_view>
 
 #include "formats/mooncake_flat.hpp"
 
 namespace kvtk::sim {
 
+namespace {
+
+// One line of the ids format (without its '\n'), or a trace_error naming it.
+std::uint64_t parse_id_line(std::string_view line, const std::string& name, std::uint64_t lineno) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const std::size_t b = line.find_first_not_of(" \t");
+  if (b == std::string_view::npos) throw trace_error(name, lineno, "empty line (expected an id)");
+  const std::size_t e = line.find_last_not_of(" \t") + 1;
+  const char* first = line.data() + b;
+  const char* last = line.data() + e;
+  if (*first == '-') throw trace_error(name, lineno, "negative id");
+  std::uint64_t id = 0;
+  const auto r = std::from_chars(first, last, id);
+  if (r.ec == std::errc::result_out_of_range) {
+    throw trace_error(name, lineno, "id does not fit in 64 bits");
+  }
+  if (r.ec != std::errc() || r.ptr != last) {
+    throw trace_error(name, lineno,
+                      "expected one non-negative integer id, got '" +
+                          std::string(line.substr(b, std::min<std::size_t>(e - b, 80))) +
+                          (e - b > 80 ? "...'" : "'"));
+  }
+  return id;
+}
+
+// Calls fn(bytes, n) for consecutive chunks of the file (the last one may be short).
+template <class Fn>
+void for_each_chunk(const std::string& path, std::size_t chunk, Fn&& fn) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
+  std::vector<char> buf(chunk);
+  for (;;) {
+    const std::size_t n = std::fread(buf.data(), 1, chunk, f.get());
+    if (n > 0) fn(buf.data(), n);
+    if (n < chunk) break;
+  }
+  if (std::ferror(f.get())) throw trace_error(path, 0, "read error");
+}
+
+// Whole lines of a text stream, split across chunks: fn(line, lineno) per line (getline's rule:
+// a last line without '\n' counts, an empty tail after the last '\n' does not).
+class line_splitter {
+ public:
+  template <class Fn>
+  void feed(const char* p, std::size_t n, Fn&& fn) {
+    const char* end = p + n;
+    while (p < end) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      if (nl == nullptr) {
+        carry_.append(p, end);
+        return;
+      }
+      if (carry_.empty()) {
+        fn(std::string_view(p, static_cast<std::size_t>(nl - p)), ++lineno_);
+      } else {
+        carry_.append(p, nl);
+        fn(std::string_view(carry_), ++lineno_);
+        carry_.clear();
+      }
+      p = nl + 1;
+    }
+  }
+  template <class Fn>
+  void finish(Fn&& fn) {
+    if (!carry_.empty()) fn(std::string_view(carry_), ++lineno_);
+  }
+
+ private:
+  std::string carry_;
+  std::uint64_t lineno_ = 0;
+};
+
+constexpr std::size_t record_bytes = 24;
+constexpr std::size_t read_chunk = record_bytes << 17;  // 3 MiB: whole records
+
+std::uint64_t record_id(const char* rec) noexcept {
+  std::uint64_t id = 0;
+  for (int k = 7; k >= 0; --k) {  // little-endian, whatever the host
+    id = (id << 8) | static_cast<unsigned char>(rec[4 + k]);
+  }
+  return id;
+}
+
+std::uint64_t file_size(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  if (ec) throw trace_error(path, 0, "cannot open file: " + ec.message());
+  return n;
+}
+
+}  // namespace
+
 std::vector<std::uint64_t> parse_ids(std::istream& in, const std::string& name) {
   std::vector<std::uint64_t> ids;
-  std::string line;
-  std::uint64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::size_t b = line.find_first_not_of(" \t");
-    if (b == std::string::npos) throw trace_error(name, lineno, "empty line (expected an id)");
-    const std::size_t e = line.find_last_not_of(" \t") + 1;
-    const char* first = line.data() + b;
-    const char* last = line.data() + e;
-    if (*first == '-') throw trace_error(name, lineno, "negative id");
-    std::uint64_t id = 0;
-    const auto r = std::from_chars(first, last, id);
-    if (r.ec == std::errc::result_out_of_range) {
-      throw trace_error(name, lineno, "id does not fit in 64 bits");
-    }
-    if (r.ec != std::errc() || r.ptr != last) {
-      throw trace_error(
-          name, lineno,
-          "expected one non-negative integer id, got '" + line.substr(b, e - b) + "'");
-    }
-    ids.push_back(id);
+  line_splitter lines;
+  auto on_line = [&](std::string_view line, std::uint64_t n) {
+    ids.push_back(parse_id_line(line, name, n));
+  };
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    lines.feed(buf, static_cast<std::size_t>(in.gcount()), on_line);
   }
-  if (in.bad()) throw trace_error(name, lineno, "read error");
+  if (in.bad()) throw trace_error(name, 0, "read error");
+  lines.finish(on_line);
+  return ids;
+}
+
+std::vector<std::uint64_t> load_ids(const std::string& path) {
+  std::vector<std::uint64_t> ids;
+  line_splitter lines;
+  auto on_line = [&](std::string_view line, std::uint64_t n) {
+    ids.push_back(parse_id_line(line, path, n));
+  };
+  for_each_chunk(path, 1 << 22, [&](const char* p, std::size_t n) { lines.feed(p, n, on_line); });
+  lines.finish(on_line);
+  return ids;
+}
+
+std::vector<std::uint64_t> load_oracle_general(const std::string& path) {
+  const std::uint64_t size = file_size(path);
+  if (size % record_bytes != 0) {
+    throw trace_error(path, 0,
+                      "size " + std::to_string(size) +
+                          " bytes is not a whole number of 24-byte oracleGeneral records "
+                          "(truncated or not this format)");
+  }
+  std::vector<std::uint64_t> ids;
+  ids.reserve(size / record_bytes);
+  for_each_chunk(path, read_chunk, [&](const char* p, std::size_t n) {
+    if (n % record_bytes != 0) throw trace_error(path, 0, "file changed while being read");
+    for (std::size_t i = 0; i < n; i += record_bytes) ids.push_back(record_id(p + i));
+  });
+  if (ids.size() != size / record_bytes) throw trace_error(path, 0, "file changed while being read");
   return ids;
 }
 
@@ -47,36 +157,26 @@ std::vector<std::uint64_t> parse_oracle_general(const std::string& bytes, const 
                           "(truncated or not this format)");
   }
   std::vector<std::uint64_t> ids(bytes.size() / record);
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    std::uint64_t id = 0;
-    for (int k = 7; k >= 0; --k) {  // little-endian, whatever the host
-      id = (id << 8) |
-           static_cast<unsigned char>(bytes[i * record + 4 + static_cast<std::size_t>(k)]);
-    }
-    ids[i] = id;
-  }
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = record_id(bytes.data() + i * record);
   return ids;
 }
 
-namespace {
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw trace_error(path, 0, "cannot open file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw trace_error(path, 0, "read error");
-  return buf.str();
-}
-}  // namespace
-
 std::string detect_flat_format(const std::string& path) {
-  const std::string head = read_all(path);
+  // The first 64 KiB decide text or binary; the size decides whether records fit. A text file
+  // with a NUL further on is then reported by the ids parser at its line.
+  std::string head(1 << 16, '\0');
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!f) throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
+    head.resize(std::fread(head.data(), 1, head.size(), f.get()));
+    if (std::ferror(f.get())) throw trace_error(path, 0, "read error");
+  }
   if (head.empty()) throw trace_error(path, 0, "empty trace: cannot detect the format");
   const std::size_t b = head.find_first_not_of(" \t\r\n");
   const bool text = head.find('\0') == std::string::npos;
   if (text && b != std::string::npos && head[b] == '{') return "mooncake";
   if (text && b != std::string::npos && head[b] >= '0' && head[b] <= '9') return "ids";
-  if (head.size() % 24 == 0) return "oracle-general";
+  if (file_size(path) % record_bytes == 0) return "oracle-general";
   throw trace_error(path, 0,
                     "cannot detect the format (not JSONL, not ids, not 24-byte records); give "
                     "--format");
@@ -85,12 +185,8 @@ std::string detect_flat_format(const std::string& path) {
 std::vector<std::uint64_t> load_flat(const std::string& path, const std::string& format) {
   const std::string f = format == "auto" ? detect_flat_format(path) : format;
   if (f == "mooncake") return load_mooncake_flat(path);
-  if (f == "oracle-general") return parse_oracle_general(read_all(path), path);
-  if (f == "ids") {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw trace_error(path, 0, "cannot open file");
-    return parse_ids(in, path);
-  }
+  if (f == "oracle-general") return load_oracle_general(path);
+  if (f == "ids") return load_ids(path);
   throw trace_error(path, 0, "unsupported flat format '" + f + "'");
 }
 

@@ -484,6 +484,14 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f,
     return out;
   }
   const std::uint32_t bt = block_tokens ? block_tokens : default_block_tokens(path, f);
+  if (f == trace_format::ids || f == trace_format::oracle_general) {
+    // The unit layout (prefix_trace_view): the ids are the keys, 8 bytes per reference.
+    kvtk::prefix::prefix_trace t;
+    t.block_tokens = bt;
+    t.keys = load_flat(path, std::string(format_name(f)));
+    t.offsets.clear();
+    return loaded_trace(std::move(t));
+  }
   trace_builder b(bt);
   for_each_request(path, f, bt, opts, report, [&](const request_record& r) { b.add(r); });
   return loaded_trace(b.finish());

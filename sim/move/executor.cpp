@@ -166,7 +166,7 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
   const auto t0 = clock_type::now();
   for (std::size_t r = 0; r < t.requests(); ++r) {
     const auto b = t.cacheable(r, partial);
-    const std::uint64_t L = t.input_length[r], bt = t.block_tokens_of(r);
+    const std::uint64_t L = t.input_tokens(r), bt = t.block_tokens_of(r);
     st.staged.clear();
     kvtk::access_hint hint;
     if (!t.priority.empty()) hint.priority = t.priority[r];

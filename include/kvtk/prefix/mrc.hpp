@@ -117,7 +117,7 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
   for (std::size_t r = 0; r < t.requests(); ++r) {
     if (include && !(*include)[r]) continue;
     const auto blocks = t.cacheable(r, p);
-    const std::uint64_t L = t.input_length[r];
+    const std::uint64_t L = t.input_tokens(r);
     ++requests;
     block_refs += blocks.size();
     token_refs += L;

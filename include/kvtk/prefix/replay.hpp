@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kvtk/cache/block_cache.hpp"
+#include "kvtk/detail/key_map.hpp"
 #include "kvtk/offline.hpp"
 #include "kvtk/prefix/block_keys.hpp"
 #include "kvtk/prefix/hash_chain_pool.hpp"
@@ -37,6 +38,11 @@ namespace kvtk::prefix {
 /// Read-only view of a request trace: the layout replay needs, whether the arrays live in a
 /// prefix_trace or in a memory-mapped .kvtb file (the simulator's binary format). Empty optional
 /// columns mean "not in the trace".
+///
+/// Unit layout: when `offsets` is empty, request r is the single block keys[r] of block_tokens
+/// tokens, and input_length is empty too. Flat block traces (ids, oracle-general) load this way:
+/// 8 bytes per reference instead of 24 (bench/RESULTS.md, "End to end"). Read requests through
+/// requests(), blocks() and input_tokens(), which handle both layouts.
 struct prefix_trace_view {
   std::uint32_t block_tokens = 512;  ///< tokens per block (requests without their own size)
   std::span<const block_key> keys;
@@ -49,24 +55,42 @@ struct prefix_trace_view {
   std::span<const std::uint32_t> tenant;             ///< tenant index per request
   std::span<const std::uint32_t> request_block_tokens;  ///< per-request block size
 
-  [[nodiscard]] std::size_t requests() const noexcept { return input_length.size(); }
+  /// True for the unit layout (see above).
+  [[nodiscard]] bool unit_requests() const noexcept { return offsets.empty(); }
+  [[nodiscard]] std::size_t requests() const noexcept {
+    return unit_requests() ? keys.size() : input_length.size();
+  }
   [[nodiscard]] std::uint32_t block_tokens_of(std::size_t r) const noexcept {
     return request_block_tokens.empty() ? block_tokens : request_block_tokens[r];
   }
+  /// The request's prompt length in tokens.
+  [[nodiscard]] std::uint64_t input_tokens(std::size_t r) const noexcept {
+    return unit_requests() ? block_tokens_of(r) : input_length[r];
+  }
   [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
-    return keys.subspan(offsets[r], offsets[r + 1] - offsets[r]);
+    return unit_requests() ? keys.subspan(r, 1) : keys.subspan(offsets[r], offsets[r + 1] - offsets[r]);
   }
   /// The request's cacheable blocks under `partial`.
   [[nodiscard]] std::span<const block_key> cacheable(std::size_t r,
                                                      partial_block p) const noexcept {
     const auto all = blocks(r);
-    const std::uint64_t n = cacheable_blocks(input_length[r], block_tokens_of(r), p);
+    const std::uint64_t n = cacheable_blocks(input_tokens(r), block_tokens_of(r), p);
     return all.first(std::min<std::uint64_t>(n, all.size()));
+  }
+  /// True when every request's cacheable blocks are all its blocks, so that the stream of
+  /// cacheable references is `keys` itself.  Complexity: O(requests), O(1) for the unit layout.
+  [[nodiscard]] bool all_blocks_cacheable(partial_block p) const noexcept {
+    if (unit_requests()) return true;  // a unit request is one whole block
+    for (std::size_t r = 0; r < requests(); ++r) {
+      if (cacheable(r, p).size() != offsets[r + 1] - offsets[r]) return false;
+    }
+    return true;
   }
 };
 
 /// A request trace held in memory: every request's block keys, concatenated, plus per-request
-/// columns (empty when the trace does not have them). Session, tenant and output length are
+/// columns (empty when the trace does not have them). With `offsets` empty it is in the unit
+/// layout (prefix_trace_view); add() is for the general layout only. Session, tenant and output length are
 /// carried for the simulator and statistics; prefix replay reads keys, lengths, block sizes and
 /// priorities only.
 struct prefix_trace {
@@ -93,9 +117,12 @@ struct prefix_trace {
   }
   // Implicit on purpose: every function taking a view accepts a trace.
   operator prefix_trace_view() const noexcept { return view(); }  // NOLINT
-  [[nodiscard]] std::size_t requests() const noexcept { return input_length.size(); }
+  [[nodiscard]] std::size_t requests() const noexcept { return view().requests(); }
   [[nodiscard]] std::uint32_t block_tokens_of(std::size_t r) const noexcept {
     return view().block_tokens_of(r);
+  }
+  [[nodiscard]] std::uint64_t input_tokens(std::size_t r) const noexcept {
+    return view().input_tokens(r);
   }
   [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
     return view().blocks(r);
@@ -126,8 +153,11 @@ struct prefix_counts {
 };
 
 /// next_use for every cacheable block reference of the trace, in replay order.
+/// Complexity: one backward sweep (kvtk::next_use_positions); the stream of references is copied
+/// only when some request has blocks that are not cacheable.
 inline std::vector<std::uint64_t> next_use_positions(const prefix_trace_view& t,
                                                      partial_block p) {
+  if (t.all_blocks_cacheable(p)) return kvtk::next_use_positions(t.keys);
   std::vector<block_key> stream;
   stream.reserve(t.keys.size());
   for (std::size_t r = 0; r < t.requests(); ++r) {
@@ -135,6 +165,46 @@ inline std::vector<std::uint64_t> next_use_positions(const prefix_trace_view& t,
     stream.insert(stream.end(), b.begin(), b.end());
   }
   return kvtk::next_use_positions(stream);
+}
+
+/// The ideal (infinite-cache) replay's counts and the number of distinct cacheable blocks.
+struct ideal_counts {
+  prefix_counts counts;        ///< as replay() through any index that never evicts
+  std::uint64_t unique_blocks = 0;
+};
+
+/// The ideal replay of t: request r hits its leading blocks that some earlier request referenced
+/// (the same as flat_index<lru> of unbounded capacity, and as radix LRU: with nothing evicted,
+/// a referenced block's whole prefix is resident too). One pass with a key_set, no cache.
+/// Complexity: O(block refs) expected; memory 16 bytes per distinct block at most.
+/// Throws: std::bad_alloc.
+inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p = partial_block::skip) {
+  ideal_counts out;
+  prefix_counts& c = out.counts;
+  detail::key_set seen(detail::key_set::expected_for_refs(t.keys.size()));
+  constexpr std::size_t ahead = detail::key_set::prefetch_distance;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    const auto blocks = t.cacheable(r, p);
+    const std::uint64_t L = t.input_tokens(r);
+    std::uint64_t h = 0;
+    const std::size_t at = static_cast<std::size_t>(blocks.data() - t.keys.data());
+    for (std::size_t i = at + ahead; i < std::min(at + ahead + blocks.size(), t.keys.size()); ++i) {
+      seen.prefetch(t.keys[i]);
+    }
+    if (blocks.size() == 1) {  // flat traces: one probe answers both questions
+      h = seen.try_emplace(blocks[0]).second ? 0 : 1;
+    } else {
+      while (h < blocks.size() && seen.contains(blocks[h])) ++h;
+      for (block_key k : blocks) seen.try_emplace(k);
+    }
+    ++c.requests;
+    c.block_refs += blocks.size();
+    c.block_hits += h;
+    c.token_refs += L;
+    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+  }
+  out.unique_blocks = seen.size();
+  return out;
 }
 
 /// Flat index: every block is an independent entry of a block_cache<P>.
@@ -145,9 +215,14 @@ class flat_index {
   explicit flat_index(std::uint32_t capacity_blocks) : cache_(make_config(capacity_blocks)) {}
   std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
                         const access_hint& base) noexcept {
+    access_hint hint = base;
+    if (blocks.size() == 1) {  // flat traces: the access's own result says whether it hit
+      if constexpr (is_offline_policy<P>) hint.next_use = next[0];
+      hint.depth = 0;
+      return cache_.access(blocks[0], hint).result == access_result::hit ? 1 : 0;
+    }
     std::uint32_t h = 0;
     while (h < blocks.size() && cache_.contains(blocks[h])) ++h;
-    access_hint hint = base;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       if constexpr (is_offline_policy<P>) hint.next_use = next[i];
       hint.depth = static_cast<std::uint32_t>(i);
@@ -232,6 +307,31 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
     throw std::invalid_argument("prefix replay: an offline policy needs next_use");
   }
   access_hint base;
+  if (t.unit_requests() && t.request_block_tokens.empty() && t.block_tokens > 0) {
+    // The unit layout (flat traces): one whole block per request, so the per-request work of
+    // the general loop below (cacheable lengths, token minimums) folds into a few additions.
+    const std::uint64_t bt = t.block_tokens, n = last - first;
+    if (!next_use.empty() && pos + n > next_use.size()) {
+      throw std::invalid_argument("prefix replay: next_use shorter than the trace");
+    }
+    std::uint64_t hits = 0;
+    for (std::size_t r = first; r < last; ++r) {
+      if (!t.priority.empty()) base.priority = t.priority[r];
+      if constexpr (requires { idx.begin_request(bt, t.block_tokens); }) {
+        idx.begin_request(bt, t.block_tokens);
+      }
+      hits += idx.process(t.keys.subspan(r, 1),
+                          next_use.empty() ? next_use : next_use.subspan(pos + (r - first), 1),
+                          base);
+    }
+    pos += n;
+    c.requests += n;
+    c.block_refs += n;
+    c.block_hits += hits;
+    c.token_refs += n * bt;
+    c.token_hits += hits * bt;
+    return;
+  }
   for (std::size_t r = first; r < last; ++r) {
     const auto blocks = t.cacheable(r, p);
     if (!t.priority.empty()) base.priority = t.priority[r];
@@ -242,7 +342,7 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
       }
       next = next_use.subspan(pos, blocks.size());
     }
-    const std::uint64_t L = t.input_length[r];
+    const std::uint64_t L = t.input_tokens(r);
     if constexpr (requires { idx.begin_request(L, t.block_tokens_of(r)); }) {
       idx.begin_request(L, t.block_tokens_of(r));  // indexes that count tokens themselves
     }
