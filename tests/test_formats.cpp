@@ -212,7 +212,7 @@ TEST_CASE("streamed and in-memory reads agree for every format", "[formats]") {
     bool same = true;
     kvtk::sim::for_each_request(path, fmt, 0, {}, nullptr, [&](const request_record& rec) {
       const auto b = loaded.view().blocks(r);
-      same = same && rec.input_length == loaded.view().input_length[r] &&
+      same = same && rec.input_length == loaded.view().input_tokens(r) &&
              std::equal(b.begin(), b.end(), rec.keys.begin(), rec.keys.end());
       ++r;
     });

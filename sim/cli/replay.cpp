@@ -262,8 +262,9 @@ int run_replay(const std::vector<std::string>& args) {
   const std::vector<std::uint64_t> next =
       any_offline ? next_use_positions(t, pb) : std::vector<std::uint64_t>{};
   clock.lap("next_use");
-  // Ideal: every distinct block fits (one pass with a set; the same counts as an unbounded LRU).
-  const ideal_counts ideal_pass = replay_ideal(t, pb);
+  // Ideal: every distinct block fits (the same counts as an unbounded LRU): from the next uses
+  // when they were needed anyway, else one pass with a set.
+  const ideal_counts ideal_pass = next.empty() ? replay_ideal(t, pb) : replay_ideal(t, pb, next);
   const prefix_counts& ideal = ideal_pass.counts;
   const std::uint64_t block_refs = ideal.block_refs;
   const std::uint64_t unique_blocks = ideal_pass.unique_blocks;
@@ -292,9 +293,11 @@ int run_replay(const std::vector<std::string>& args) {
         results[i] = run_job(jobs[i], t, pb, next, &bar, hierarchies, trace_days);
       } else {
         const std::uint64_t c = opt_caps[i - jobs.size()];
-        const outcome o = run_job({"radix", "belady", c}, t, pb, next, &bar, hierarchies, 0);
-        optimum[c] = o.counts;
-        optimum_seconds[i - jobs.size()] = o.seconds;
+        const auto t0 = std::chrono::steady_clock::now();
+        optimum[c] = replay_optimum(t, static_cast<std::uint32_t>(c), pb, next);
+        bar.add(optimum[c].block_refs);
+        optimum_seconds[i - jobs.size()] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
   };

@@ -461,6 +461,10 @@ kvtk::prefix::prefix_trace trace_builder::finish() { return std::move(t_); }
 loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
   auto owned = std::make_shared<const kvtk::prefix::prefix_trace>(std::move(t));
   view_ = owned->view();
+  auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  heap_bytes_ = bytes(owned->keys) + bytes(owned->offsets) + bytes(owned->input_length) +
+                bytes(owned->priority) + bytes(owned->arrival_s) + bytes(owned->output_length) +
+                bytes(owned->session) + bytes(owned->tenant) + bytes(owned->request_block_tokens);
   tenants_ = owned->tenant_names;
   storage_ = std::move(owned);
 }
@@ -489,7 +493,7 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f,
     kvtk::prefix::prefix_trace t;
     t.block_tokens = bt;
     t.keys = load_flat(path, std::string(format_name(f)));
-    t.offsets.clear();
+    std::vector<std::uint64_t>().swap(t.offsets);
     return loaded_trace(std::move(t));
   }
   trace_builder b(bt);

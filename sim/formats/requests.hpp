@@ -105,6 +105,9 @@ class loaded_trace {
   explicit loaded_trace(kvtk::prefix::prefix_trace t);
   [[nodiscard]] const kvtk::prefix::prefix_trace_view& view() const noexcept { return view_; }
   [[nodiscard]] std::span<const std::string> tenant_names() const noexcept { return tenants_; }
+  /// Heap bytes the trace's arrays hold (vector capacities); 0 for a mapped kvtb file, whose
+  /// pages belong to the page cache. The unit layout of a flat trace holds 8 bytes a reference.
+  [[nodiscard]] std::size_t memory_bytes() const noexcept { return heap_bytes_; }
 
   /// Loads `path`. A kvtb file is mapped and checked (size, version, checksums); any other
   /// format is read into memory. block_tokens 0 = the format's default; a kvtb file refuses a
@@ -116,6 +119,7 @@ class loaded_trace {
   std::shared_ptr<const void> storage_;  // the prefix_trace or the mapping
   kvtk::prefix::prefix_trace_view view_;
   std::vector<std::string> tenants_;
+  std::size_t heap_bytes_ = 0;
 };
 
 }  // namespace kvtk::sim

@@ -29,6 +29,7 @@
 #include "kvtk/cache/block_cache.hpp"
 #include "kvtk/detail/key_map.hpp"
 #include "kvtk/offline.hpp"
+#include "kvtk/policy/belady.hpp"
 #include "kvtk/prefix/block_keys.hpp"
 #include "kvtk/prefix/hash_chain_pool.hpp"
 #include "kvtk/prefix/prefix_tree.hpp"
@@ -207,6 +208,48 @@ inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p = p
   return out;
 }
 
+/// The same counts from next_use = next_use_positions(t, p), when a caller has it anyway (for
+/// the optimum): no set, one forward pass over next_use with a bit per reference. A reference is
+/// "seen before its request" when its previous occurrence lies in an earlier request, or in the
+/// same request and was itself seen before (a key repeated inside one request).
+/// Requires: next_use.size() == the number of cacheable references.
+/// Complexity: O(block refs); memory 1 bit per reference.  Throws: std::invalid_argument when
+/// next_use has the wrong size; std::bad_alloc.
+inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p,
+                                 std::span<const std::uint64_t> next_use) {
+  ideal_counts out;
+  prefix_counts& c = out.counts;
+  std::vector<bool> seen_before(next_use.size(), false);
+  std::uint64_t pos = 0, repeats = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    const auto blocks = t.cacheable(r, p);
+    const std::uint64_t first = pos, end = pos + blocks.size(), L = t.input_tokens(r);
+    if (end > next_use.size()) throw std::invalid_argument("replay_ideal: next_use too short");
+    // Forward order makes seen_before[j] final before j passes it on; the leading run is read
+    // after the loop because a repeat inside this request gets its bit here.
+    for (std::uint64_t j = first; j < end; ++j) {
+      const std::uint64_t nx = next_use[j];
+      if (nx == access_hint::never) continue;
+      ++repeats;
+      if (nx <= j || nx >= next_use.size()) {
+        throw std::invalid_argument("replay_ideal: next_use is not a list of later positions");
+      }
+      seen_before[nx] = nx >= end || seen_before[j];
+    }
+    std::uint64_t h = 0;
+    while (h < blocks.size() && seen_before[first + h]) ++h;
+    pos = end;
+    ++c.requests;
+    c.block_refs += blocks.size();
+    c.block_hits += h;
+    c.token_refs += L;
+    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+  }
+  if (pos != next_use.size()) throw std::invalid_argument("replay_ideal: next_use too long");
+  out.unique_blocks = pos - repeats;
+  return out;
+}
+
 /// Flat index: every block is an independent entry of a block_cache<P>.
 template <eviction_policy P>
 class flat_index {
@@ -370,13 +413,28 @@ prefix_counts replay(const prefix_trace_view& t, Index& idx, partial_block p = p
 }
 
 /// The offline optimum for a prefix cache of `capacity` blocks: Belady with leaf-only eviction
-/// (radix_index<leaf_belady>) on trace t. Every policy's counts .fraction_of() it gives the share
-/// of the achievable hits that policy gets.  Complexity: one replay plus next-use computation.
+/// (radix_index<leaf_belady>) on trace t, given next_use = next_use_positions(t, p). Every
+/// policy's counts .fraction_of() it gives the share of the achievable hits that policy gets.
+/// On a unit-layout trace every block is a leaf of the root, so leaf-only Belady is flat Belady
+/// and flat_index<belady> (several times faster) runs it: the hit counts are equal (ties between
+/// victims only happen among blocks never used again; tests/test_end_to_end.cpp checks it).
+/// Complexity: one replay.  Throws: as replay.
+inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
+                                    partial_block p, std::span<const std::uint64_t> next_use) {
+  if (t.unit_requests()) {
+    flat_index<kvtk::belady> idx(capacity);
+    return replay(t, idx, p, next_use);
+  }
+  radix_index<leaf_belady> idx(capacity);
+  return replay(t, idx, p, next_use);
+}
+
+/// The same, computing the next uses itself (one backward pass; pass them in when several
+/// capacities share one trace).
 inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
                                     partial_block p = partial_block::skip) {
   const std::vector<std::uint64_t> next = next_use_positions(t, p);
-  radix_index<leaf_belady> idx(capacity);
-  return replay(t, idx, p, next);
+  return replay_optimum(t, capacity, p, next);
 }
 
 }  // namespace kvtk::prefix
