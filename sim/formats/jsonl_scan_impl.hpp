@@ -1,6 +1,7 @@
 // Implementation of jsonl_scan.hpp (header-only so the scanner inlines into each reader).
 #pragma once
 
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -60,6 +61,26 @@ struct cursor {
     }
     return fail("unterminated string");
   }
+  // True when the 8 bytes at q are all digits; then value = their number. Little-endian only
+  // (the byte order the shifts below assume); elsewhere it declines and digits go one by one.
+  static bool eight_digits(const char* q, std::uint64_t& value) noexcept {
+    if constexpr (std::endian::native != std::endian::little) {
+      return false;
+    } else {
+      std::uint64_t w;
+      std::memcpy(&w, q, 8);
+      // Every byte in '0'..'9': high nibble 3, and adding 6 does not carry out of the low nibble.
+      if (((w & 0xF0F0F0F0F0F0F0F0ull) | (((w + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) !=
+          0x3333333333333333ull) {
+        return false;
+      }
+      w -= 0x3030303030303030ull;                                       // byte i = digit i
+      w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;                   // 2-digit lanes
+      w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;                 // 4-digit lanes
+      value = (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;                   // 8 digits
+      return true;
+    }
+  }
   // A number at p (JSON grammar), classified as integer when it has no fraction or exponent.
   bool number(value& v) {
     const char* start = p;
@@ -69,7 +90,30 @@ struct cursor {
       return fail("leading zero in number");
     }
     const char* digits = p;
-    while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p;
+    // Hash ids are most of a trace's bytes: accumulate while scanning (one pass, no locale)
+    // with overflow checks, and leave to from_chars only what does not fit in 64 bits.
+    std::uint64_t magnitude = 0;
+    bool fits = true;  // the digits make an integer below 2^64
+    {
+      const char* q = p;  // a local cursor: the member would be stored on every digit
+      const char* const stop = end;
+      bool overflow = false;
+      // Eight digits at a time (SWAR), then one at a time.
+      std::uint64_t chunk = 0;
+      while (stop - q >= 8 && eight_digits(q, chunk)) {
+        overflow |= __builtin_mul_overflow(magnitude, std::uint64_t{100000000}, &magnitude);
+        overflow |= __builtin_add_overflow(magnitude, chunk, &magnitude);
+        q += 8;
+      }
+      while (q < stop && static_cast<unsigned char>(*q - '0') < 10) {
+        overflow |= __builtin_mul_overflow(magnitude, 10u, &magnitude);
+        overflow |= __builtin_add_overflow(magnitude, static_cast<unsigned char>(*q - '0'),
+                                           &magnitude);
+        ++q;
+      }
+      p = q;
+      fits = !overflow;
+    }
     bool integral = true;
     if (p < end && *p == '.') {
       integral = false;
@@ -85,6 +129,12 @@ struct cursor {
       while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p;
     }
     v.negative = *start == '-';
+    if (integral && fits) {
+      v.magnitude = magnitude;
+      v.type = kind::integer;
+      v.number = v.negative ? -static_cast<double>(magnitude) : static_cast<double>(magnitude);
+      return true;
+    }
     if (integral) {
       const auto r = std::from_chars(digits, p, v.magnitude);
       if (r.ec == std::errc()) {
