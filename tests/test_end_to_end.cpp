@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <kvtk/kvtk.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -208,5 +211,134 @@ TEST_CASE("flat trace files load in the unit layout at 8 bytes per reference", "
   const std::size_t exact = v.keys.size() * 8 + v.requests() * 32 + 8;
   REQUIRE(lt.memory_bytes() >= exact);
   REQUIRE(lt.memory_bytes() <= 2 * exact);
+  fs::remove_all(dir);
+}
+
+namespace {
+
+void require_same_trace(const kvtk::sim::loaded_trace& a, const kvtk::sim::loaded_trace& b) {
+  const auto& x = a.view();
+  const auto& y = b.view();
+  auto same = [](auto s, auto t) { return std::equal(s.begin(), s.end(), t.begin(), t.end()); };
+  REQUIRE(x.block_tokens == y.block_tokens);
+  REQUIRE(same(x.keys, y.keys));
+  REQUIRE(same(x.offsets, y.offsets));
+  REQUIRE(same(x.input_length, y.input_length));
+  REQUIRE(same(x.priority, y.priority));
+  REQUIRE(x.arrival_s.size() == y.arrival_s.size());
+  for (std::size_t i = 0; i < x.arrival_s.size(); ++i) {
+    REQUIRE((x.arrival_s[i] == y.arrival_s[i] ||
+             (std::isnan(x.arrival_s[i]) && std::isnan(y.arrival_s[i]))));
+  }
+  REQUIRE(same(x.output_length, y.output_length));
+  REQUIRE(same(x.session, y.session));
+  REQUIRE(same(x.tenant, y.tenant));
+  REQUIRE(same(x.request_block_tokens, y.request_block_tokens));
+  REQUIRE(same(a.tenant_names(), b.tenant_names()));
+}
+
+// The message of the trace_error that loading `path` with `threads` threads throws ("" = none).
+std::string load_error(const std::string& path, kvtk::sim::trace_format f, unsigned threads) {
+  try {
+    (void)kvtk::sim::loaded_trace::load(path, f, 0, {}, nullptr, threads);
+  } catch (const kvtk::sim::trace_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors", "[e2e]") {
+  namespace fs = std::filesystem;
+  using namespace kvtk::sim;
+  const fs::path dir = fs::temp_directory_path() / "kvtk_test_e2e_parallel";
+  fs::create_directories(dir);
+  // A kvtk-format file of several MB: the 1k generated trace six times, later copies with new
+  // tenants, and priorities and per-request block sizes only near the end (columns that appear
+  // in a later chunk only), plus a decode record.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(KVTK_TRACES_DIR "/kvtk_gen_mixed_1k.jsonl");
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  const std::string kvtk_path = (dir / "big.kvtk.jsonl").string();
+  {
+    std::ofstream out(kvtk_path);
+    out << lines[0] << "\n";  // the header
+    for (int copy = 0; copy < 14; ++copy) {
+      for (std::size_t i = 1; i < lines.size(); ++i) {
+        auto j = nlohmann::json::parse(lines[i]);
+        j["arrival_s"] = j["arrival_s"].get<double>() + 100000.0 * copy;
+        if (copy % 2 == 1) j["tenant"] = j["tenant"].get<std::string>() + "_" + std::to_string(copy);
+        if (copy == 13 && i % 3 == 0) j["priority"] = 2;
+        if (copy == 13 && i % 5 == 0) {
+          j["block_tokens"] = 256;
+          j["hash_ids"] = nlohmann::json::array();
+          for (std::uint64_t k = 0; k < (j["input_length"].get<std::uint64_t>() + 255) / 256; ++k)
+            j["hash_ids"].push_back(k + 1000 * i);
+        }
+        out << j.dump() << "\n";
+      }
+    }
+  }
+  REQUIRE(fs::file_size(kvtk_path) > (std::size_t{3} << 20));
+  const std::string conv = KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl";
+  for (const auto& [path, f] :
+       {std::pair{conv, trace_format::mooncake}, std::pair{kvtk_path, trace_format::kvtk}}) {
+    const loaded_trace one = loaded_trace::load(path, f, 0, {}, nullptr, 1);
+    for (unsigned threads : {2u, 3u, 4u, 7u}) {
+      INFO(path << " threads " << threads);
+      require_same_trace(one, loaded_trace::load(path, f, 0, {}, nullptr, threads));
+    }
+  }
+
+  // Errors: the same message (file, line, reason) whichever thread meets them, including a
+  // timestamp that goes backwards exactly at a chunk boundary and errors in several chunks.
+  std::vector<std::string> conv_lines;
+  {
+    std::ifstream in(conv);
+    for (std::string l; std::getline(in, l);) conv_lines.push_back(l);
+  }
+  auto write_with = [&](const std::map<std::size_t, std::string>& replace) {
+    const std::string p = (dir / "bad.jsonl").string();
+    std::ofstream out(p);
+    for (std::size_t i = 0; i < conv_lines.size(); ++i) {
+      const auto it = replace.find(i);
+      out << (it == replace.end() ? conv_lines[i] : it->second) << "\n";
+    }
+    return p;
+  };
+  // The line that starts the second of two chunks: the first line after the middle byte.
+  std::size_t bytes = 0, boundary = 0;
+  std::size_t total = 0;
+  for (const auto& l : conv_lines) total += l.size() + 1;
+  for (std::size_t i = 0; i < conv_lines.size(); ++i) {
+    if (bytes >= total / 2) {
+      boundary = i;
+      break;
+    }
+    bytes += conv_lines[i].size() + 1;
+  }
+  const std::string backwards = R"({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]})";
+  const std::string broken = R"({"timestamp": 1, "input_length": 10, "hash_ids": [1, 2]})";
+  const std::vector<std::map<std::size_t, std::string>> cases = {
+      {{boundary, backwards}},                        // backwards across the 2-chunk boundary
+      {{boundary + 1, backwards}},                    // inside the second chunk
+      {{9000, broken}},                               // an error late in the file
+      {{500, broken}, {9000, broken}},                // errors in two chunks: the first wins
+      {{boundary, "not json"}, {boundary + 5, backwards}},
+      {{boundary + 2, backwards}, {boundary + 4, "{"}},
+      {{conv_lines.size() - 1, "   "}},               // the very last line
+  };
+  for (const auto& c : cases) {
+    const std::string p = write_with(c);
+    const std::string want = load_error(p, trace_format::mooncake, 1);
+    REQUIRE_FALSE(want.empty());
+    for (unsigned threads : {2u, 3u, 5u}) {
+      INFO("case at line " << c.begin()->first + 1 << ", threads " << threads);
+      REQUIRE(load_error(p, trace_format::mooncake, threads) == want);
+    }
+  }
   fs::remove_all(dir);
 }

@@ -182,11 +182,12 @@ void resolve_trace(const std::string& path, std::string& format, std::uint32_t& 
 
 loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
                             std::uint32_t& block_tokens, bool skip_invalid, read_report& report,
-                            bool decode_records_used) {
+                            bool decode_records_used, unsigned threads) {
   resolve_trace(path, format, block_tokens);
   read_options opts;
   opts.skip_invalid = skip_invalid;
-  auto t = loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report);
+  auto t = loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report,
+                              threads);
   if (report.skipped_lines > 0) {
     std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";

@@ -66,9 +66,10 @@ int parse_partial_block(const std::string& text);
 /// lines when asked, then prints "kvtk <cmd>: skipped N invalid line(s); the first: ..." to
 /// stderr. Throws trace_error (the executable reports it and exits 1).
 /// `decode_records_used`: the command reads the file's decode-step records itself (no note).
+/// `threads` > 1 parses JSONL in parallel (parse_jsonl_parallel; the same result).
 loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
                             std::uint32_t& block_tokens, bool skip_invalid, read_report& report,
-                            bool decode_records_used = false);
+                            bool decode_records_used = false, unsigned threads = 1);
 
 /// Adds the trace-input options every trace command shares: --trace (required), --format
 /// (default auto), --block-tokens (default 0 = the trace's).

@@ -143,7 +143,7 @@ int run_replay(const std::vector<std::string>& args) {
       "partial-block", po::value(&partial)->default_value("skip"),
       "skip: cache full blocks only; cache: also the partial last block (how Mooncake's "
       "published hit ratios count)")("threads", po::value(&threads)->default_value(1),
-                                     "worker threads")(
+                                     "worker threads (also parse JSONL traces in parallel; results do not depend on it)")(
       "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(
@@ -245,7 +245,8 @@ int run_replay(const std::vector<std::string>& args) {
   phase_clock clock;
   read_report skipped;
   const loaded_trace loaded =
-      load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped);
+      load_trace_for("replay", trace, format, block_tokens, vm.count("skip-invalid") != 0, skipped,
+                     false, threads);
   const prefix_trace_view& t = loaded.view();
   clock.lap("read");
   // Offline policies and the optimum need every reference's next use; nothing else does.

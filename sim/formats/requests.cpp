@@ -263,14 +263,15 @@ std::uint32_t default_block_tokens(const std::string& path, trace_format f) {
 
 std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_format f,
                                std::uint32_t block_tokens, const read_options& opts,
-                               read_report* report, const request_sink& sink) {
+                               read_report* report, const request_sink& sink,
+                               std::uint64_t first_line) {
   if (f != trace_format::mooncake && f != trace_format::bailian && f != trace_format::kvtk) {
     throw trace_error(name, 0, "not a JSONL request format: " + std::string(format_name(f)));
   }
   const bool chained_format = f == trace_format::bailian;
   std::uint32_t bt = block_tokens;
   std::string line;
-  std::uint64_t lineno = 0;
+  std::uint64_t lineno = first_line - 1;
   std::vector<std::uint64_t> ids;
   std::vector<kvtk::block_key> keys;
   std::unordered_map<std::uint64_t, std::uint64_t> session_of_chat;  // Bailian
@@ -424,12 +425,20 @@ std::uint32_t for_each_request(const std::string& path, trace_format f,
 
 trace_builder::trace_builder(std::uint32_t block_tokens) { t_.block_tokens = block_tokens; }
 
+void trace_builder::reserve(std::size_t requests, std::size_t keys) {
+  requests_hint_ = requests;
+  t_.keys.reserve(keys);
+  t_.offsets.reserve(requests + 1);
+  t_.input_length.reserve(requests);
+}
+
 void trace_builder::add(const request_record& r) {
   const std::size_t n = t_.requests();
   // Optional columns start when the first request has the field; earlier requests get fillers.
   auto column = [&]<class T>(std::vector<T>& col, bool& any, bool has, T value, T filler) {
     if (has && !any) {
       any = true;
+      col.reserve(std::max(requests_hint_, n + 1));
       col.assign(n, filler);
     }
     if (any) col.push_back(has ? value : filler);
@@ -471,7 +480,7 @@ loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
 
 loaded_trace loaded_trace::load(const std::string& path, trace_format f,
                                 std::uint32_t block_tokens, const read_options& opts,
-                                read_report* report) {
+                                read_report* report, unsigned threads) {
   if (f == trace_format::kvtb) {
     auto m = std::make_shared<const kvtb::mapping>(path);
     kvtb::image im = kvtb::parse(m->bytes(), path);
@@ -495,6 +504,9 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f,
     t.keys = load_flat(path, std::string(format_name(f)));
     std::vector<std::uint64_t>().swap(t.offsets);
     return loaded_trace(std::move(t));
+  }
+  if (f == trace_format::mooncake || f == trace_format::kvtk) {
+    return loaded_trace(parse_jsonl_parallel(path, f, bt, opts, report, threads));
   }
   trace_builder b(bt);
   for_each_request(path, f, bt, opts, report, [&](const request_record& r) { b.add(r); });

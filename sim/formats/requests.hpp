@@ -78,15 +78,32 @@ std::uint32_t for_each_request(const std::string& path, trace_format f, std::uin
                                const read_options& opts, read_report* report,
                                const request_sink& sink);
 
-/// The same over a stream of JSONL text named `name` (mooncake, bailian or kvtk only).
+/// The same over a stream of JSONL text named `name` (mooncake, bailian or kvtk only), whose
+/// first line is line `first_line` of the file (a chunk of it: parse_jsonl_parallel).
 std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_format f,
                                std::uint32_t block_tokens, const read_options& opts,
-                               read_report* report, const request_sink& sink);
+                               read_report* report, const request_sink& sink,
+                               std::uint64_t first_line = 1);
+
+/// Reads a mooncake or kvtk JSONL file into memory with `threads` threads: the file is cut at
+/// line boundaries into one chunk per thread, each chunk parsed by the sequential reader (with
+/// the file's true line numbers) into its own trace, and the traces concatenated in file order.
+/// The result, the errors and the report equal the sequential reader's: the first error in file
+/// order wins, and the arrival-order check spans chunk boundaries. Bailian (whose sessions chain
+/// across the file), skip_invalid (whose skipping changes what later lines are checked against)
+/// and files that are not regular read sequentially.  Throws: as for_each_request.
+kvtk::prefix::prefix_trace parse_jsonl_parallel(const std::string& path, trace_format f,
+                                                std::uint32_t block_tokens,
+                                                const read_options& opts, read_report* report,
+                                                unsigned threads);
 
 /// Appends records to an in-memory trace (optional columns appear once any request has them).
 class trace_builder {
  public:
   explicit trace_builder(std::uint32_t block_tokens);
+  /// Effects: room for about this many requests and keys (an estimate: more or fewer only cost
+  /// a reallocation), so that a large trace is not copied by repeated doubling.
+  void reserve(std::size_t requests, std::size_t keys);
   void add(const request_record& r);
   /// Requires: called once.  Returns the trace, moved out.
   kvtk::prefix::prefix_trace finish();
@@ -94,6 +111,7 @@ class trace_builder {
  private:
   kvtk::prefix::prefix_trace t_;
   std::unordered_map<std::string, std::uint32_t> tenant_index_;
+  std::size_t requests_hint_ = 0;
   bool mixed_block_size_ = false, any_time_ = false, any_output_ = false, any_priority_ = false,
        any_session_ = false, any_tenant_ = false;
 };
@@ -112,8 +130,9 @@ class loaded_trace {
   /// Loads `path`. A kvtb file is mapped and checked (size, version, checksums); any other
   /// format is read into memory. block_tokens 0 = the format's default; a kvtb file refuses a
   /// different block size (its keys were computed with its own).
+  /// JSONL formats are parsed with `threads` threads (parse_jsonl_parallel).
   static loaded_trace load(const std::string& path, trace_format f, std::uint32_t block_tokens,
-                           const read_options& opts, read_report* report);
+                           const read_options& opts, read_report* report, unsigned threads = 1);
 
  private:
   std::shared_ptr<const void> storage_;  // the prefix_trace or the mapping
