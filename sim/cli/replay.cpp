@@ -62,24 +62,28 @@ std::string known_list(const std::string& index) {
   return out;
 }
 
-// Replays in slices of requests so that a long job reports progress; the slices add up to one
-// replay (replay_requests), so results do not depend on the slicing.
+// Replays in slices of requests so that a long job reports progress and lets go of the pages of
+// a mapped trace it has passed (loaded_trace::release); the slices add up to one replay
+// (replay_requests), so results do not depend on the slicing.
 template <class Index>
-prefix_counts replay_with_progress(const prefix_trace_view& t, Index& idx, partial_block p,
+prefix_counts replay_with_progress(const loaded_trace& lt, Index& idx, partial_block p,
                                    std::span<const std::uint64_t> next, progress* bar) {
+  const prefix_trace_view& t = lt.view();
   prefix_counts c;
   std::uint64_t pos = 0;
   constexpr std::size_t slice = 1 << 14;
   for (std::size_t r = 0; r < t.requests(); r += slice) {
     const std::uint64_t before = c.block_refs;
-    replay_requests(t, idx, p, next, r, std::min(t.requests(), r + slice), c, pos);
+    const std::size_t end = std::min(t.requests(), r + slice);
+    replay_requests(t, idx, p, next, r, end, c, pos);
+    lt.release(r, end);
     if (bar != nullptr) bar->add(c.block_refs - before);
   }
   c.evictions = idx.evictions();
   return c;
 }
 
-outcome run_job(const job& j, const prefix_trace_view& t, partial_block p,
+outcome run_job(const job& j, const loaded_trace& t, partial_block p,
                 const std::vector<std::uint64_t>& next, progress* bar,
                 const std::vector<kvtk::tier::hierarchy_config>& hierarchies, double trace_days) {
   const auto cap = static_cast<std::uint32_t>(j.capacity);
@@ -147,6 +151,9 @@ int run_replay(const std::vector<std::string>& args) {
       "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(
+      "no-ideal",
+      "skip the ideal (infinite-cache) ratios and the distinct-block count, whose set costs 16 "
+      "bytes per distinct block (they are reported as null)")(
       "pricing", po::value(&pricing),
       "attach an API cost estimate to each result (kvtk cost --help: presets or a .json)")(
       "tiers", po::value(&tier_specs)->composing(),
@@ -264,8 +271,25 @@ int run_replay(const std::vector<std::string>& args) {
       any_offline ? next_use_positions(t, pb) : std::vector<std::uint64_t>{};
   clock.lap("next_use");
   // Ideal: every distinct block fits (the same counts as an unbounded LRU): from the next uses
-  // when they were needed anyway, else one pass with a set.
-  const ideal_counts ideal_pass = next.empty() ? replay_ideal(t, pb) : replay_ideal(t, pb, next);
+  // when they were needed anyway, else one pass with a set (in slices, releasing mapped pages).
+  const bool want_ideal = vm.count("no-ideal") == 0;
+  ideal_counts ideal_pass;
+  if (!next.empty()) {
+    ideal_pass = replay_ideal(t, pb, next);
+  } else if (want_ideal) {
+    ideal_counter counter(t.keys.size());
+    constexpr std::size_t slice = 1 << 16;
+    for (std::size_t r = 0; r < t.requests(); r += slice) {
+      const std::size_t end = std::min(t.requests(), r + slice);
+      counter.add(t, pb, r, end);
+      loaded.release(r, end);
+    }
+    ideal_pass = counter.result();
+  } else {
+    for (std::size_t r = 0; r < t.requests(); ++r) {  // the reference count only
+      ideal_pass.counts.block_refs += t.cacheable(r, pb).size();
+    }
+  }
   const prefix_counts& ideal = ideal_pass.counts;
   const std::uint64_t block_refs = ideal.block_refs;
   const std::uint64_t unique_blocks = ideal_pass.unique_blocks;
@@ -291,7 +315,7 @@ int run_replay(const std::vector<std::string>& args) {
   auto worker = [&] {
     for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
       if (i < jobs.size()) {
-        results[i] = run_job(jobs[i], t, pb, next, &bar, hierarchies, trace_days);
+        results[i] = run_job(jobs[i], loaded, pb, next, &bar, hierarchies, trace_days);
       } else {
         const std::uint64_t c = opt_caps[i - jobs.size()];
         const auto t0 = std::chrono::steady_clock::now();
@@ -324,6 +348,11 @@ int run_replay(const std::vector<std::string>& args) {
                   {"ideal_token_hit_ratio", ideal.token_hit_ratio()},
                   {"output_tokens", output_tokens},
                   {"span_s", trace_days * 86400.0}};
+  if (!want_ideal && next.empty()) {
+    for (const char* k : {"unique_blocks", "ideal_block_hit_ratio", "ideal_token_hit_ratio"}) {
+      out["trace"][k] = nullptr;
+    }
+  }
   out["results"] = nlohmann::json::array();
   std::ostringstream csv;
   csv << "index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
@@ -383,14 +412,20 @@ int run_replay(const std::vector<std::string>& args) {
     return 1;
   }
   if (!vm.count("json") && !vm.count("csv")) {
-    std::printf(
-        "trace: %s  (%zu requests, %llu block refs, %zu unique blocks, %u-token blocks, "
-        "partial blocks: %s)\nideal (infinite cache): block hit ratio %.4f, token hit "
-        "ratio %.4f\n\n",
-        trace.c_str(), t.requests(), static_cast<unsigned long long>(block_refs),
-        static_cast<std::size_t>(unique_blocks),
-        block_tokens, pb == partial_block::cache ? "cached" : "skipped", ideal.block_hit_ratio(),
-        ideal.token_hit_ratio());
+    const bool ideal_known = want_ideal || !next.empty();
+    std::printf("trace: %s  (%zu requests, %llu block refs, ", trace.c_str(), t.requests(),
+                static_cast<unsigned long long>(block_refs));
+    if (ideal_known) {
+      std::printf("%llu unique blocks, ", static_cast<unsigned long long>(unique_blocks));
+    }
+    std::printf("%u-token blocks, partial blocks: %s)\n", block_tokens,
+                pb == partial_block::cache ? "cached" : "skipped");
+    if (ideal_known) {
+      std::printf("ideal (infinite cache): block hit ratio %.4f, token hit ratio %.4f\n\n",
+                  ideal.block_hit_ratio(), ideal.token_hit_ratio());
+    } else {
+      std::printf("ideal (infinite cache): not computed (--no-ideal)\n\n");
+    }
     std::printf("%-10s %-13s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "block hits",
                 "token hits", "of opt", "Mrefs/s");
     for (std::size_t i = 0; i < jobs.size(); ++i) {

@@ -77,7 +77,20 @@ std::uint64_t checksum::digest() const noexcept {
   return h;
 }
 
-image parse(std::span<const unsigned char> bytes, const std::string& name) {
+std::uint32_t header_block_tokens(std::span<const unsigned char> bytes, const std::string& name) {
+  auto fail = [&](const std::string& why) { return trace_error(name, 0, "kvtb: " + why); };
+  if (bytes.size() < header_bytes || std::memcmp(bytes.data(), magic, 8) != 0) {
+    return parse(bytes, name).view.block_tokens;  // parse words the error
+  }
+  const unsigned char* b = bytes.data();
+  if (checksum_of(b, 120) != read_u64(b + 120)) throw fail("header checksum mismatch (corrupt)");
+  if (read_u32(b + 8) != version) return parse(bytes, name).view.block_tokens;
+  const std::uint32_t bt = read_u32(b + 12);
+  if (bt == 0) throw fail("block_tokens is 0");
+  return bt;
+}
+
+image parse(std::span<const unsigned char> bytes, const std::string& name, const mapping* mapped) {
   auto fail = [&](const std::string& why) { return trace_error(name, 0, "kvtb: " + why); };
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), magic, 8) != 0) {
     throw fail("bad magic (not a kvtb file)");
@@ -117,8 +130,17 @@ image parse(std::span<const unsigned char> bytes, const std::string& name) {
     throw fail("size " + std::to_string(bytes.size()) + " does not match the counts (" +
                std::to_string(want) + " expected)");
   }
-  if (checksum_of(b + header_bytes, bytes.size() - header_bytes) != read_u64(b + 56)) {
-    throw fail("payload checksum mismatch (corrupt)");
+  {
+    // In slices, each dropped once summed (mapped files): the check reads the whole file, and
+    // without this it would all stay resident (bench/RESULTS.md, "End to end").
+    checksum sum;
+    constexpr std::size_t slice = std::size_t{8} << 20;  // a multiple of 8
+    for (std::size_t at = header_bytes; at < bytes.size(); at += slice) {
+      const std::size_t len = std::min(slice, bytes.size() - at);
+      sum.update({reinterpret_cast<const std::uint64_t*>(b + at), len / 8});
+      if (mapped != nullptr) mapped->drop(bytes.subspan(at, len));
+    }
+    if (sum.digest() != read_u64(b + 56)) throw fail("payload checksum mismatch (corrupt)");
   }
   image im;
   auto& v = im.view;
@@ -156,6 +178,7 @@ image parse(std::span<const unsigned char> bytes, const std::string& name) {
   for (std::uint32_t s : v.request_block_tokens) {
     if (s == 0) throw fail("a request has block_tokens 0");
   }
+  if (mapped != nullptr) mapped->drop(bytes.subspan(header_bytes));  // checked: let pages go
   return im;
 }
 
@@ -184,6 +207,37 @@ mapping::mapping(const std::string& path) {
     }
   }
   ::close(fd);
+}
+
+void mapping::drop(std::span<const unsigned char> range) const noexcept {
+  if (range.empty() || data_ == nullptr) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto lo = (reinterpret_cast<std::uintptr_t>(range.data()) + page - 1) / page * page;
+  const auto hi = (reinterpret_cast<std::uintptr_t>(range.data()) + range.size()) / page * page;
+  const auto base = reinterpret_cast<std::uintptr_t>(data_);
+  if (hi <= lo || lo < base || hi > base + size_) return;  // not whole pages of this mapping
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // a hint: failure costs RSS
+}
+
+void drop_requests(const mapping& m, const kvtk::prefix::prefix_trace_view& v, std::size_t first,
+                   std::size_t last) noexcept {
+  if (first >= last || last > v.requests()) return;
+  auto bytes_of = [](auto span, std::size_t a, std::size_t b) {
+    return std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(span.data() + a),
+                                          (b - a) * sizeof(span[0]));
+  };
+  auto column = [&](auto span) {
+    if (!span.empty()) m.drop(bytes_of(span, first, last));
+  };
+  if (!v.offsets.empty()) m.drop(bytes_of(v.keys, v.offsets[first], v.offsets[last]));
+  column(v.offsets);
+  column(v.input_length);
+  column(v.priority);
+  column(v.arrival_s);
+  column(v.output_length);
+  column(v.session);
+  column(v.tenant);
+  column(v.request_block_tokens);
 }
 
 mapping::~mapping() {

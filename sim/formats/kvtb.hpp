@@ -68,7 +68,20 @@ struct image {
 /// Validates `bytes` (named `name` in errors) and returns views into them.
 /// Requires: bytes.data() is 8-byte aligned (mmap and std::vector<std::uint64_t> are).
 /// Throws: trace_error("name:0: reason") for any violated invariant (see the layout above).
-image parse(std::span<const unsigned char> bytes, const std::string& name);
+/// `mapped`: the bytes are this file mapping, whose pages are dropped from the process (not from
+/// the page cache) once checked, so that opening a large file does not make it all resident.
+image parse(std::span<const unsigned char> bytes, const std::string& name,
+            const class mapping* mapped = nullptr);
+
+/// Drops the pages of requests [first, last) of a view into `m` (their keys and every column's
+/// entries) from the process's resident set: for passes over a mapped trace, once they are done
+/// with a stretch of it.
+void drop_requests(const mapping& m, const kvtk::prefix::prefix_trace_view& v, std::size_t first,
+                   std::size_t last) noexcept;
+
+/// The block size from a kvtb header (magic, header checksum and version checked; the payload is
+/// not read). Throws: trace_error as parse.
+std::uint32_t header_block_tokens(std::span<const unsigned char> bytes, const std::string& name);
 
 /// True when the file starts with the kvtb magic.
 bool has_magic(const std::string& path);
@@ -83,6 +96,9 @@ class mapping {
   [[nodiscard]] std::span<const unsigned char> bytes() const noexcept {
     return {static_cast<const unsigned char*>(data_), size_};
   }
+  /// Effects: drops the whole pages inside `range` (a part of this mapping) from the process's
+  /// resident set; the next access reads them back from the page cache. Contents never change.
+  void drop(std::span<const unsigned char> range) const noexcept;
 
  private:
   void* data_ = nullptr;

@@ -250,7 +250,7 @@ trace_format detect_trace_format(const std::string& path) {
 std::uint32_t default_block_tokens(const std::string& path, trace_format f) {
   if (f == trace_format::kvtb) {
     kvtb::mapping m(path);
-    return kvtb::parse(m.bytes(), path).view.block_tokens;
+    return kvtb::header_block_tokens(m.bytes(), path);
   }
   if (f == trace_format::kvtk) {
     const std::string line = first_line(path);
@@ -381,7 +381,7 @@ std::uint32_t for_each_request(const std::string& path, trace_format f,
                                read_report* report, const request_sink& sink) {
   if (f == trace_format::kvtb) {
     kvtb::mapping m(path);
-    const kvtb::image im = kvtb::parse(m.bytes(), path);
+    const kvtb::image im = kvtb::parse(m.bytes(), path, &m);
     const auto& v = im.view;
     if (block_tokens != 0 && block_tokens != v.block_tokens) {
       throw trace_error(path, 0,
@@ -401,6 +401,7 @@ std::uint32_t for_each_request(const std::string& path, trace_format f,
       if (!v.session.empty()) rec.session = v.session[r];
       if (!v.tenant.empty()) rec.tenant = im.tenants[v.tenant[r]];
       sink(rec);
+      if ((r + 1) % 65536 == 0) kvtb::drop_requests(m, v, r + 1 - 65536, r + 1);  // streamed past
     }
     return v.block_tokens;
   }
@@ -467,6 +468,10 @@ void trace_builder::add(const request_record& r) {
 
 kvtk::prefix::prefix_trace trace_builder::finish() { return std::move(t_); }
 
+void loaded_trace::release(std::size_t first, std::size_t last) const noexcept {
+  if (mapping_ != nullptr) kvtb::drop_requests(*mapping_, view_, first, last);
+}
+
 loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
   auto owned = std::make_shared<const kvtk::prefix::prefix_trace>(std::move(t));
   view_ = owned->view();
@@ -483,7 +488,7 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f,
                                 read_report* report, unsigned threads) {
   if (f == trace_format::kvtb) {
     auto m = std::make_shared<const kvtb::mapping>(path);
-    kvtb::image im = kvtb::parse(m->bytes(), path);
+    kvtb::image im = kvtb::parse(m->bytes(), path, m.get());
     if (block_tokens != 0 && block_tokens != im.view.block_tokens) {
       throw trace_error(path, 0,
                         "kvtb file was written with " + std::to_string(im.view.block_tokens) +
@@ -493,6 +498,7 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f,
     loaded_trace out;
     out.view_ = im.view;
     out.tenants_ = std::move(im.tenants);
+    out.mapping_ = m.get();
     out.storage_ = std::move(m);
     return out;
   }

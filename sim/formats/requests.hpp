@@ -37,6 +37,10 @@
 
 namespace kvtk::sim {
 
+namespace kvtb {
+class mapping;
+}
+
 enum class trace_format : std::uint8_t { mooncake, bailian, kvtk, ids, oracle_general, kvtb };
 
 /// "mooncake", "bailian", "kvtk", "ids", "oracle-general", "kvtb".
@@ -126,6 +130,10 @@ class loaded_trace {
   /// Heap bytes the trace's arrays hold (vector capacities); 0 for a mapped kvtb file, whose
   /// pages belong to the page cache. The unit layout of a flat trace holds 8 bytes a reference.
   [[nodiscard]] std::size_t memory_bytes() const noexcept { return heap_bytes_; }
+  /// Effects: for a mapped kvtb file, drops the pages of requests [first, last) from the
+  /// resident set (a pass is done with them; a later access reads them back from the page
+  /// cache); nothing for a trace in memory. The view stays valid and unchanged.
+  void release(std::size_t first, std::size_t last) const noexcept;
 
   /// Loads `path`. A kvtb file is mapped and checked (size, version, checksums); any other
   /// format is read into memory. block_tokens 0 = the format's default; a kvtb file refuses a
@@ -139,6 +147,7 @@ class loaded_trace {
   kvtk::prefix::prefix_trace_view view_;
   std::vector<std::string> tenants_;
   std::size_t heap_bytes_ = 0;
+  const kvtb::mapping* mapping_ = nullptr;  // set for a mapped kvtb file (storage_ owns it)
 };
 
 }  // namespace kvtk::sim

@@ -174,38 +174,61 @@ struct ideal_counts {
   std::uint64_t unique_blocks = 0;
 };
 
-/// The ideal replay of t: request r hits its leading blocks that some earlier request referenced
-/// (the same as flat_index<lru> of unbounded capacity, and as radix LRU: with nothing evicted,
-/// a referenced block's whole prefix is resident too). One pass with a key_set, no cache.
+/// The ideal replay of t, pass by pass: request r hits its leading blocks that some earlier
+/// request referenced (the same as flat_index<lru> of unbounded capacity, and as radix LRU: with
+/// nothing evicted, a referenced block's whole prefix is resident too). One detail::key_set, no
+/// cache. add() takes consecutive ranges of requests, so a caller can do other work between
+/// them (drop the pages of a mapped trace it has passed, say); the ranges add up to one pass.
+class ideal_counter {
+ public:
+  /// `key_refs`: the trace's number of keys (sizes the set's first table).
+  explicit ideal_counter(std::size_t key_refs)
+      : seen_(detail::key_set::expected_for_refs(key_refs)) {}
+
+  /// Effects: counts requests [first, last) of t (the next range after the previous call's).
+  /// Complexity: O(block refs) expected.  Throws: std::bad_alloc.
+  void add(const prefix_trace_view& t, partial_block p, std::size_t first, std::size_t last) {
+    constexpr std::size_t ahead = detail::key_set::prefetch_distance;
+    prefix_counts& c = out_.counts;
+    for (std::size_t r = first; r < last; ++r) {
+      const auto blocks = t.cacheable(r, p);
+      const std::uint64_t L = t.input_tokens(r);
+      std::uint64_t h = 0;
+      const std::size_t at = static_cast<std::size_t>(blocks.data() - t.keys.data());
+      for (std::size_t i = at + ahead; i < std::min(at + ahead + blocks.size(), t.keys.size());
+           ++i) {
+        seen_.prefetch(t.keys[i]);
+      }
+      if (blocks.size() == 1) {  // flat traces: one probe answers both questions
+        h = seen_.try_emplace(blocks[0]).second ? 0 : 1;
+      } else {
+        while (h < blocks.size() && seen_.contains(blocks[h])) ++h;
+        for (block_key k : blocks) seen_.try_emplace(k);
+      }
+      ++c.requests;
+      c.block_refs += blocks.size();
+      c.block_hits += h;
+      c.token_refs += L;
+      c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+    }
+    out_.unique_blocks = seen_.size();
+  }
+  [[nodiscard]] const ideal_counts& result() const noexcept { return out_; }
+  /// Bytes held by the set of distinct blocks.
+  [[nodiscard]] std::size_t memory_bytes() const noexcept { return seen_.memory_bytes(); }
+
+ private:
+  detail::key_set seen_;
+  ideal_counts out_;
+};
+
+/// The ideal replay of t in one pass (ideal_counter).
 /// Complexity: O(block refs) expected; memory 16 bytes per distinct block at most.
 /// Throws: std::bad_alloc.
 inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p = partial_block::skip) {
-  ideal_counts out;
-  prefix_counts& c = out.counts;
-  detail::key_set seen(detail::key_set::expected_for_refs(t.keys.size()));
-  constexpr std::size_t ahead = detail::key_set::prefetch_distance;
-  for (std::size_t r = 0; r < t.requests(); ++r) {
-    const auto blocks = t.cacheable(r, p);
-    const std::uint64_t L = t.input_tokens(r);
-    std::uint64_t h = 0;
-    const std::size_t at = static_cast<std::size_t>(blocks.data() - t.keys.data());
-    for (std::size_t i = at + ahead; i < std::min(at + ahead + blocks.size(), t.keys.size()); ++i) {
-      seen.prefetch(t.keys[i]);
-    }
-    if (blocks.size() == 1) {  // flat traces: one probe answers both questions
-      h = seen.try_emplace(blocks[0]).second ? 0 : 1;
-    } else {
-      while (h < blocks.size() && seen.contains(blocks[h])) ++h;
-      for (block_key k : blocks) seen.try_emplace(k);
-    }
-    ++c.requests;
-    c.block_refs += blocks.size();
-    c.block_hits += h;
-    c.token_refs += L;
-    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
-  }
-  out.unique_blocks = seen.size();
-  return out;
+  ideal_counter c(t.keys.size());
+  c.add(t, p, 0, t.requests());
+  return c.result();
 }
 
 /// The same counts from next_use = next_use_positions(t, p), when a caller has it anyway (for
