@@ -199,7 +199,9 @@ mapping::mapping(const std::string& path) {
   }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ > 0) {
-    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    // Not MAP_POPULATE: that would make the whole file resident at once; pages come in as a
+    // pass reaches them and go again when it drops them (drop()).
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (data_ == MAP_FAILED) {
       data_ = nullptr;
       ::close(fd);
