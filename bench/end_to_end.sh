@@ -70,11 +70,13 @@ for n in $sizes; do
   refs=$(awk -v x="$n" 'BEGIN{printf "%d", x}')
   requests=$((refs / 60 + 1))  # the mixed profile averages about 60 blocks a request
   base="$out/gen_$n"
-  if [ ! -f "$base.jsonl" ]; then
+  if [ ! -f "$base.ids" ]; then
     "$kvtk" trace gen --requests "$requests" --to mooncake -o "$base.jsonl" --force >/dev/null 2>&1
     "$kvtk" trace convert "$base.jsonl" --block-tokens 64 -o "$base.kvtb" --force >/dev/null 2>&1
     "$kvtk" trace convert "$base.jsonl" --block-tokens 64 --to oracle-general \
       -o "$base.oracleGeneral" --force >/dev/null 2>&1
+    "$kvtk" trace convert "$base.jsonl" --block-tokens 64 --to ids -o "$base.ids" --force \
+      >/dev/null 2>&1
   fi
   for f in jsonl kvtb; do
     measure "gen $n $f radix lru 10k --no-opt" "$kvtk" replay --trace "$base.$f" --block-tokens 64 \
@@ -87,6 +89,8 @@ for n in $sizes; do
   measure "gen $n oracleGeneral flat lru 10k --no-opt" "$kvtk" replay \
     --trace "$base.oracleGeneral" --format oracle-general --index flat --policy lru \
     --capacity 10000 --no-opt --timings
+  measure "gen $n ids flat lru 10k --no-opt" "$kvtk" replay --trace "$base.ids" --format ids \
+    --index flat --policy lru --capacity 10000 --no-opt --timings
   measure "gen $n kvtb trace stats" "$kvtk" trace stats "$base.kvtb" --timings
   if [ -n "${CACHESIM:-}" ]; then
     (cd "$out" && measure "gen $n oracleGeneral cachesim lru 10k" "$CACHESIM" \
@@ -101,17 +105,20 @@ if [ "$peer_trace" = 1 ]; then
   if [ ! -f "$x40" ]; then
     "$kvtk" trace convert traces/mooncake_fast25_conversation_trace.jsonl --to oracle-general \
       -o "$out/conversation.oracleGeneral" --force >/dev/null
-    python3 - "$out/conversation.oracleGeneral" "$x40" <<'EOF'
+    python3 - "$out/conversation.oracleGeneral" "$x40.tmp" <<'EOF'
 import sys
 base = bytearray(open(sys.argv[1], 'rb').read())
 assert len(base) % 24 == 0
+# Ids must be below 2^40 for the copies to be disjoint: bytes 5..7 of every id are zero.
+assert all(b == 0 for k in (9, 10, 11) for b in base[k::24])
 with open(sys.argv[2], 'wb') as f:
     for copy in range(40):
-        assert all(b == 0 for b in base[9::24]) and all(b == 0 for b in base[10::24])
         base[9::24] = bytes([copy]) * (len(base) // 24)  # id bits 40..47: the copy number
         f.write(base)
 EOF
-    "$kvtk" trace convert "$x40" --format oracle-general -o "$out/conversation_x40.kvtb" --force >/dev/null
+    "$kvtk" trace convert "$x40.tmp" --format oracle-general -o "$out/conversation_x40.kvtb" \
+      --force >/dev/null 2>&1
+    mv "$x40.tmp" "$x40"  # last: a file under the final name is a complete one
   fi
   for p in lru arc s3fifo; do
     if [ -n "${CACHESIM:-}" ]; then
