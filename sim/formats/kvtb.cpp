@@ -231,7 +231,11 @@ void drop_requests(const mapping& m, const kvtk::prefix::prefix_trace_view& v, s
   auto column = [&](auto span) {
     if (!span.empty()) m.drop(bytes_of(span, first, last));
   };
-  if (!v.offsets.empty()) m.drop(bytes_of(v.keys, v.offsets[first], v.offsets[last]));
+  if (v.unit_requests()) {
+    m.drop(bytes_of(v.keys, first, last));
+  } else {
+    m.drop(bytes_of(v.keys, v.offsets[first], v.offsets[last]));
+  }
   column(v.offsets);
   column(v.input_length);
   column(v.priority);

@@ -21,6 +21,9 @@ namespace kvtk::sim {
 struct read_options {
   /// Skip malformed lines (counting them) instead of stopping at the first one.
   bool skip_invalid = false;
+  /// JSONL files smaller than this are read by one thread whatever the thread count (splitting
+  /// a small file costs more than it saves; tests and the fuzzer set 0 to split everything).
+  std::uint64_t parallel_min_bytes = std::uint64_t{1} << 20;
 };
 
 /// What a reader skipped (with read_options::skip_invalid).

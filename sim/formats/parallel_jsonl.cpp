@@ -185,7 +185,7 @@ kvtk::prefix::prefix_trace parse_jsonl_parallel(const std::string& path, trace_f
   const bool regular = fd.fd >= 0 && ::fstat(fd.fd, &st) == 0 && S_ISREG(st.st_mode);
   const auto size = regular ? static_cast<std::uint64_t>(st.st_size) : 0;
   if (threads <= 1 || opts.skip_invalid || f == trace_format::bailian || !regular ||
-      size < (1 << 20)) {
+      size < opts.parallel_min_bytes) {
     // One thread (also where the sequential reader gives the right error message).
     trace_builder b(bt);
     if (regular) {

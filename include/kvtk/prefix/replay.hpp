@@ -438,13 +438,18 @@ prefix_counts replay(const prefix_trace_view& t, Index& idx, partial_block p = p
 /// The offline optimum for a prefix cache of `capacity` blocks: Belady with leaf-only eviction
 /// (radix_index<leaf_belady>) on trace t, given next_use = next_use_positions(t, p). Every
 /// policy's counts .fraction_of() it gives the share of the achievable hits that policy gets.
-/// On a unit-layout trace every block is a leaf of the root, so leaf-only Belady is flat Belady
-/// and flat_index<belady> (several times faster) runs it: the hit counts are equal (ties between
-/// victims only happen among blocks never used again; tests/test_end_to_end.cpp checks it).
+/// When no request has more than one cacheable block (flat traces, in the unit layout or not),
+/// every block is a leaf of the root, so leaf-only Belady is flat Belady and flat_index<belady>
+/// (several times faster) runs it: the hit counts are equal (ties between victims only happen
+/// among blocks never used again; tests/test_end_to_end.cpp checks it against the radix index).
 /// Complexity: one replay.  Throws: as replay.
 inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
                                     partial_block p, std::span<const std::uint64_t> next_use) {
-  if (t.unit_requests()) {
+  bool flat = true;  // at most one cacheable block per request: every block a leaf of the root
+  for (std::size_t r = 0; flat && !t.unit_requests() && r < t.requests(); ++r) {
+    flat = t.cacheable(r, p).size() <= 1;
+  }
+  if (flat) {
     flat_index<kvtk::belady> idx(capacity);
     return replay(t, idx, p, next_use);
   }
