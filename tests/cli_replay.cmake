@@ -93,3 +93,17 @@ expect(0 "radix,lru,409," replay --trace ${T} --capacity 64GiB --model ${M}/llam
 expect(0 "radix,lru,409," replay --trace ${T} --capacity 64GiB --model llama-3-70b --csv - --no-opt)
 expect(2 "incomplete.json' lacks 'head_dim'" replay --trace ${T} --capacity 64GiB --model ${M}/incomplete.json)
 expect(2 "cannot open '.*/none.json'" replay --trace ${T} --capacity 64GiB --model ${M}/none.json)
+
+# --timings: the phase breakdown in the JSON and on stderr; --no-ideal: the ideal fields null,
+# the table says so; results unchanged by either.
+expect(0 "\"read_s\": [0-9.e-]+.*\"replay_s\"" replay --trace ${T} --capacity 1000 --json - --timings --no-opt)
+expect(0 "timings: read [0-9.]+ s, next_use [0-9.]+ s, ideal [0-9.]+ s, replay .*peak RSS"
+       replay --trace ${T} --capacity 1000 --timings --no-opt)
+expect(0 "\"ideal_block_hit_ratio\": null" replay --trace ${T} --capacity 1000 --json - --no-ideal --no-opt)
+expect(0 "ideal \\(infinite cache\\): not computed \\(--no-ideal\\)" replay --trace ${T} --capacity 1000 --no-ideal --no-opt)
+expect(0 "radix,lru,1000,12031,276491,12990,144793823,6650880," replay --trace ${T} --capacity 1000 --csv - --no-ideal --no-opt --timings)
+expect(0 "radix,lru,1000,12031,276491,12990,144793823,6650880," replay --trace ${T} --capacity 1000 --csv - --no-opt --threads 3)
+# With the optimum, the ideal comes from the next uses: the same figures as the set's.
+expect(0 "\"ideal_block_hit_ratio\": 0.3819" replay --trace ${T} --capacity 1000 --json -)
+expect(0 "\"ideal_block_hit_ratio\": 0.3819" replay --trace ${T} --capacity 1000 --json - --no-opt)
+expect(0 "timings: read [0-9.]+ s, pass" trace stats ${T} --timings)
