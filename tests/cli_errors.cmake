@@ -87,3 +87,37 @@ expect(0 "skipped 2 invalid line\\(s\\); the first: .*mixed.jsonl:2: 'input_leng
 expect(0 "skipped 2 invalid line" trace convert ${WORK_DIR}/mixed.jsonl -o ${WORK_DIR}/m.kvtb --skip-invalid)
 expect(0 "radix,lru,10,2,2,1," replay --trace ${WORK_DIR}/m.kvtb --capacity 10 --csv - --no-opt)
 message(STATUS "${i} malformed-trace cases checked")
+
+# Range rules every reader shares (sim/formats/trace_limits.hpp; issue 17): overflowing counts,
+# non-finite times and a zero block size in a header are errors, not wrapped or default values.
+bad(mooncake 2 "'input_length' 18446744073709551615 is not below 2\\^32 tokens"
+    "${ok}{\"timestamp\": 1, \"input_length\": 18446744073709551615, \"hash_ids\": []}\n")
+bad(mooncake 2 "'output_length' 18446744073709551615 is not below 2\\^32 tokens"
+    "${ok}{\"timestamp\": 1, \"input_length\": 600, \"output_length\": 18446744073709551615, \"hash_ids\": [1, 2]}\n")
+bad(mooncake 2 "'timestamp' is beyond 1e12 s \\(or not finite\\)"
+    "${ok}{\"timestamp\": 1e400, \"input_length\": 600, \"hash_ids\": [1, 2]}\n")
+bad(kvtk 1 "'block_tokens' must be in \\[1, 2\\^20\\]"
+    "{\"kvtk_trace\": 1, \"block_tokens\": 0}\n{\"arrival_s\": 0, \"input_length\": 10, \"hash_ids\": [1]}\n")
+
+# Files that cannot be read twice, or are not files at all.
+expect(1 "is a directory, not a trace file" replay --trace ${WORK_DIR})
+expect(1 "not a regular file \\(a FIFO, socket or device\\)" replay --trace /dev/zero)
+expect(1 "not a regular file" compare --trace /dev/zero)
+expect(1 "cannot open file: No such file or directory" replay --trace ${WORK_DIR}/none.jsonl)
+
+# Options: a sign on an unsigned option, hexadecimal or empty list items are usage errors (2).
+expect(2 "--block-tokens: must be a non-negative whole number, got '-1'"
+       replay --trace ${TRACE} --block-tokens -1)
+expect(2 "--requests: must be a non-negative whole number, got '-1'"
+       trace gen --requests -1 -o ${WORK_DIR}/never.jsonl)
+expect(2 "--capacity: '0x10' is not a decimal number" replay --trace ${TRACE} --capacity 0x10)
+expect(2 "empty item in the list '10,,20'" replay --trace ${TRACE} --capacity 10,,20)
+expect(2 "--block-tokens: must be in \\[0, 2\\^20\\]" replay --trace ${TRACE} --block-tokens 4000000)
+# A capacity far beyond the trace allocates what the trace can fill (2 requests, 27 blocks).
+file(STRINGS ${TRACE} two LIMIT_COUNT 2)
+string(REPLACE ";" "\n" two "${two}")
+file(WRITE ${WORK_DIR}/two.jsonl "${two}\n")
+expect(0 "radix,lru,2147483647,2,27,1," replay --trace ${WORK_DIR}/two.jsonl
+       --capacity 2147483647 --csv - --no-opt)
+expect(0 "flat,lru,100000000,2,27,1," replay --trace ${WORK_DIR}/two.jsonl --index flat
+       --capacity 100000000 --csv - --no-opt)

@@ -1,6 +1,9 @@
 // Trace formats: kvtb invariants and corruption detection, the kvtk schema against the reader and
 // writer, the replay result against its schema, and streaming equivalences.
 #include <catch2/catch.hpp>
+#include <limits>
+#include <optional>
+#include <regex>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +69,60 @@ TEST_CASE("kvtb checksum: split updates equal one update", "[formats][kvtb]") {
   CHECK(swapped.digest() != whole.digest());
 }
 
+TEST_CASE("kvtb files from other writers get the readers' semantic checks", "[formats][kvtb]") {
+  // kvtb::writer writes what it is given; parse must refuse what a JSONL reader would have.
+  struct bad_case {
+    const char* want;
+    std::uint64_t input;
+    std::optional<double> arrival;
+    std::optional<std::uint64_t> output;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<bad_case> cases = {
+      {"request 1: 1 block keys but input_length 40 makes 3 blocks", 40, 1.0, {}},
+      {"request 1: arrival time -inf s is outside", 16, -inf, {}},
+      {"request 1: arrival time inf s is outside", 16, inf, {}},
+      {"request 1: arrival time -1.0+ s is outside", 16, -1.0, {}},
+      {"request 1: arrival goes backwards", 16, 0.25, {}},
+      {"request 1: output_length 4294967296 is not below 2\\^32", 16, 1.0, std::uint64_t{1} << 32},
+      {"request 1: input_length 18446744073709551615 is not below 2\\^32", ~std::uint64_t{0}, 1.0,
+       {}},
+      {"", 16, nan, {}},  // NaN = no arrival time: accepted
+  };
+  for (const auto& c : cases) {
+    const std::string path = tmp_path("semantic.kvtb");
+    {
+      kvtk::sim::kvtb::writer w(path, 16);
+      const std::vector<kvtk::block_key> one = {7};
+      request_record rec;
+      rec.keys = one;
+      rec.input_length = 16;
+      rec.block_tokens = 16;
+      rec.arrival_s = 0.5;
+      w.add(rec);
+      rec.input_length = c.input;
+      rec.arrival_s = c.arrival;
+      rec.output_length = c.output;
+      w.add(rec);
+      w.finish();
+    }
+    kvtk::sim::kvtb::mapping m(path);
+    INFO(c.want);
+    if (std::string(c.want).empty()) {
+      CHECK_NOTHROW(kvtk::sim::kvtb::parse(m.bytes(), path));
+    } else {
+      try {
+        (void)kvtk::sim::kvtb::parse(m.bytes(), path);
+        FAIL("accepted");
+      } catch (const kvtk::sim::trace_error& e) {
+        CHECK(std::regex_search(std::string(e.what()), std::regex(c.want)));
+      }
+    }
+    fs::remove(path);
+  }
+}
+
 TEST_CASE("kvtb round-trips every column", "[formats][kvtb]") {
   const std::string path = tmp_path("cols.kvtb");
   std::vector<std::vector<kvtk::block_key>> keys = {{1, 2, 3}, {}, {4}, {5, 6}};
@@ -74,8 +131,8 @@ TEST_CASE("kvtb round-trips every column", "[formats][kvtb]") {
     for (std::size_t r = 0; r < keys.size(); ++r) {
       request_record rec;
       rec.keys = keys[r];
-      rec.input_length = keys[r].size() * 16;
       rec.block_tokens = r == 3 ? 8 : 16;
+      rec.input_length = keys[r].size() * rec.block_tokens;
       if (r != 1) rec.arrival_s = 0.5 * static_cast<double>(r);
       rec.output_length = 100 + r;
       if (r == 2) rec.priority = 7;

@@ -1,5 +1,6 @@
 #include "cli/common.hpp"
 
+
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -7,6 +8,33 @@
 #include <sstream>
 
 namespace kvtk::sim::cli {
+
+namespace {
+
+// Boost reads "-1" into an unsigned option as 2^32-1 or 2^64-1 (lexical_cast wraps), which then
+// passes range checks or blames the wrong input. Every unsigned option is refused a sign here.
+void reject_negative_counts(const boost::program_options::options_description& opts,
+                            const boost::program_options::parsed_options& parsed) {
+  namespace po = boost::program_options;
+  for (const auto& o : parsed.options) {
+    const po::option_description* d = opts.find_nothrow(o.string_key, false);
+    if (d == nullptr) continue;
+    const po::value_semantic* sem = d->semantic().get();
+    const bool is_unsigned = dynamic_cast<const po::typed_value<std::uint32_t>*>(sem) != nullptr ||
+                             dynamic_cast<const po::typed_value<std::uint64_t>*>(sem) != nullptr ||
+                             dynamic_cast<const po::typed_value<std::uint16_t>*>(sem) != nullptr;
+    if (!is_unsigned) continue;
+    for (const std::string& v : o.value) {
+      const auto first = v.find_first_not_of(" \t");
+      if (first != std::string::npos && (v[first] == '-' || v[first] == '+')) {
+        throw usage_error("--" + o.string_key + ": must be a non-negative whole number, got '" +
+                          v + "'");
+      }
+    }
+  }
+}
+
+}  // namespace
 
 int parse_command(const std::string& cmd, const boost::program_options::options_description& opts,
                   const std::vector<std::string>& args, boost::program_options::variables_map& vm,
@@ -17,7 +45,9 @@ int parse_command(const std::string& cmd, const boost::program_options::options_
     po::command_line_parser parser(args);
     parser.options(opts);
     if (positional != nullptr) parser.positional(*positional);
-    po::store(parser.run(), vm);
+    const po::parsed_options parsed = parser.run();
+    reject_negative_counts(opts, parsed);
+    po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << opts;
       return 0;
@@ -38,7 +68,9 @@ std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
+    // "10,,20" or a trailing comma is a typo, not a shorter list.
+    if (item.empty()) throw usage_error("empty item in the list '" + s + "'");
+    out.push_back(item);
   }
   return out;
 }
@@ -51,10 +83,24 @@ const std::map<std::string, std::uint64_t>& model_bytes_per_token() {
   return m;
 }
 
+std::uint32_t allocation_capacity(std::uint64_t capacity, std::uint64_t refs) {
+  const std::uint64_t c = std::min(capacity, std::max<std::uint64_t>(refs, 1));
+  if (c >= (std::uint64_t{1} << 31)) {
+    throw usage_error("--capacity: " + std::to_string(capacity) +
+                      " blocks; a cache holds at most 2^31-1 entries");
+  }
+  return static_cast<std::uint32_t>(c);
+}
+
 std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
                              std::uint64_t bytes_per_token) {
   std::size_t pos = 0;
   double v = 0;
+  // Decimal only: stod would also read hexadecimal ("0x10" = 16), "inf" and "nan".
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') ||
+      (text.size() > 1 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X'))) {
+    throw usage_error("--capacity: '" + text + "' is not a decimal number with an optional unit");
+  }
   try {
     v = std::stod(text, &pos);
   } catch (const std::exception&) {
@@ -174,6 +220,8 @@ void write_to(const std::string& where, const std::string& text) {
 }
 
 void resolve_trace(const std::string& path, std::string& format, std::uint32_t& block_tokens) {
+  require_trace_file(path);
+  if (block_tokens > (1u << 20)) throw usage_error("--block-tokens: must be in [0, 2^20]");
   const auto f = format == "auto" ? detect_trace_format(path) : parse_format_name(format);
   if (!f) throw usage_error("--format: unknown format '" + format + "'");
   format = std::string(format_name(*f));

@@ -50,6 +50,13 @@ std::uint64_t model_file_bytes_per_token(const std::string& path);
 std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
                              std::uint64_t bytes_per_token);
 
+/// The capacity to allocate for a cache of `capacity` blocks replaying a stream of `refs` block
+/// references: at most refs (and at least 1). A cache evicts only when full, so one that can
+/// hold every reference never evicts, and any capacity from refs up gives the same results; this
+/// keeps a huge --capacity on a small trace from allocating memory it can never use.
+/// Throws: usage_error when the result does not fit the caches' 2^31-1 entries.
+std::uint32_t allocation_capacity(std::uint64_t capacity, std::uint64_t refs);
+
 /// Checks a --format value of the request-trace commands (auto or a format_names() name).
 void check_request_format(const std::string& format);
 

@@ -95,6 +95,7 @@ int run_compare(const std::vector<std::string>& args) {
                 << "' (supported: mooncake, ids, oracle-general, auto)\n";
       return 2;
     }
+    require_trace_file(trace);
     keys = load_flat(trace, format);
   } catch (const trace_error& e) {
     std::cerr << "kvtk compare: " << e.what() << "\n";
@@ -122,7 +123,7 @@ int run_compare(const std::vector<std::string>& args) {
       const auto t0 = std::chrono::steady_clock::now();
       const flat_replay_counts r = visit_policy(name, [&]<class P>() {
         typename block_cache<P>::config cfg{};
-        cfg.capacity = cap;
+        cfg.capacity = cli::allocation_capacity(cap, keys.size());
         return replay_flat<P>(keys, cfg, next_use);
       });
       const double secs =

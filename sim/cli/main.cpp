@@ -1,10 +1,12 @@
 // The `kvtk` executable: subcommand dispatch.
 #include <cstdio>
+#include <new>
 #include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cli/common.hpp"
 #include "cli/compare.hpp"
 #include "cli/cost.hpp"
 #include "cli/move.hpp"
@@ -53,6 +55,15 @@ int main(int argc, char** argv) {
     if (cmd == "cost") return kvtk::sim::run_cost(rest);
     if (cmd == "move") return kvtk::sim::run_move(rest);
     if (cmd == "sparse") return kvtk::sim::run_sparse(rest);
+  } catch (const kvtk::sim::cli::usage_error& e) {  // a bad command line, wherever it is found
+    std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "kvtk %s: out of memory (a capacity, a grid or a trace larger than this "
+                 "machine's memory; see --help for the sizes each option allocates)\n",
+                 argv[1]);
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;

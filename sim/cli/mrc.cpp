@@ -114,7 +114,7 @@ int run_mrc(const std::vector<std::string>& args) {
     nlohmann::json row = {{"capacity_blocks", c}, {"block_hit_ratio", b}, {"token_hit_ratio", tk}};
     std::string opt_b, opt_t;
     if (vm.count("opt")) {
-      const prefix_counts o = replay_optimum(t, static_cast<std::uint32_t>(c), pb, next);
+      const prefix_counts o = replay_optimum(t, allocation_capacity(c, t.keys.size()), pb, next);
       row["opt_block_hit_ratio"] = o.block_hit_ratio();
       row["opt_token_hit_ratio"] = o.token_hit_ratio();
       opt_b = std::to_string(o.block_hit_ratio());

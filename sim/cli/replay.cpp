@@ -86,7 +86,7 @@ prefix_counts replay_with_progress(const loaded_trace& lt, Index& idx, partial_b
 outcome run_job(const job& j, const loaded_trace& t, partial_block p,
                 const std::vector<std::uint64_t>& next, progress* bar,
                 const std::vector<kvtk::tier::hierarchy_config>& hierarchies, double trace_days) {
-  const auto cap = static_cast<std::uint32_t>(j.capacity);
+  const std::uint32_t cap = allocation_capacity(j.capacity, t.view().keys.size());
   const auto t0 = std::chrono::steady_clock::now();
   outcome o;
   if (j.hierarchy >= 0) {
@@ -319,7 +319,7 @@ int run_replay(const std::vector<std::string>& args) {
       } else {
         const std::uint64_t c = opt_caps[i - jobs.size()];
         const auto t0 = std::chrono::steady_clock::now();
-        optimum[c] = replay_optimum(t, static_cast<std::uint32_t>(c), pb, next);
+        optimum[c] = replay_optimum(t, allocation_capacity(c, t.keys.size()), pb, next);
         bar.add(optimum[c].block_refs);
         optimum_seconds[i - jobs.size()] =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,4 +1,5 @@
 #include "formats/kvtb.hpp"
+#include "formats/trace_limits.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -177,6 +178,25 @@ image parse(std::span<const unsigned char> bytes, const std::string& name, const
   }
   for (std::uint32_t s : v.request_block_tokens) {
     if (s == 0) throw fail("a request has block_tokens 0");
+  }
+  // The semantic rules every reader applies (formats/trace_limits.hpp): a file written by
+  // another program is held to what kvtk's own readers would have accepted.
+  double last_time = 0;
+  for (std::uint64_t r = 0; r < n; ++r) {
+    const std::uint32_t rbt = v.request_block_tokens.empty() ? bt : v.request_block_tokens[r];
+    std::optional<double> t;
+    if (!v.arrival_s.empty()) t = v.arrival_s[r];
+    std::optional<std::uint64_t> out;
+    if (!v.output_length.empty()) out = v.output_length[r];
+    if (auto p = limits::request_problem(v.input_length[r], v.offsets[r + 1] - v.offsets[r], rbt, t,
+                                         out);
+        !p.empty()) {
+      throw fail("request " + std::to_string(r) + ": " + p);
+    }
+    if (t && !std::isnan(*t)) {
+      if (*t < last_time) throw fail("request " + std::to_string(r) + ": arrival goes backwards");
+      last_time = *t;
+    }
   }
   if (mapped != nullptr) mapped->drop(bytes.subspan(header_bytes));  // checked: let pages go
   return im;

@@ -1,5 +1,9 @@
 #include "formats/requests.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -9,6 +13,7 @@
 #include "formats/flat_traces.hpp"
 #include "formats/jsonl_scan.hpp"
 #include "formats/kvtb.hpp"
+#include "formats/trace_limits.hpp"
 #include "kvtk/detail/frequency_sketch.hpp"
 #include "kvtk/prefix/block_keys.hpp"
 
@@ -161,6 +166,7 @@ std::string take_member(trace_format f, std::string_view key, const jsonl::value
 std::uint32_t read_kvtk_header(std::string_view line, const std::string& name) {
   std::vector<std::uint64_t> ints;
   std::uint64_t version = 0, bt = 0;
+  bool bt_given = false;
   std::string problem;
   const std::string err = jsonl::scan_object(
       line, ints, [](std::string_view) { return false; },
@@ -168,6 +174,7 @@ std::uint32_t read_kvtk_header(std::string_view line, const std::string& name) {
         if (key == "kvtk_trace") {
           if (auto e = want_count(key, v, version); !e.empty()) problem = e;
         } else if (key == "block_tokens") {
+          bt_given = true;
           if (auto e = want_count(key, v, bt); !e.empty()) problem = e;
         }
       });
@@ -177,7 +184,9 @@ std::uint32_t read_kvtk_header(std::string_view line, const std::string& name) {
     throw trace_error(name, 1, "kvtk_trace version " + std::to_string(version) +
                                    " (this kvtk reads version 1)");
   }
-  if (bt > (1u << 20)) throw trace_error(name, 1, "'block_tokens' must be in [1, 2^20]");
+  if (bt_given && (bt == 0 || bt > (1u << 20))) {  // 0 would read as "absent": the default
+    throw trace_error(name, 1, "'block_tokens' must be in [1, 2^20]");
+  }
   return static_cast<std::uint32_t>(bt);
 }
 
@@ -223,6 +232,19 @@ std::optional<trace_format> parse_format_name(std::string_view name) noexcept {
 
 std::string format_names() {
   return "mooncake|bailian|oracle-general|ids|kvtk|kvtb";
+}
+
+void require_trace_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw trace_error(path, 0, "is a directory, not a trace file");
+  if (!S_ISREG(st.st_mode)) {
+    throw trace_error(path, 0,
+                      "not a regular file (a FIFO, socket or device): kvtk reads a trace more "
+                      "than once; save it to a file first");
+  }
 }
 
 trace_format detect_trace_format(const std::string& path) {
@@ -318,6 +340,18 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       }
       if (chained_format && !r.chat) throw trace_error(name, lineno, "missing field 'chat_id'");
       const std::uint32_t req_bt = r.bt ? static_cast<std::uint32_t>(r.block_tokens) : bt;
+      // The range rules every reader shares (formats/trace_limits.hpp), field by field here so
+      // that the message names the JSON member.
+      if (r.input_length >= limits::max_input_tokens) {
+        throw trace_error(name, lineno,
+                          "'input_length' " + std::to_string(r.input_length) +
+                              " is not below 2^32 tokens");
+      }
+      if (r.output && r.output_length >= limits::max_output_tokens) {
+        throw trace_error(name, lineno,
+                          "'output_length' " + std::to_string(r.output_length) +
+                              " is not below 2^32 tokens");
+      }
       const std::uint64_t want = (r.input_length + req_bt - 1) / req_bt;
       if (ids.size() != want) {
         throw trace_error(name, lineno,
@@ -328,6 +362,11 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       }
       // Mooncake times are milliseconds; Bailian and kvtk times seconds.
       const double t_s = f == trace_format::mooncake ? r.time_value * 0.001 : r.time_value;
+      if (r.time && !(t_s <= limits::max_arrival_s)) {  // also +inf (1e400) and NaN
+        throw trace_error(name, lineno,
+                          std::string(f == trace_format::kvtk ? "'arrival_s'" : "'timestamp'") +
+                              " is beyond 1e12 s (or not finite)");
+      }
       if (r.time) {
         if (any_time && t_s < last_time) {
           throw trace_error(name, lineno,

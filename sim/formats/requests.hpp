@@ -50,6 +50,11 @@ std::optional<trace_format> parse_format_name(std::string_view name) noexcept;
 /// "mooncake|bailian|oracle-general|ids|kvtk|kvtb".
 std::string format_names();
 
+/// Throws trace_error unless `path` names a regular file ("cannot open file: <errno text>", "is
+/// a directory", "not a regular file"): kvtk reads a trace more than once (format detection,
+/// then the requests; kvtb is mapped), which a FIFO or device cannot give.
+void require_trace_file(const std::string& path);
+
 /// Detects the format of the file at `path` from its content: the kvtb magic; else a JSONL line
 /// (the first non-blank one) with "kvtk_trace", "content_ids", "arrival_s" or "session" -> kvtk,
 /// "chat_id"/"parent_chat_id" -> bailian, "hash_ids" -> mooncake; else text of integers -> ids;
