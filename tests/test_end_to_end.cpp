@@ -3,10 +3,10 @@
 // replay; the unit layout of flat traces vs the same trace in the general layout (every index,
 // every policy, the optimum); the loaded trace's bytes per reference.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cmath>
 #include <kvtk/kvtk.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -127,8 +127,9 @@ TEST_CASE("ideal pass: set and next-use forms equal an unbounded flat LRU replay
       }
     }
   }
-  REQUIRE_THROWS_AS(replay_ideal(conversation(), partial_block::skip, std::vector<std::uint64_t>(3)),
-                    std::invalid_argument);
+  REQUIRE_THROWS_AS(
+      replay_ideal(conversation(), partial_block::skip, std::vector<std::uint64_t>(3)),
+      std::invalid_argument);
 }
 
 TEST_CASE("unit layout replays exactly as the general layout, every index and policy", "[e2e]") {
@@ -191,8 +192,8 @@ TEST_CASE("flat trace files load in the unit layout at 8 bytes per reference", "
       b << id << (i % 2 ? "\r\n" : "\n");
     }
   }
-  for (const auto& [path, f] : {std::pair{og, trace_format::oracle_general},
-                                std::pair{ids, trace_format::ids}}) {
+  for (const auto& [path, f] :
+       {std::pair{og, trace_format::oracle_general}, std::pair{ids, trace_format::ids}}) {
     const loaded_trace lt = loaded_trace::load(path, f, 0, {}, nullptr);
     const auto& v = lt.view();
     REQUIRE(v.unit_requests());
@@ -206,9 +207,9 @@ TEST_CASE("flat trace files load in the unit layout at 8 bytes per reference", "
   }
   // JSONL requests: 8 bytes per key plus a per-request header (offset, input length, arrival,
   // output length: 32 bytes), within the 2x slack of vector growth.
-  const loaded_trace lt = loaded_trace::load(
-      KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl", trace_format::mooncake, 0, {},
-      nullptr);
+  const loaded_trace lt =
+      loaded_trace::load(KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl",
+                         trace_format::mooncake, 0, {}, nullptr);
   const auto& v = lt.view();
   const std::size_t exact = v.keys.size() * 8 + v.requests() * 32 + 8;
   REQUIRE(lt.memory_bytes() >= exact);
@@ -272,7 +273,8 @@ TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors
       for (std::size_t i = 1; i < lines.size(); ++i) {
         auto j = nlohmann::json::parse(lines[i]);
         j["arrival_s"] = j["arrival_s"].get<double>() + 100000.0 * copy;
-        if (copy % 2 == 1) j["tenant"] = j["tenant"].get<std::string>() + "_" + std::to_string(copy);
+        if (copy % 2 == 1)
+          j["tenant"] = j["tenant"].get<std::string>() + "_" + std::to_string(copy);
         if (copy == 13 && i % 3 == 0) j["priority"] = 2;
         if (copy == 13 && i % 5 == 0) {
           j["block_tokens"] = 256;
@@ -322,16 +324,17 @@ TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors
     }
     bytes += conv_lines[i].size() + 1;
   }
-  const std::string backwards = R"({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]})";
+  const std::string backwards =
+      R"({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]})";
   const std::string broken = R"({"timestamp": 1, "input_length": 10, "hash_ids": [1, 2]})";
   const std::vector<std::map<std::size_t, std::string>> cases = {
-      {{boundary, backwards}},                        // backwards across the 2-chunk boundary
-      {{boundary + 1, backwards}},                    // inside the second chunk
-      {{9000, broken}},                               // an error late in the file
-      {{500, broken}, {9000, broken}},                // errors in two chunks: the first wins
+      {{boundary, backwards}},          // backwards across the 2-chunk boundary
+      {{boundary + 1, backwards}},      // inside the second chunk
+      {{9000, broken}},                 // an error late in the file
+      {{500, broken}, {9000, broken}},  // errors in two chunks: the first wins
       {{boundary, "not json"}, {boundary + 5, backwards}},
       {{boundary + 2, backwards}, {boundary + 4, "{"}},
-      {{conv_lines.size() - 1, "   "}},               // the very last line
+      {{conv_lines.size() - 1, "   "}},  // the very last line
   };
   for (const auto& c : cases) {
     const std::string p = write_with(c);

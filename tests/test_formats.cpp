@@ -1,14 +1,14 @@
 // Trace formats: kvtb invariants and corruption detection, the kvtk schema against the reader and
 // writer, the replay result against its schema, and streaming equivalences.
 #include <catch2/catch.hpp>
-#include <limits>
-#include <optional>
-#include <regex>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "cli/replay.hpp"
@@ -86,7 +86,9 @@ TEST_CASE("kvtb files from other writers get the readers' semantic checks", "[fo
       {"request 1: arrival time -1.0+ s is outside", 16, -1.0, {}},
       {"request 1: arrival goes backwards", 16, 0.25, {}},
       {"request 1: output_length 4294967296 is not below 2\\^32", 16, 1.0, std::uint64_t{1} << 32},
-      {"request 1: input_length 18446744073709551615 is not below 2\\^32", ~std::uint64_t{0}, 1.0,
+      {"request 1: input_length 18446744073709551615 is not below 2\\^32",
+       ~std::uint64_t{0},
+       1.0,
        {}},
       {"", 16, nan, {}},  // NaN = no arrival time: accepted
   };

@@ -24,7 +24,8 @@ inline constexpr bool is_offline_policy = requires {
 /// Throws: std::bad_alloc.
 inline std::vector<std::uint64_t> next_use_positions(std::span<const block_key> keys) {
   std::vector<std::uint64_t> next(keys.size());
-  detail::key_map<std::uint64_t> seen(detail::key_map<std::uint64_t>::expected_for_refs(keys.size()));
+  detail::key_map<std::uint64_t> seen(
+      detail::key_map<std::uint64_t>::expected_for_refs(keys.size()));
   constexpr std::size_t ahead = detail::key_map<std::uint64_t>::prefetch_distance;
   for (std::size_t i = keys.size(); i-- > 0;) {
     if (i >= ahead) seen.prefetch(keys[i - ahead]);

@@ -1,6 +1,5 @@
 #include "cli/common.hpp"
 
-
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -27,8 +26,8 @@ void reject_negative_counts(const boost::program_options::options_description& o
     for (const std::string& v : o.value) {
       const auto first = v.find_first_not_of(" \t");
       if (first != std::string::npos && (v[first] == '-' || v[first] == '+')) {
-        throw usage_error("--" + o.string_key + ": must be a non-negative whole number, got '" +
-                          v + "'");
+        throw usage_error("--" + o.string_key + ": must be a non-negative whole number, got '" + v +
+                          "'");
       }
     }
   }
@@ -234,8 +233,8 @@ loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std
   resolve_trace(path, format, block_tokens);
   read_options opts;
   opts.skip_invalid = skip_invalid;
-  auto t = loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report,
-                              threads);
+  auto t =
+      loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report, threads);
   if (report.skipped_lines > 0) {
     std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";

@@ -1,7 +1,7 @@
 // The `kvtk` executable: subcommand dispatch.
 #include <cstdio>
-#include <new>
 #include <exception>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>

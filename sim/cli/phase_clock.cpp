@@ -40,7 +40,9 @@ std::string phase_clock::text(const std::vector<std::pair<const char*, double>>&
 double process_cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  auto sec = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
 

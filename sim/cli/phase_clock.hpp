@@ -20,9 +20,11 @@ class phase_clock {
 
   /// {"<phase>_s": seconds, ..., "total_s", "cpu_s" (user + system, whole process),
   ///  "peak_rss_mib"}; `extra` are further named figures (e.g. optimum_s, inside replay_s).
-  [[nodiscard]] nlohmann::json json(const std::vector<std::pair<const char*, double>>& extra = {}) const;
+  [[nodiscard]] nlohmann::json json(
+      const std::vector<std::pair<const char*, double>>& extra = {}) const;
   /// One line: "timings: read 0.12 s, ..., total 0.5 s, cpu 0.5 s, peak RSS 120 MiB".
-  [[nodiscard]] std::string text(const std::vector<std::pair<const char*, double>>& extra = {}) const;
+  [[nodiscard]] std::string text(
+      const std::vector<std::pair<const char*, double>>& extra = {}) const;
 
  private:
   std::chrono::steady_clock::time_point start_, last_;

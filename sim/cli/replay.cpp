@@ -18,8 +18,8 @@
 #include "cli/phase_clock.hpp"
 #include "cli/progress.hpp"
 #include "cli/tiers.hpp"
-#include "move/calibration.hpp"
 #include "formats/requests.hpp"
+#include "move/calibration.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -135,8 +135,8 @@ int run_replay(const std::vector<std::string>& args) {
       "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto (detected from content)")(
       "block-tokens", po::value(&block_tokens)->default_value(0),
       "tokens per block (0 = the trace's: kvtb/kvtk header, else 512 Mooncake, 16 Bailian, 64 "
-      "kvtk, 1 flat)")(
-      "index", po::value(&indexes)->default_value("radix"), "radix | flat | hashchain (a list)")(
+      "kvtk, 1 flat)")("index", po::value(&indexes)->default_value("radix"),
+                       "radix | flat | hashchain (a list)")(
       "policy", po::value(&policies)->default_value("lru"),
       "policies (a list): radix leaf orders, flat core policies, or vllm for hashchain")(
       "capacity", po::value(&capacities)->default_value("1000,10000,100000"),
@@ -146,8 +146,9 @@ int run_replay(const std::vector<std::string>& args) {
       "qwen2.5-7b, qwen3-235b-a22b")(
       "partial-block", po::value(&partial)->default_value("skip"),
       "skip: cache full blocks only; cache: also the partial last block (how Mooncake's "
-      "published hit ratios count)")("threads", po::value(&threads)->default_value(1),
-                                     "worker threads (also parse JSONL traces in parallel; results do not depend on it)")(
+      "published hit ratios count)")(
+      "threads", po::value(&threads)->default_value(1),
+      "worker threads (also parse JSONL traces in parallel; results do not depend on it)")(
       "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <iostream>
 #include <kvtk/kvtk.hpp>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "cli/common.hpp"
@@ -47,7 +47,9 @@ nlohmann::json distribution(std::vector<std::uint64_t> v) {
     for (const std::uint64_t x : v) mean_sum += static_cast<double>(x);
   }
   const std::size_t n = v.size();
-  auto at = [&](double p) { return std::min(n - 1, static_cast<std::size_t>(p * static_cast<double>(n))); };
+  auto at = [&](double p) {
+    return std::min(n - 1, static_cast<std::size_t>(p * static_cast<double>(n)));
+  };
   auto lo = v.begin();
   double quantile[3];
   const double ps[3] = {0.5, 0.9, 0.99};
@@ -58,12 +60,9 @@ nlohmann::json distribution(std::vector<std::uint64_t> v) {
     lo = nth;
   }
   const double max = static_cast<double>(*std::max_element(lo, v.end()));
-  return {{"count", n},
-          {"mean", mean_sum / static_cast<double>(n)},
-          {"p50", quantile[0]},
-          {"p90", quantile[1]},
-          {"p99", quantile[2]},
-          {"max", max}};
+  return {{"count", n},         {"mean", mean_sum / static_cast<double>(n)},
+          {"p50", quantile[0]}, {"p90", quantile[1]},
+          {"p99", quantile[2]}, {"max", max}};
 }
 
 // Session structure from the trace's session ids (kvtk `session`, Bailian's chat chains); null
@@ -115,8 +114,7 @@ int stats(const std::vector<std::string>& args) {
   std::uint32_t block_tokens = 0;
   opts.add_options()("help,h", "show this help");
   add_trace_options(opts, trace, format, block_tokens);
-  opts.add_options()(
-      "partial-block", po::value(&partial)->default_value("skip"), "skip | cache")(
+  opts.add_options()("partial-block", po::value(&partial)->default_value("skip"), "skip | cache")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping")(
       "timings", "report where the time went and the peak RSS on stderr");

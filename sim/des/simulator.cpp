@@ -513,8 +513,8 @@ class cluster {
     std::uint64_t recalls = 0, prefetched = 0;
     for (std::uint32_t r : in.stepping) {
       if (c_.sparse.enabled) {
-        const auto k = sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens,
-                                     st_[r].remaining);
+        const auto k =
+            sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens, st_[r].remaining);
         kv_bytes += static_cast<double>(k.pages) * page_bytes_;
         recalls += k.recalls;
         prefetched += k.prefetched;

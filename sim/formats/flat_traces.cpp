@@ -59,7 +59,8 @@ class line_splitter {
   void feed(const char* p, std::size_t n, Fn&& fn) {
     const char* end = p + n;
     while (p < end) {
-      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      const char* nl =
+          static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
       if (nl == nullptr) {
         carry_.append(p, end);
         return;
@@ -144,7 +145,8 @@ std::vector<std::uint64_t> load_oracle_general(const std::string& path) {
     if (n % record_bytes != 0) throw trace_error(path, 0, "file changed while being read");
     for (std::size_t i = 0; i < n; i += record_bytes) ids.push_back(record_id(p + i));
   });
-  if (ids.size() != size / record_bytes) throw trace_error(path, 0, "file changed while being read");
+  if (ids.size() != size / record_bytes)
+    throw trace_error(path, 0, "file changed while being read");
   return ids;
 }
 

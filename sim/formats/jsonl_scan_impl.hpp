@@ -70,14 +70,14 @@ struct cursor {
       std::uint64_t w;
       std::memcpy(&w, q, 8);
       // Every byte in '0'..'9': high nibble 3, and adding 6 does not carry out of the low nibble.
-      if (((w & 0xF0F0F0F0F0F0F0F0ull) | (((w + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) !=
-          0x3333333333333333ull) {
+      if (((w & 0xF0F0F0F0F0F0F0F0ull) |
+           (((w + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) != 0x3333333333333333ull) {
         return false;
       }
-      w -= 0x3030303030303030ull;                                       // byte i = digit i
-      w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;                   // 2-digit lanes
-      w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;                 // 4-digit lanes
-      value = (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;                   // 8 digits
+      w -= 0x3030303030303030ull;                         // byte i = digit i
+      w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;    // 2-digit lanes
+      w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;  // 4-digit lanes
+      value = (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;    // 8 digits
       return true;
     }
   }
@@ -107,8 +107,8 @@ struct cursor {
       }
       while (q < stop && static_cast<unsigned char>(*q - '0') < 10) {
         overflow |= __builtin_mul_overflow(magnitude, 10u, &magnitude);
-        overflow |= __builtin_add_overflow(magnitude, static_cast<unsigned char>(*q - '0'),
-                                           &magnitude);
+        overflow |=
+            __builtin_add_overflow(magnitude, static_cast<unsigned char>(*q - '0'), &magnitude);
         ++q;
       }
       p = q;

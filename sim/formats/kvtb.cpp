@@ -1,5 +1,4 @@
 #include "formats/kvtb.hpp"
-#include "formats/trace_limits.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,6 +13,7 @@
 #include <stdexcept>
 
 #include "formats/requests.hpp"
+#include "formats/trace_limits.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "kvtb is little-endian and mapped without conversion");

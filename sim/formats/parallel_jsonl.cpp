@@ -4,10 +4,11 @@
 // every range is parsed by the one sequential reader (for_each_request over an istream): the
 // messages, the kvtk header rule (line 1 only) and every per-line check are the sequential
 // reader's own. Line numbers of later ranges are local; only when a message needs one are the
-// lines before the range counted, so that the error names the file's true line. What crosses a range boundary is handled at the join: the arrival-order check
-// (a range's first timed request against the previous ranges' last), and the first error in file
-// order, which wins whichever thread found it first. Ranges are read with pread through a small
-// buffer, so a thread holds a buffer and its part of the trace, never the file.
+// lines before the range counted, so that the error names the file's true line. What crosses a
+// range boundary is handled at the join: the arrival-order check (a range's first timed request
+// against the previous ranges' last), and the first error in file order, which wins whichever
+// thread found it first. Ranges are read with pread through a small buffer, so a thread holds a
+// buffer and its part of the trace, never the file.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,7 +40,8 @@ class range_streambuf : public std::streambuf {
   int_type underflow() override {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
     if (pos_ >= end_) return traits_type::eof();
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf_.size(), end_ - pos_));
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(buf_.size(), end_ - pos_));
     ssize_t n;
     do {
       n = ::pread(fd_, buf_.data(), want, static_cast<off_t>(pos_));
@@ -212,13 +214,16 @@ kvtk::prefix::prefix_trace parse_jsonl_parallel(const std::string& path, trace_f
     range_streambuf buf(fd.fd, cuts[i], cuts[i + 1]);
     std::istream in(&buf);
     try {
-      for_each_request(in, path, f, bt, opts, &c.report, [&](const request_record& r) {
-        if (r.arrival_s) {
-          if (!c.first_time) c.first_time.emplace(r.line, *r.arrival_s);
-          c.last_time = *r.arrival_s;
-        }
-        b.add(r);
-      }, first_line);
+      for_each_request(
+          in, path, f, bt, opts, &c.report,
+          [&](const request_record& r) {
+            if (r.arrival_s) {
+              if (!c.first_time) c.first_time.emplace(r.line, *r.arrival_s);
+              c.last_time = *r.arrival_s;
+            }
+            b.add(r);
+          },
+          first_line);
       if (buf.failed()) throw trace_error(path, 0, "read error");
     } catch (const trace_error& e) {
       c.error = e.what();

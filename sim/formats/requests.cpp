@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -343,14 +342,14 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       // The range rules every reader shares (formats/trace_limits.hpp), field by field here so
       // that the message names the JSON member.
       if (r.input_length >= limits::max_input_tokens) {
-        throw trace_error(name, lineno,
-                          "'input_length' " + std::to_string(r.input_length) +
-                              " is not below 2^32 tokens");
+        throw trace_error(
+            name, lineno,
+            "'input_length' " + std::to_string(r.input_length) + " is not below 2^32 tokens");
       }
       if (r.output && r.output_length >= limits::max_output_tokens) {
-        throw trace_error(name, lineno,
-                          "'output_length' " + std::to_string(r.output_length) +
-                              " is not below 2^32 tokens");
+        throw trace_error(
+            name, lineno,
+            "'output_length' " + std::to_string(r.output_length) + " is not below 2^32 tokens");
       }
       const std::uint64_t want = (r.input_length + req_bt - 1) / req_bt;
       if (ids.size() != want) {
@@ -522,9 +521,8 @@ loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
   storage_ = std::move(owned);
 }
 
-loaded_trace loaded_trace::load(const std::string& path, trace_format f,
-                                std::uint32_t block_tokens, const read_options& opts,
-                                read_report* report, unsigned threads) {
+loaded_trace loaded_trace::load(const std::string& path, trace_format f, std::uint32_t block_tokens,
+                                const read_options& opts, read_report* report, unsigned threads) {
   if (f == trace_format::kvtb) {
     auto m = std::make_shared<const kvtb::mapping>(path);
     kvtb::image im = kvtb::parse(m->bytes(), path, m.get());

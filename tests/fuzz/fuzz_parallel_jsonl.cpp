@@ -46,7 +46,8 @@ bool same(const kvtk::prefix::prefix_trace& a, const kvtk::prefix::prefix_trace&
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string path = "/tmp/kvtk_fuzz_parallel_" + std::to_string(::getpid()) + ".jsonl";
+  static const std::string path =
+      "/tmp/kvtk_fuzz_parallel_" + std::to_string(::getpid()) + ".jsonl";
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   if (size > 0 && std::fwrite(data, 1, size, f) != size) __builtin_trap();

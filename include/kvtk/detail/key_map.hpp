@@ -96,7 +96,8 @@ class key_map {
 
   /// Returns: the value stored for key, or nullptr.  Complexity: O(1) expected.  Throws: nothing.
   [[nodiscard]] const V* find(std::uint64_t key) const noexcept {
-    if (key == empty_key) [[unlikely]] return has_zero_key_ ? &zero_key_value_ : nullptr;
+    if (key == empty_key) [[unlikely]]
+      return has_zero_key_ ? &zero_key_value_ : nullptr;
     for (std::size_t i = home(key);; i = (i + 1) & mask_) {
       const slot& s = slots_[i];
       if (s.key == key) return &s.value;
@@ -141,7 +142,7 @@ class key_map {
       return static_cast<slot*>(p);
     }
 #endif
-    return static_cast<slot*>(::operator new(bytes, std::align_val_t{alignof(slot)}));
+    return static_cast<slot*>(::operator new (bytes, std::align_val_t{alignof(slot)}));
   }
   static void release(slot* p, std::size_t n) noexcept {
     if (p == nullptr) return;
@@ -151,13 +152,14 @@ class key_map {
       return;
     }
 #endif
-    ::operator delete(p, std::align_val_t{alignof(slot)});
+    ::operator delete (p, std::align_val_t{alignof(slot)});
   }
   static constexpr std::size_t huge_threshold = std::size_t{2} << 20;
 
   void rehash(std::size_t n) {
     slot* fresh = allocate(n);
-    if (n * sizeof(slot) < huge_threshold) std::memset(static_cast<void*>(fresh), 0, n * sizeof(slot));
+    if (n * sizeof(slot) < huge_threshold)
+      std::memset(static_cast<void*>(fresh), 0, n * sizeof(slot));
     slot* old = std::exchange(slots_, fresh);
     const std::size_t old_n = std::exchange(n_slots_, n);
     mask_ = n - 1;

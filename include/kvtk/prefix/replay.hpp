@@ -69,7 +69,8 @@ struct prefix_trace_view {
     return unit_requests() ? block_tokens_of(r) : input_length[r];
   }
   [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
-    return unit_requests() ? keys.subspan(r, 1) : keys.subspan(offsets[r], offsets[r + 1] - offsets[r]);
+    if (unit_requests()) return keys.subspan(r, 1);
+    return keys.subspan(offsets[r], offsets[r + 1] - offsets[r]);
   }
   /// The request's cacheable blocks under `partial`.
   [[nodiscard]] std::span<const block_key> cacheable(std::size_t r,
@@ -91,9 +92,9 @@ struct prefix_trace_view {
 
 /// A request trace held in memory: every request's block keys, concatenated, plus per-request
 /// columns (empty when the trace does not have them). With `offsets` empty it is in the unit
-/// layout (prefix_trace_view); add() is for the general layout only. Session, tenant and output length are
-/// carried for the simulator and statistics; prefix replay reads keys, lengths, block sizes and
-/// priorities only.
+/// layout (prefix_trace_view); add() is for the general layout only. Session, tenant and output
+/// length are carried for the simulator and statistics; prefix replay reads keys, lengths, block
+/// sizes and priorities only.
 struct prefix_trace {
   std::uint32_t block_tokens = 512;
   std::vector<block_key> keys;
@@ -170,7 +171,7 @@ inline std::vector<std::uint64_t> next_use_positions(const prefix_trace_view& t,
 
 /// The ideal (infinite-cache) replay's counts and the number of distinct cacheable blocks.
 struct ideal_counts {
-  prefix_counts counts;        ///< as replay() through any index that never evicts
+  prefix_counts counts;  ///< as replay() through any index that never evicts
   std::uint64_t unique_blocks = 0;
 };
 
@@ -225,7 +226,8 @@ class ideal_counter {
 /// The ideal replay of t in one pass (ideal_counter).
 /// Complexity: O(block refs) expected; memory 16 bytes per distinct block at most.
 /// Throws: std::bad_alloc.
-inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p = partial_block::skip) {
+inline ideal_counts replay_ideal(const prefix_trace_view& t,
+                                 partial_block p = partial_block::skip) {
   ideal_counter c(t.keys.size());
   c.add(t, p, 0, t.requests());
   return c.result();
@@ -386,9 +388,9 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
       if constexpr (requires { idx.begin_request(bt, t.block_tokens); }) {
         idx.begin_request(bt, t.block_tokens);
       }
-      hits += idx.process(t.keys.subspan(r, 1),
-                          next_use.empty() ? next_use : next_use.subspan(pos + (r - first), 1),
-                          base);
+      hits +=
+          idx.process(t.keys.subspan(r, 1),
+                      next_use.empty() ? next_use : next_use.subspan(pos + (r - first), 1), base);
     }
     pos += n;
     c.requests += n;
