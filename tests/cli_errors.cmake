@@ -121,3 +121,36 @@ expect(0 "radix,lru,2147483647,2,27,1," replay --trace ${WORK_DIR}/two.jsonl
        --capacity 2147483647 --csv - --no-opt)
 expect(0 "flat,lru,100000000,2,27,1," replay --trace ${WORK_DIR}/two.jsonl --index flat
        --capacity 100000000 --csv - --no-opt)
+
+# Names must be valid UTF-8 (they end up in JSON output); a trace whose every line is skipped is
+# an error, not an empty result; config files are regular files of sane size; model shapes
+# whose product overflows are refused.
+# {"arrival_s": 0, "input_length": 10, "tenant": "caf<0xE9>", "hash_ids": [1]}: Latin-1, not UTF-8.
+string(HEX "{\"arrival_s\": 0, \"input_length\": 10, \"tenant\": \"caf" utf_head)
+string(HEX "\", \"hash_ids\": [1]}\n" utf_tail)
+file(WRITE ${WORK_DIR}/latin1.hex "${utf_head}e9${utf_tail}")
+if(XXD)
+  execute_process(COMMAND ${XXD} -r -p ${WORK_DIR}/latin1.hex ${WORK_DIR}/latin1.jsonl)
+else()
+  execute_process(COMMAND ${PYTHON3} -c "import sys;open(sys.argv[2],'wb').write(bytes.fromhex(open(sys.argv[1]).read()))"
+                          ${WORK_DIR}/latin1.hex ${WORK_DIR}/latin1.jsonl)
+endif()
+expect(1 "latin1.jsonl:1: 'tenant' is not valid UTF-8" replay --trace ${WORK_DIR}/latin1.jsonl --format kvtk)
+file(WRITE ${WORK_DIR}/allbad.jsonl "{\"a\": 1}\n{\"b\": 2}\n")
+expect(1 "every request line is invalid \\(2 skipped\\); the first: .*allbad.jsonl:1: missing field 'input_length'"
+       replay --trace ${WORK_DIR}/allbad.jsonl --format mooncake --skip-invalid)
+expect(2 "--config: '.*' is a directory" simulate --trace ${TRACE} --config ${WORK_DIR})
+file(WRITE ${WORK_DIR}/huge-model.json
+     "{\"layers\": 4294967295, \"kv_heads\": 4294967295, \"head_dim\": 4294967295}")
+expect(2 "the shape makes 2\\^32 or more KV bytes per token"
+       replay --trace ${TRACE} --capacity 64GiB --model ${WORK_DIR}/huge-model.json)
+file(WRITE ${WORK_DIR}/big-kv.json "{\"kv_bytes_per_token\": 4294967296}")
+expect(2 "'kv_bytes_per_token' must be a positive integer below 2\\^32"
+       replay --trace ${TRACE} --capacity 64GiB --model ${WORK_DIR}/big-kv.json)
+file(WRITE ${WORK_DIR}/empty-results.json "{\"results\": []}")
+expect(2 "has no results to price" cost --from ${WORK_DIR}/empty-results.json)
+file(WRITE ${WORK_DIR}/partial-results.json "{\"results\": [{}]}")
+expect(1 "is not a complete kvtk replay, simulate or mrc result: .*token_hits"
+       cost --from ${WORK_DIR}/partial-results.json)
+expect(2 "token counts must be in \\[0, 1e18\\], got 1e\\+308"
+       cost --hit-tokens 1e308 --miss-tokens 1 --pricing deepseek-v3)

@@ -1,5 +1,10 @@
 #include "cli/common.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <initializer_list>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -174,11 +179,22 @@ void add_trace_options(boost::program_options::options_description& opts, std::s
 }
 
 nlohmann::json read_json_file(const std::string& option, const std::string& path) {
+  // A directory opens as a stream and fails later with "basic_filebuf::underflow"; a FIFO or
+  // device may never end. Say what the path is instead.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw usage_error(option + ": cannot open '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw usage_error(option + ": '" + path + "' is a directory");
+  if (!S_ISREG(st.st_mode)) throw usage_error(option + ": '" + path + "' is not a regular file");
+  if (st.st_size > (std::int64_t{64} << 20)) {
+    throw usage_error(option + ": '" + path + "' is over 64 MiB (not a config file?)");
+  }
   std::ifstream in(path);
   if (!in) throw usage_error(option + ": cannot open '" + path + "'");
   try {
     return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's parse errors, and stream failures
     throw usage_error(option + ": '" + path + "' is not valid JSON: " + e.what());
   }
 }
@@ -190,7 +206,7 @@ std::uint64_t model_file_bytes_per_token(const std::string& path) {
     if (!j.contains(name)) throw usage_error("--model: '" + path + "' lacks '" + name + "'");
     const auto& v = j[name];
     if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 ||
-        v.get<std::uint64_t>() > (1ull << 32)) {
+        v.get<std::uint64_t>() >= (1ull << 32)) {
       throw usage_error("--model: '" + path + "': '" + name +
                         "' must be a positive integer below 2^32");
     }
@@ -201,10 +217,22 @@ std::uint64_t model_file_bytes_per_token(const std::string& path) {
   //   MLA:     layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes (one latent per token)
   if (j.contains("kv_bytes_per_token")) return field("kv_bytes_per_token");
   const std::uint64_t dtype = j.contains("dtype_bytes") ? field("dtype_bytes") : 2;
+  // The product must stay below 2^32 bytes per token like the figure itself (each factor is
+  // below 2^32, so checking step by step cannot itself overflow).
+  auto product = [&](std::initializer_list<std::uint64_t> factors) {
+    std::uint64_t p = 1;
+    for (const std::uint64_t f : factors) {
+      if (__builtin_mul_overflow(p, f, &p) || p >= (1ull << 32)) {
+        throw usage_error("--model: '" + path +
+                          "': the shape makes 2^32 or more KV bytes per token (check the fields)");
+      }
+    }
+    return p;
+  };
   if (j.contains("kv_lora_rank")) {
-    return field("layers") * (field("kv_lora_rank") + field("qk_rope_head_dim")) * dtype;
+    return product({field("layers"), field("kv_lora_rank") + field("qk_rope_head_dim"), dtype});
   }
-  return 2 * field("layers") * field("kv_heads") * field("head_dim") * dtype;
+  return product({2, field("layers"), field("kv_heads"), field("head_dim"), dtype});
 }
 
 void write_to(const std::string& where, const std::string& text) {
@@ -235,6 +263,12 @@ loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std
   opts.skip_invalid = skip_invalid;
   auto t =
       loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report, threads);
+  if (report.skipped_lines > 0 && t.view().requests() == 0) {
+    // Nothing left to replay is not a result: say so rather than print empty tables.
+    throw trace_error(path, 0,
+                      "every request line is invalid (" + std::to_string(report.skipped_lines) +
+                          " skipped); the first: " + report.first_error);
+  }
   if (report.skipped_lines > 0) {
     std::cerr << "kvtk " << cmd << ": skipped " << report.skipped_lines
               << " invalid line(s); the first: " << report.first_error << "\n";

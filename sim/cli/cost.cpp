@@ -148,8 +148,12 @@ int run_cost(const std::vector<std::string>& args) {
             throw usage_error("give --hit-tokens and exactly one of --miss-tokens, --input-tokens");
           }
           for (double v : {hit, vm.count("miss-tokens") ? miss : input, output}) {
-            if (!(v >= 0) || !std::isfinite(v)) {
-              throw usage_error("token counts must be finite and >= 0");
+            // 1e18 tokens is a billion times a large provider's daily volume; beyond it the
+            // dollar figures would overflow to inf.
+            if (!(v >= 0) || !(v <= 1e18)) {
+              char got[32];
+              std::snprintf(got, sizeof got, "%g", v);
+              throw usage_error(std::string("token counts must be in [0, 1e18], got ") + got);
             }
           }
           if (vm.count("input-tokens")) {
@@ -221,13 +225,21 @@ int run_cost(const std::vector<std::string>& args) {
       out = estimate({hit, miss, output}, 0, false, nullptr, 0.0, 1.0);
     } else {
       const nlohmann::json j = cli::read_json_file("--from", from);
-      const double span = j.contains("trace") ? j["trace"].value("span_s", 0.0) : 0.0;
+      if (!j.is_object() || (j.contains("trace") && !j["trace"].is_object())) {
+        throw usage_error("--from: '" + from + "' is not a kvtk replay, simulate or mrc result");
+      }
+      const nlohmann::json trace =
+          j.contains("trace") ? j["trace"] : nlohmann::json::object();
+      const double span = trace.value("span_s", 0.0);
       const double scale = vm.count("per-day") ? (span > 0 ? 86400.0 / span : 0.0) : 1.0;
       if (vm.count("per-day") && !(span > 0)) {
         throw usage_error("--per-day: '" + from + "' has no time span (trace without times)");
       }
+      if (j.contains("results") && (!j["results"].is_array() || j["results"].empty())) {
+        throw usage_error("--from: '" + from + "' has no results to price");
+      }
       if (j.contains("results")) {  // kvtk replay
-        const double out_tokens = j["trace"].value("output_tokens", 0.0);
+        const double out_tokens = trace.value("output_tokens", 0.0);
         out["estimates"] = nlohmann::json::array();
         for (const auto& r : j["results"]) {
           const double th = r.at("token_hits").get<double>(), tr = r.at("token_refs").get<double>();
@@ -252,8 +264,8 @@ int run_cost(const std::vector<std::string>& args) {
           throw usage_error("break-even: give --usd-per-gb-month (and --model/--gpu for the "
                             "self-hosted value of a hit)");
         }
-        const double token_refs = j["trace"].at("token_refs").get<double>();
-        const double bt = j["trace"].at("block_tokens").get<double>();
+        const double token_refs = trace.at("token_refs").get<double>();
+        const double bt = trace.at("block_tokens").get<double>();
         const std::string m = self_hosted ? model : "";
         const double bytes_per_token =
             self_hosted ? static_cast<double>(des::model_presets().at(model).kv_bytes_per_token)
@@ -291,6 +303,10 @@ int run_cost(const std::vector<std::string>& args) {
   } catch (const usage_error& e) {
     std::cerr << "kvtk cost: " << e.what() << "\n";
     return 2;
+  } catch (const nlohmann::json::exception& e) {  // a field missing or of the wrong type
+    std::cerr << "kvtk cost: --from: '" << from
+              << "' is not a complete kvtk replay, simulate or mrc result: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "kvtk cost: " << e.what() << "\n";
     return 1;
