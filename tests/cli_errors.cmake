@@ -154,3 +154,14 @@ expect(1 "is not a complete kvtk replay, simulate or mrc result: .*token_hits"
        cost --from ${WORK_DIR}/partial-results.json)
 expect(2 "token counts must be in \\[0, 1e18\\], got 1e\\+308"
        cost --hit-tokens 1e308 --miss-tokens 1 --pricing deepseek-v3)
+
+# Work and output bounded by the data, not by a runaway value: simulated decode steps per
+# request, the simulator's time scale, the sampled curve's sample, the bench's size cap.
+file(WRITE ${WORK_DIR}/long-output.jsonl
+     "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 33554432, \"hash_ids\": [1, 2]}\n")
+expect(1 "request 0 \\(0-based\\) has 33554432 output tokens; simulate decodes at most 2\\^24"
+       simulate --trace ${WORK_DIR}/long-output.jsonl)
+expect(0 "ttft" simulate --trace ${WORK_DIR}/long-output.jsonl --set max_output_tokens=100 --json -)
+expect(2 "'time_scale' must be in \\[0, 1e6\\]" simulate --trace ${TRACE} --set time_scale=1e308)
+expect(1 "--sample 1e-300 kept no request of 12031" mrc --trace ${TRACE} --sample 1e-300)
+expect(2 "--max-gib: must be a positive number of GiB" move bench --max-gib -1)

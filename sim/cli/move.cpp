@@ -220,6 +220,9 @@ int run_move(const std::vector<std::string>& args) {
                                 "the same calibration format)");
             }
             if (from != "dram") throw usage_error("--from: only dram");
+            if (!(max_gib > 0) || !std::isfinite(max_gib)) {
+              throw usage_error("--max-gib: must be a positive number of GiB");
+            }
             for (const auto& t : cli::split_list(to)) {
               if (t != "dram" && t != "file") throw usage_error("--to: '" + t + "' (dram, file)");
               targets.push_back(t);

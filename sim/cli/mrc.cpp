@@ -84,7 +84,14 @@ int run_mrc(const std::vector<std::string>& args) {
     }
   }
   sampled_prefix_mrc sampled;
-  if (sample < 1.0) sampled = sampled_prefix_lru_mrc(t, sample, pb);
+  if (sample < 1.0) {
+    sampled = sampled_prefix_lru_mrc(t, sample, pb);
+    if (sampled.sampled_requests == 0) {  // an all-zero curve would look like a result
+      std::cerr << "kvtk mrc: --sample " << sample << " kept no request of " << t.requests()
+                << "; raise the rate (or use the exact curve, the default)\n";
+      return 1;
+    }
+  }
 
   nlohmann::json out;
   out["trace"] = {{"path", trace},

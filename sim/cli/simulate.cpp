@@ -268,7 +268,12 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   if (j.contains("max_output_tokens")) {
     c.max_output_tokens = static_cast<std::int64_t>(whole(j, "max_output_tokens", 1ull << 40));
   }
-  if (j.contains("time_scale")) c.time_scale = number(j, "time_scale");
+  if (j.contains("time_scale")) {
+    c.time_scale = number(j, "time_scale");
+    // 0 is "no time" (order-only, as kvtk replay); above 1e6 every duration overflows the
+    // reported figures to null.
+    if (c.time_scale > 1e6) throw usage_error("config: 'time_scale' must be in [0, 1e6]");
+  }
   if (j.contains("router")) {
     if (!j["router"].is_string()) throw usage_error("config: 'router' must be a string");
     c.router = j["router"].get<std::string>();
@@ -361,6 +366,22 @@ int run_simulate(const std::vector<std::string>& args) {
   const loaded_trace loaded = load_trace_for("simulate", trace, format, block_tokens,
                                              vm.count("skip-invalid") != 0, skipped,
                                              cfg.sparse.enabled);
+  {
+    // Decoding is simulated token by token: bound the work a single request can ask for.
+    constexpr std::uint64_t max_decode = std::uint64_t{1} << 24;
+    const auto& v = loaded.view();
+    for (std::size_t r = 0; r < v.output_length.size(); ++r) {
+      std::uint64_t o = v.output_length[r];
+      if (cfg.max_output_tokens >= 0) o = std::min<std::uint64_t>(o, cfg.max_output_tokens);
+      if (o > max_decode) {
+        std::cerr << "kvtk simulate: " << trace << ": request " << r << " (0-based) has "
+                  << v.output_length[r]
+                  << " output tokens; simulate decodes at most 2^24 per request (set the "
+                     "config's max_output_tokens to cap them)\n";
+        return 1;
+      }
+    }
+  }
   std::size_t recorded_requests = 0;
   if (cfg.sparse.enabled && skipped.decode_records > 0) {
     // Recorded selections replace the generated pattern of their requests: "request" is the
