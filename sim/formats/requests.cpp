@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <unordered_map>
 
 #include "formats/flat_traces.hpp"
@@ -236,16 +238,26 @@ std::uint32_t format_default(trace_format f) {
   }
 }
 
-// The first non-blank line and its 1-based number (0 when there is none).
+// The first non-blank line within the file's first MiB and its 1-based number (0 when there is
+// none): one bounded read, so detecting the format of a binary file with no '\n' byte, or of a
+// huge first line, reads a MiB and not the whole file. A line cut at the MiB is returned cut
+// (detection needs only its start; the reader proper reports over-long lines).
 std::string first_line(const std::string& path, std::uint64_t* number = nullptr) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw trace_error(path, 0, "cannot open file");
-  std::string line;
-  for (std::uint64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") != std::string::npos) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
+  std::string head(std::size_t{1} << 20, '\0');
+  head.resize(std::fread(head.data(), 1, head.size(), f.get()));
+  if (std::ferror(f.get())) throw trace_error(path, 0, "read error");
+  std::size_t at = 0;
+  for (std::uint64_t n = 1; at < head.size(); ++n) {
+    std::size_t end = head.find('\n', at);
+    if (end == std::string::npos) end = head.size();
+    const std::string_view line(head.data() + at, end - at);
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
       if (number != nullptr) *number = n;
-      return line;
+      return std::string(line);
     }
+    at = end + 1;
   }
   return {};
 }
