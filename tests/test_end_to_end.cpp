@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "bundled_traces.hpp"
 #include "formats/mooncake_flat.hpp"
 #include "formats/requests.hpp"
 
@@ -22,11 +23,7 @@ using kvtk::block_key;
 
 namespace {
 
-const prefix_trace& conversation() {
-  static const prefix_trace t = kvtk::sim::load_mooncake_requests(
-      KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl");
-  return t;
-}
+using kvtk::test::conversation;
 
 // Random requests with shared prefixes and keys repeated inside a request (the case the
 // next-use form of the ideal pass must get right).

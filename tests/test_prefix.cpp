@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "bundled_traces.hpp"
 #include "formats/mooncake_flat.hpp"
 
 using namespace kvtk::prefix;
@@ -18,16 +19,8 @@ using kvtk::block_key;
 
 namespace {
 
-const prefix_trace& conversation() {
-  static const prefix_trace t = kvtk::sim::load_mooncake_requests(
-      KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl");
-  return t;
-}
-const prefix_trace& synthetic() {
-  static const prefix_trace t =
-      kvtk::sim::load_mooncake_requests(KVTK_TRACES_DIR "/mooncake_fast25_synthetic_trace.jsonl");
-  return t;
-}
+using kvtk::test::conversation;
+using kvtk::test::synthetic;
 
 double round4(double x) { return std::round(x * 10000) / 10000; }
 
