@@ -15,6 +15,7 @@
 #include "cli/simulate.hpp"
 #include "cli/sparse.hpp"
 #include "cli/trace_stats.hpp"
+#include "util/memory_budget.hpp"
 
 namespace {
 
@@ -58,15 +59,27 @@ int main(int argc, char** argv) {
   } catch (const kvtk::sim::cli::usage_error& e) {  // a bad command line, wherever it is found
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 2;
+  } catch (const kvtk::sim::memory_budget_error& e) {  // options asking for more than there is
+    std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
+    return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr,
                  "kvtk %s: out of memory (a capacity, a grid or a trace larger than this "
                  "machine's memory; see --help for the sizes each option allocates)\n",
                  argv[1]);
     return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::runtime_error& e) {  // bad data, an I/O failure: the message names it
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 1;
+  } catch (const std::exception& e) {
+    // Every expected failure is a usage_error or a runtime_error (trace_error, write errors)
+    // with its own message. Anything else (a logic_error, a JSON library exception) is a bug in
+    // kvtk: say so, with a distinct exit code, rather than pass it off as bad input.
+    std::fprintf(stderr,
+                 "kvtk %s: internal error (a bug in kvtk; please report it with the command "
+                 "line): %s\n",
+                 argv[1], e.what());
+    return 70;
   }
   std::fprintf(stderr, "kvtk: unknown command '%s'\n\n%s", argv[1], kUsage);
   return 2;

@@ -14,6 +14,7 @@
 
 #include "cli/common.hpp"
 #include "cli/tiers.hpp"
+#include "util/memory_budget.hpp"
 #include "move/calibration.hpp"
 #include "move/executor.hpp"
 #include "move/host_move.hpp"
@@ -79,7 +80,7 @@ int run_move_replay(const std::vector<std::string>& args) {
       "format", po::value(&format)->default_value("auto"), "trace format")(
       "block-tokens", po::value(&block_tokens)->default_value(0), "tokens per block")(
       "tiers", po::value(&tiers)->required(),
-      "hierarchy name:capacity:policy,... (capacity in blocks or tokens)")(
+      "hierarchy name:capacity:policy,... (capacity in blocks, tokens or bytes of --block-bytes blocks)")(
       "inclusive", "lower tiers keep copies")(
       "write-policy", po::value(&flags.write_policy)->default_value("write-back"),
       "write-back | write-through | write-through-selective[:N]")(
@@ -105,15 +106,17 @@ int run_move_replay(const std::vector<std::string>& args) {
         cli::check_request_format(format);
         cli::resolve_trace(trace, format, block_tokens);
         if (vm.count("inclusive")) flags.inclusion = "inclusive";
-        cfg = cli::parse_tier_spec(tiers, flags, block_tokens, 0);
         bb = parse_bytes(bytes_text);
         if (bb % 8 != 0) throw usage_error("--block-bytes: must be a multiple of 8");
-        double total = 0;
-        for (const auto& t : cfg.tiers) total += static_cast<double>(t.capacity_blocks) * bb;
-        if (total > 8.0 * 1073741824.0) {
-          throw usage_error("--tiers x --block-bytes needs " + std::to_string(total / 1073741824.0) +
-                            " GiB of pools (limit 8 GiB)");
+        // Byte capacities count --block-bytes blocks; that needs whole bytes per token.
+        if (bb % block_tokens != 0 && tiers.find('B') != std::string::npos) {
+          throw usage_error("--tiers: a capacity in bytes needs --block-bytes (" +
+                            std::to_string(bb) + ") to be a multiple of the block's " +
+                            std::to_string(block_tokens) +
+                            " tokens; give the capacities in blocks or tokens instead");
         }
+        cfg = cli::parse_tier_spec(tiers, flags, block_tokens,
+                                   bb % block_tokens == 0 ? bb / block_tokens : 0);
         pb = cli::parse_partial_block(partial) == 1 ? kvtk::prefix::partial_block::cache
                                                     : kvtk::prefix::partial_block::skip;
         if (backend == "cuda") {
@@ -142,9 +145,27 @@ int run_move_replay(const std::vector<std::string>& args) {
   read_report skipped;
   const loaded_trace loaded = cli::load_trace_for("move replay", trace, format, block_tokens, false,
                                                   skipped);
+  // Pools hold at most the trace's block references (a tier that holds them all never evicts).
+  const auto run_cfg = cli::allocation_config(cfg, loaded.view().keys.size());
+  double total = 0;
+  for (const auto& t : run_cfg.tiers) total += static_cast<double>(t.capacity_blocks) * bb;
+  if (total > 8.0 * 1073741824.0) {
+    throw usage_error("--tiers x --block-bytes needs " + std::to_string(total / 1073741824.0) +
+                      " GiB of pools after capping each tier at the trace's " +
+                      std::to_string(loaded.view().keys.size()) + " block references (limit 8 GiB)");
+  }
+  double in_memory = 0;  // file tiers (ssd, nvme, file below the top) are not in memory
+  for (std::size_t i = 0; i < run_cfg.tiers.size(); ++i) {
+    if (i == 0 || mv::pool_kind(run_cfg.tiers[i].name) != "file") {
+      in_memory += static_cast<double>(run_cfg.tiers[i].capacity_blocks) * static_cast<double>(bb);
+    }
+  }
+  check_memory("--tiers " + cli::describe(run_cfg) + " x --block-bytes " + std::to_string(bb) +
+                   " (memory pools, capped at the trace's block references)",
+               in_memory + static_cast<double>(loaded.view().keys.size()) * cache_entry_bytes);
   nlohmann::json res;
   try {
-    res = mv::execute(loaded.view(), cfg, bb, pb, dir);
+    res = mv::execute(loaded.view(), run_cfg, bb, pb, dir);
   } catch (const std::runtime_error& e) {
     std::cerr << "kvtk move replay: " << e.what() << "\n";
     return 1;

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <kvtk/kvtk.hpp>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "cli/tiers.hpp"
 #include "formats/requests.hpp"
 #include "move/calibration.hpp"
+#include "util/memory_budget.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -90,10 +92,11 @@ outcome run_job(const job& j, const loaded_trace& t, partial_block p,
   const auto t0 = std::chrono::steady_clock::now();
   outcome o;
   if (j.hierarchy >= 0) {
-    kvtk::tier::tier_index<> idx(hierarchies[static_cast<std::size_t>(j.hierarchy)]);
+    const auto& requested = hierarchies[static_cast<std::size_t>(j.hierarchy)];
+    kvtk::tier::tier_index<> idx(allocation_config(requested, t.view().keys.size()));
     o.counts = replay_with_progress(t, idx, p, {}, bar);
     o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    o.tiers = tier_report(idx, o.counts, trace_days);
+    o.tiers = tier_report(idx, requested, o.counts, trace_days);
     return o;
   }
   if (j.index == "flat") {
@@ -312,9 +315,23 @@ int run_replay(const std::vector<std::string>& args) {
   std::uint64_t output_tokens = 0;
   for (const std::uint64_t o : t.output_length) output_tokens += o;
   progress bar("kvtk replay", "block refs", block_refs * total);
+  {  // Fail before replaying anything when the largest concurrent jobs cannot fit.
+    double largest = 0;
+    for (const job& j : jobs) {
+      if (j.hierarchy < 0) {
+        largest = std::max(largest, static_cast<double>(allocation_capacity(j.capacity, t.keys.size())));
+      }
+    }
+    for (const auto& h : hierarchies) (void)allocation_config(h, t.keys.size());
+    check_memory("--capacity " + capacities + " with --threads " + std::to_string(threads) +
+                     " (capacities capped at the trace's block references)",
+                 largest * cache_entry_bytes * static_cast<double>(std::min<std::size_t>(threads, total)));
+  }
   std::atomic<std::size_t> cursor{0};
-  auto worker = [&] {
-    for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto work = [&](std::atomic<std::size_t>& next_job, std::size_t n) {
+    for (std::size_t i; (i = next_job.fetch_add(1)) < n;) {
       if (i < jobs.size()) {
         results[i] = run_job(jobs[i], loaded, pb, next, &bar, hierarchies, trace_days);
       } else {
@@ -327,11 +344,21 @@ int run_replay(const std::vector<std::string>& args) {
       }
     }
   };
+  auto worker = [&] {
+    try {
+      work(cursor, total);
+    } catch (...) {
+      const std::lock_guard<std::mutex> hold(failure_lock);
+      if (!failure) failure = std::current_exception();
+      cursor = total;  // the other workers stop after their current job
+    }
+  };
   std::vector<std::thread> pool;
   for (std::uint32_t w = 1; w < std::min<std::size_t>(threads, total); ++w)
     pool.emplace_back(worker);
   worker();
   for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
   clock.lap("replay");
   double optimum_s = 0;
   for (const double x : optimum_seconds) optimum_s += x;

@@ -1,5 +1,7 @@
 #include "cli/tiers.hpp"
+#include "util/memory_budget.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -97,7 +99,16 @@ std::uint64_t block_bytes_of(std::uint32_t block_tokens, std::uint64_t bytes_per
 // Validates by building the hierarchy once (its constructor names the tier and the problem).
 void check(const hierarchy_config& cfg, const std::string& where) {
   try {
-    kvtk::tier::tier_hierarchy<> probe(cfg);
+    // A small probe: the checks (policies, inclusion order, figures) do not depend on the
+    // capacities' size, and capping each at 64 keeps their order.
+    auto small = cfg;
+    for (auto& t : small.tiers) t.capacity_blocks = std::min<std::uint64_t>(t.capacity_blocks, 64);
+    for (const auto& t : cfg.tiers) {
+      if (t.capacity_blocks == 0 || t.capacity_blocks >= (1ull << 31)) {
+        throw std::invalid_argument("tier " + t.name + ": capacity must be in [1, 2^31) blocks");
+      }
+    }
+    kvtk::tier::tier_hierarchy<> probe(small);
   } catch (const std::invalid_argument& e) {
     throw usage_error(where + ": " + e.what());
   }
@@ -218,10 +229,22 @@ std::string describe(const hierarchy_config& cfg) {
   return out;
 }
 
+kvtk::tier::hierarchy_config allocation_config(kvtk::tier::hierarchy_config cfg,
+                                               std::uint64_t refs) {
+  double entries = 0;
+  for (auto& t : cfg.tiers) {
+    t.capacity_blocks = std::min(t.capacity_blocks, std::max<std::uint64_t>(refs, 1));
+    entries += static_cast<double>(t.capacity_blocks);
+  }
+  check_memory("--tiers " + describe(cfg) + " (capacities capped at the trace's block references)",
+               entries * cache_entry_bytes);
+  return cfg;
+}
+
 nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
+                           const kvtk::tier::hierarchy_config& cfg,
                            const kvtk::prefix::prefix_counts& c, double trace_days) {
   const auto& h = idx.hierarchy();
-  const auto& cfg = h.config();
   const double bb = static_cast<double>(cfg.block_bytes);
   nlohmann::json tiers = nlohmann::json::array();
   std::uint64_t cumulative = 0;

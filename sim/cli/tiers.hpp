@@ -36,8 +36,18 @@ kvtk::tier::hierarchy_config load_tier_config(const std::string& path, std::uint
 /// "hbm:lru:1000>dram:arc:5000 (exclusive, write-back)".
 std::string describe(const kvtk::tier::hierarchy_config& cfg);
 
-/// The per-tier JSON of a finished replay. trace_days <= 0: endurance per day is omitted.
+/// The configuration to allocate for replaying `refs` block references: every tier's capacity
+/// capped at refs (a tier that can hold every reference never evicts, so the results are those
+/// of the configuration asked for; the caps keep inclusive tiers in order). Throws
+/// memory_budget_error when even the capped tiers do not fit this process's memory.
+kvtk::tier::hierarchy_config allocation_config(kvtk::tier::hierarchy_config cfg,
+                                               std::uint64_t refs);
+
+/// The per-tier JSON of a finished replay. `requested` is the configuration asked for (its
+/// capacities and prices are reported; idx may run a capped allocation_config of it).
+/// trace_days <= 0: endurance per day is omitted.
 nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
+                           const kvtk::tier::hierarchy_config& requested,
                            const kvtk::prefix::prefix_counts& c, double trace_days);
 
 }  // namespace kvtk::sim::cli

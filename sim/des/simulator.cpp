@@ -1,4 +1,5 @@
 #include "des/simulator.hpp"
+#include "util/memory_budget.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -154,13 +155,27 @@ class cluster {
     flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.efficiency * c.gpus_per_instance;
     p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                                : kvtk::prefix::partial_block::skip;
+    // A cache never holds more blocks than the trace references, and one that can hold them
+    // all never evicts: allocating min(capacity, refs) gives the same results with memory that
+    // grows with the trace rather than with the option.
+    const std::uint64_t refs = std::max<std::uint64_t>(t.keys.size(), 1);
+    const std::uint64_t local = std::min(c.local_cache_blocks, refs);
+    const std::uint64_t dram = std::min(c.dram_blocks, refs);
+    const std::uint64_t pool = std::min(c.pool_blocks, refs);
+    check_memory("prefill_instances x (local_cache + dram) + pool (" +
+                     std::to_string(c.prefill_instances) + " x (" + std::to_string(local) + " + " +
+                     std::to_string(dram) + ") + " + std::to_string(pool) +
+                     " blocks, each capped at the trace's block references)",
+                 (static_cast<double>(c.prefill_instances) * static_cast<double>(local + dram) +
+                  static_cast<double>(pool)) *
+                     cache_entry_bytes);
     prefill_.resize(c.prefill_instances);
     for (auto& in : prefill_) {
-      if (c.local_cache_blocks > 0) in.cache = make_cache(c.local_policy, c.local_cache_blocks);
-      if (c.dram_blocks > 0) in.dram = make_cache("lru", c.dram_blocks);
+      if (local > 0) in.cache = make_cache(c.local_policy, local);
+      if (dram > 0) in.dram = make_cache("lru", dram);
     }
     decode_.resize(c.decode_instances);
-    if (c.pool_blocks > 0) pool_ = make_cache("lru", c.pool_blocks);
+    if (pool > 0) pool_ = make_cache("lru", pool);
   }
 
   simulation_result run() {

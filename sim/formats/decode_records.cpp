@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "formats/line_reader.hpp"
 #include "formats/trace_error.hpp"
 
 namespace kvtk::sim {
@@ -37,14 +38,15 @@ std::vector<decode_request> parse_decode_records(std::istream& in, const std::st
   std::vector<decode_request> out;
   std::unordered_map<std::string, std::size_t> index;
   std::vector<std::vector<std::int64_t>> groups;  // per request
-  std::string line;
+  line_reader lines(in, path);
+  std::string_view line;
   std::uint64_t lineno = 0;
   constexpr std::uint64_t max_blocks = 1ull << 24;  // 16M blocks: a 1G-token context at 64
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  while (lines.next(line)) {
+    lineno = lines.line_number();
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     // Cheap pre-filter: request lines (most of a mixed file) carry no "type" and are not parsed.
-    if (line.find("\"type\"") == std::string::npos) continue;
+    if (line.find("\"type\"") == std::string_view::npos) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);

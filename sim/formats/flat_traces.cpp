@@ -1,4 +1,5 @@
 #include "formats/flat_traces.hpp"
+#include "formats/trace_limits.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -55,6 +56,7 @@ void for_each_chunk(const std::string& path, std::size_t chunk, Fn&& fn) {
 // a last line without '\n' counts, an empty tail after the last '\n' does not).
 class line_splitter {
  public:
+  explicit line_splitter(const std::string& name) : name_(name) {}
   template <class Fn>
   void feed(const char* p, std::size_t n, Fn&& fn) {
     const char* end = p + n;
@@ -62,6 +64,11 @@ class line_splitter {
       const char* nl =
           static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
       if (nl == nullptr) {
+        if (carry_.size() + static_cast<std::size_t>(end - p) > limits::max_line_bytes) {
+          throw trace_error(name_, lineno_ + 1,
+                            "line is longer than " + std::to_string(limits::max_line_bytes >> 20) +
+                                " MiB (the longest line a text trace may have)");
+        }
         carry_.append(p, end);
         return;
       }
@@ -81,6 +88,7 @@ class line_splitter {
   }
 
  private:
+  const std::string& name_;
   std::string carry_;
   std::uint64_t lineno_ = 0;
 };
@@ -107,7 +115,7 @@ std::uint64_t file_size(const std::string& path) {
 
 std::vector<std::uint64_t> parse_ids(std::istream& in, const std::string& name) {
   std::vector<std::uint64_t> ids;
-  line_splitter lines;
+  line_splitter lines(name);
   auto on_line = [&](std::string_view line, std::uint64_t n) {
     ids.push_back(parse_id_line(line, name, n));
   };
@@ -122,7 +130,7 @@ std::vector<std::uint64_t> parse_ids(std::istream& in, const std::string& name) 
 
 std::vector<std::uint64_t> load_ids(const std::string& path) {
   std::vector<std::uint64_t> ids;
-  line_splitter lines;
+  line_splitter lines(path);
   auto on_line = [&](std::string_view line, std::uint64_t n) {
     ids.push_back(parse_id_line(line, path, n));
   };

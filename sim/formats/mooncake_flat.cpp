@@ -3,19 +3,21 @@
 #include <fstream>
 
 #include "formats/jsonl_scan.hpp"
+#include "formats/line_reader.hpp"
 #include "formats/requests.hpp"
 
 namespace kvtk::sim {
 
 std::vector<std::uint64_t> parse_mooncake_flat(std::istream& in, const std::string& name) {
   std::vector<std::uint64_t> out, ids;
-  std::string line;
+  line_reader lines(in, name);
+  std::string_view line;
   std::uint64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  while (lines.next(line)) {
+    lineno = lines.line_number();
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos) {
+    if (first == std::string_view::npos) {
       throw trace_error(name, lineno, "empty line (expected a JSON object)");
     }
     if (line[first] != '{') throw trace_error(name, lineno, "expected a JSON object");

@@ -14,6 +14,7 @@
 #include "formats/flat_traces.hpp"
 #include "formats/jsonl_scan.hpp"
 #include "formats/kvtb.hpp"
+#include "formats/line_reader.hpp"
 #include "formats/trace_limits.hpp"
 #include "kvtk/detail/frequency_sketch.hpp"
 #include "kvtk/prefix/block_keys.hpp"
@@ -337,17 +338,18 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
   }
   const bool chained_format = f == trace_format::bailian;
   std::uint32_t bt = block_tokens;
-  std::string line;
+  line_reader lines(in, name, first_line);
+  std::string_view line;
   std::uint64_t lineno = first_line - 1;
   std::vector<std::uint64_t> ids;
   std::vector<kvtk::block_key> keys;
   std::unordered_map<std::uint64_t, std::uint64_t> session_of_chat;  // Bailian
   double last_time = 0;
   bool any_time = false;
-  while (std::getline(in, line)) {
-    ++lineno;
+  while (lines.next(line)) {
+    lineno = lines.line_number();
     try {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       const std::size_t first = line.find_first_not_of(" \t");
       if (first == std::string::npos) {
         throw trace_error(name, lineno, "empty line (expected a JSON object)");

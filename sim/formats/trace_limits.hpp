@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,9 @@ inline constexpr std::uint64_t max_input_tokens = std::uint64_t{1} << 32;   ///<
 inline constexpr std::uint64_t max_output_tokens = std::uint64_t{1} << 32;  ///< exclusive
 inline constexpr std::uint32_t max_block_tokens = 1u << 20;                 ///< inclusive
 inline constexpr double max_arrival_s = 1e12;  ///< about 31,700 years of trace, inclusive
+/// The longest line of a text trace (JSONL, ids), inclusive. 64 MiB holds over three million
+/// block ids: a 50M-token prompt at 16 tokens per block.
+inline constexpr std::size_t max_line_bytes = std::size_t{64} << 20;
 
 /// The first problem with a request's numbers, or "" when they are in range. `keys`: the number
 /// of block keys the request lists, which must be ceil(input_length / block_tokens).
