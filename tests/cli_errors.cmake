@@ -111,7 +111,7 @@ expect(2 "--block-tokens: must be a non-negative whole number, got '-1'"
 expect(2 "--requests: must be a non-negative whole number, got '-1'"
        trace gen --requests -1 -o ${WORK_DIR}/never.jsonl)
 expect(2 "--capacity: '0x10' is not a decimal number" replay --trace ${TRACE} --capacity 0x10)
-expect(2 "empty item in the list '10,,20'" replay --trace ${TRACE} --capacity 10,,20)
+expect(2 "--capacity: empty item in '10,,20'" replay --trace ${TRACE} --capacity 10,,20)
 expect(2 "--block-tokens: must be in \\[0, 2\\^20\\]" replay --trace ${TRACE} --block-tokens 4000000)
 # A capacity far beyond the trace allocates what the trace can fill (2 requests, 27 blocks).
 file(STRINGS ${TRACE} two LIMIT_COUNT 2)

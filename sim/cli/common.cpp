@@ -68,12 +68,12 @@ int parse_command(const std::string& cmd, const boost::program_options::options_
   return -1;
 }
 
-std::vector<std::string> split_list(const std::string& s) {
+std::vector<std::string> split_list(const std::string& s, const std::string& option) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
     // "10,,20" or a trailing comma is a typo, not a shorter list.
-    if (item.empty()) throw usage_error("empty item in the list '" + s + "'");
+    if (item.empty()) throw usage_error(option + ": empty item in '" + s + "' (a doubled or trailing comma)");
     out.push_back(item);
   }
   return out;

@@ -28,8 +28,9 @@ int parse_command(
     const std::function<void()>& check,
     const boost::program_options::positional_options_description* positional = nullptr);
 
-/// "a,b,,c" -> {"a", "b", "c"}.
-std::vector<std::string> split_list(const std::string& s);
+/// "a,b,c" -> {"a", "b", "c"}. Throws usage_error "<option>: empty item ..." for "a,,b" or a
+/// trailing comma (a typo, not a shorter list).
+std::vector<std::string> split_list(const std::string& s, const std::string& option = "list");
 
 /// KV bytes per token of the model presets (bf16): deepseek-v3, llama-3-70b, qwen2.5-7b,
 /// qwen3-235b-a22b.

@@ -66,7 +66,7 @@ int run_compare(const std::vector<std::string>& args) {
     if (policies == "all") {
       names.assign(policy_names.begin(), policy_names.end());
     } else {
-      names = split_list(policies);
+      names = split_list(policies, "--policy");
       for (const auto& n : names) {
         if (!is_policy_name(n)) {
           try {
@@ -77,7 +77,7 @@ int run_compare(const std::vector<std::string>& args) {
         }
       }
     }
-    for (const auto& c : split_list(capacities)) caps.push_back(parse_blocks(c));
+    for (const auto& c : split_list(capacities, "--capacity")) caps.push_back(parse_blocks(c));
     if (names.empty()) throw usage_error("--policy: empty list");
     if (caps.empty()) throw usage_error("--capacity: empty list");
   } catch (const po::error& e) {

@@ -147,13 +147,18 @@ int run_cost(const std::vector<std::string>& args) {
           if (!vm.count("hit-tokens") || vm.count("miss-tokens") == vm.count("input-tokens")) {
             throw usage_error("give --hit-tokens and exactly one of --miss-tokens, --input-tokens");
           }
-          for (double v : {hit, vm.count("miss-tokens") ? miss : input, output}) {
+          const bool miss_given = vm.count("miss-tokens") > 0;
+          const std::pair<const char*, double> counts[] = {
+              {"--hit-tokens", hit},
+              {miss_given ? "--miss-tokens" : "--input-tokens", miss_given ? miss : input},
+              {"--output-tokens", output}};
+          for (const auto& [option, v] : counts) {
             // 1e18 tokens is a billion times a large provider's daily volume; beyond it the
             // dollar figures would overflow to inf.
             if (!(v >= 0) || !(v <= 1e18)) {
               char got[32];
               std::snprintf(got, sizeof got, "%g", v);
-              throw usage_error(std::string("token counts must be in [0, 1e18], got ") + got);
+              throw usage_error(std::string(option) + ": token counts must be in [0, 1e18], got " + got);
             }
           }
           if (vm.count("input-tokens")) {

@@ -244,12 +244,12 @@ int run_move(const std::vector<std::string>& args) {
             if (!(max_gib > 0) || !std::isfinite(max_gib)) {
               throw usage_error("--max-gib: must be a positive number of GiB");
             }
-            for (const auto& t : cli::split_list(to)) {
+            for (const auto& t : cli::split_list(to, "--to")) {
               if (t != "dram" && t != "file") throw usage_error("--to: '" + t + "' (dram, file)");
               targets.push_back(t);
             }
-            for (const auto& s : cli::split_list(sizes)) block_sizes.push_back(parse_bytes(s));
-            for (const auto& c : cli::split_list(counts)) {
+            for (const auto& s : cli::split_list(sizes, "--block-bytes")) block_sizes.push_back(parse_bytes(s));
+            for (const auto& c : cli::split_list(counts, "--blocks")) {
               std::size_t pos = 0;
               unsigned long long n = 0;
               try {
@@ -262,7 +262,7 @@ int run_move(const std::vector<std::string>& args) {
               }
               block_counts.push_back(n);
             }
-            for (const auto& m : cli::split_list(mechs)) {
+            for (const auto& m : cli::split_list(mechs, "--mechanism")) {
               if (m == "per-piece") {
                 mechanisms.push_back(mv::mechanism::per_piece);
               } else if (m == "coalesced") {

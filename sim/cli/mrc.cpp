@@ -66,7 +66,7 @@ int run_mrc(const std::vector<std::string>& args) {
   std::set<std::uint64_t> caps;
   try {
     if (vm.count("capacity")) {
-      for (const auto& c : split_list(capacities)) {
+      for (const auto& c : split_list(capacities, "--capacity")) {
         caps.insert(parse_capacity(c, t.block_tokens, bytes_per_token));
       }
       if (caps.empty()) throw usage_error("--capacity: empty list");

@@ -227,11 +227,11 @@ int run_replay(const std::vector<std::string>& args) {
             // With tiers, the index x policy x capacity grid runs only when asked for.
             if (!hierarchies.empty() && vm["capacity"].defaulted()) return;
             std::vector<std::uint64_t> caps;
-            for (const auto& c : split_list(capacities))
+            for (const auto& c : split_list(capacities, "--capacity"))
               caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));
             if (caps.empty()) throw usage_error("--capacity: empty list");
-            const auto idx_list = split_list(indexes);
-            const auto pol_list = split_list(policies);
+            const auto idx_list = split_list(indexes, "--index");
+            const auto pol_list = split_list(policies, "--policy");
             if (idx_list.empty()) throw usage_error("--index: empty list");
             if (pol_list.empty()) throw usage_error("--policy: empty list");
             for (const auto& i : idx_list) {

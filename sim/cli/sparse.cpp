@@ -413,10 +413,10 @@ int run_sparse(const std::vector<std::string>& args) {
         }
         o.step_s = step_ms * 1e-3;
         o.seed = seed;
-        std::vector<std::string> prefetch_list = cli::split_list(prefetch);
+        std::vector<std::string> prefetch_list = cli::split_list(prefetch, "--prefetch");
         if (prefetch_list.empty()) throw usage_error("--prefetch: empty list");
         for (const auto& p : prefetch_list) parse_prefetch(p);
-        for (const auto& d : cli::split_list(drifts)) {
+        for (const auto& d : cli::split_list(drifts, "--drift")) {
           double v = -1;
           try {
             v = std::stod(d);
@@ -430,8 +430,8 @@ int run_sparse(const std::vector<std::string>& args) {
           drift_list = {-1};
         }
         if (drift_list.empty()) throw usage_error("--drift: empty list");
-        const auto mgrs = cli::split_list(managers), scs = cli::split_list(scorers),
-                   bus = cli::split_list(budgets);
+        const auto mgrs = cli::split_list(managers, "--manager"), scs = cli::split_list(scorers, "--scorer"),
+                   bus = cli::split_list(budgets, "--budget");
         if (mgrs.empty() || scs.empty() || bus.empty()) {
           throw usage_error("--manager, --scorer and --budget need at least one value");
         }

@@ -32,6 +32,15 @@ struct cursor {
     ++p;
     return true;
   }
+  // The four hex digits after "\u" (p at the 'u'; after, p at the last digit).
+  bool hex4(unsigned& unit) {
+    for (int i = 0; i < 4; ++i) {
+      if (++p >= end || !std::isxdigit(static_cast<unsigned char>(*p))) return false;
+      const char h = *p;
+      unit = unit * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+    }
+    return true;
+  }
   // A string whose opening quote is at p; result = the raw contents.
   bool string(std::string_view& out) {
     ++p;  // opening quote
@@ -48,9 +57,19 @@ struct cursor {
         if (++p >= end) break;
         const char e = *p;
         if (e == 'u') {
-          for (int i = 0; i < 4; ++i) {
-            if (++p >= end || !std::isxdigit(static_cast<unsigned char>(*p))) {
-              return fail("bad \\u escape");
+          unsigned unit = 0;
+          if (!hex4(unit)) return fail("bad \\u escape");
+          // UTF-16 in \u escapes: a high surrogate must be followed by a low one, and a low one
+          // cannot stand alone (it would decode to invalid UTF-8).
+          if (unit >= 0xDC00 && unit <= 0xDFFF) return fail("lone low surrogate in \\u escape");
+          if (unit >= 0xD800 && unit <= 0xDBFF) {
+            unsigned low = 0;
+            if (end - p < 3 || p[1] != '\\' || p[2] != 'u') {
+              return fail("high surrogate in \\u escape without its low surrogate");
+            }
+            p += 2;
+            if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) {
+              return fail("high surrogate in \\u escape without its low surrogate");
             }
           }
         } else if (!std::strchr("\"\\/bfnrt", e)) {
