@@ -97,6 +97,11 @@ file_pool::~file_pool() {
 }
 
 void file_pool::write(std::uint64_t block, std::uint64_t count, const std::byte* buf) {
+  if (block > blocks_ || count > blocks_ - block) {
+    throw std::runtime_error("write of blocks [" + std::to_string(block) + ", " +
+                             std::to_string(block + count) + ") beyond the " +
+                             std::to_string(blocks_) + " blocks of '" + path_ + "'");
+  }
   std::uint64_t done = 0, total = count * block_bytes_;
   while (done < total) {
     const ssize_t n = ::pwrite(fd_, buf + done, total - done,
@@ -107,6 +112,11 @@ void file_pool::write(std::uint64_t block, std::uint64_t count, const std::byte*
 }
 
 void file_pool::read(std::uint64_t block, std::uint64_t count, std::byte* buf) {
+  if (block > blocks_ || count > blocks_ - block) {
+    throw std::runtime_error("read of blocks [" + std::to_string(block) + ", " +
+                             std::to_string(block + count) + ") beyond the " +
+                             std::to_string(blocks_) + " blocks of '" + path_ + "'");
+  }
   std::uint64_t done = 0, total = count * block_bytes_;
   while (done < total) {
     const ssize_t n = ::pread(fd_, buf + done, total - done,

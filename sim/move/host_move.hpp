@@ -47,7 +47,9 @@ class file_pool {
   ~file_pool();
   [[nodiscard]] bool direct() const noexcept { return direct_; }
   [[nodiscard]] std::uint64_t block_bytes() const noexcept { return block_bytes_; }
+  [[nodiscard]] std::uint64_t blocks() const noexcept { return blocks_; }
   /// Writes / reads `count` consecutive blocks starting at `block` from / into `buf`.
+  /// Throws std::runtime_error on an I/O error or a range beyond the pool's blocks.
   void write(std::uint64_t block, std::uint64_t count, const std::byte* buf);
   void read(std::uint64_t block, std::uint64_t count, std::byte* buf);
 

@@ -1,0 +1,33 @@
+# The sources of the kvtk_sim library, also compiled by the fuzz targets (tests/fuzz), which
+# instrument them for coverage. Paths relative to sim/.
+set(KVTK_SIM_SOURCES
+  formats/mooncake_flat.cpp
+  formats/flat_traces.cpp
+  formats/requests.cpp
+  formats/parallel_jsonl.cpp
+  formats/kvtb.cpp
+  formats/writers.cpp
+  cli/progress.cpp
+  cli/common.cpp
+  cli/phase_clock.cpp
+  cli/compare.cpp
+  cli/replay.cpp
+  cli/mrc.cpp
+  cli/trace_stats.cpp
+  cli/trace_gen.cpp
+  cli/trace_convert.cpp
+  cli/tiers.cpp
+  cli/simulate.cpp
+  cli/cost.cpp
+  cli/move.cpp
+  cli/sparse.cpp
+  formats/decode_records.cpp
+  move/host_move.cpp
+  move/executor.cpp
+  move/calibration.cpp
+  move/io_pool.cpp
+  des/profiles.cpp
+  des/simulator.cpp
+  des/sparse_decode.cpp
+  util/memory_budget.cpp
+)
