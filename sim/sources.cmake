@@ -30,4 +30,5 @@ set(KVTK_SIM_SOURCES
   des/simulator.cpp
   des/sparse_decode.cpp
   util/memory_budget.cpp
+  util/output_file.cpp
 )

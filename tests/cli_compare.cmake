@@ -1,4 +1,5 @@
 # Runs the kvtk executable and checks exit codes, output and error messages.
+file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 

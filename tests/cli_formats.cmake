@@ -65,7 +65,7 @@ expect(0 "${want}" replay --trace ${WORK_DIR}/g.kvtb --index flat --policy lru -
 # Convert refuses to overwrite, to write Bailian, and to guess the output format.
 expect(2 "exists; pass --force" trace convert ${D}/small.ids -o ${WORK_DIR}/a.kvtb)
 expect(0 "wrote 200 requests" trace convert ${D}/small.mooncake.jsonl -o ${WORK_DIR}/a.kvtb --force)
-expect(2 "the output is the input file" trace convert ${WORK_DIR}/a.kvtb -o ${WORK_DIR}/a.kvtb --force)
+expect(2 "it is an input of this run" trace convert ${WORK_DIR}/a.kvtb -o ${WORK_DIR}/a.kvtb --force)
 expect(2 "cannot write 'bailian'" trace convert ${D}/small.ids -o ${WORK_DIR}/x.jsonl --to bailian)
 expect(2 "--to: give the output format" trace convert ${D}/small.ids -o ${WORK_DIR}/x.jsonl)
 expect(0 "--to" trace convert --help)

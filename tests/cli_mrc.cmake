@@ -1,5 +1,6 @@
 # kvtk mrc: the exact curve through the executable agrees with kvtk replay (flat LRU), the optimum
 # column, sampling, output formats and bad input.
+file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 

@@ -1,4 +1,5 @@
 # kvtk replay: golden numbers through the executable, thread invariance, output files, bad input.
+file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 
@@ -60,7 +61,7 @@ expect(2 "--partial-block: 'half'" replay --trace ${T} --partial-block half)
 expect(1 "nope.jsonl:0: cannot open file" replay --trace ${WORK_DIR}/nope.jsonl)
 file(WRITE ${WORK_DIR}/bad.jsonl "{\"input_length\": 5, \"hash_ids\": [1]}\n{\"hash_ids\": [2]}\n")
 expect(1 "bad.jsonl:2: missing field 'input_length'" replay --trace ${WORK_DIR}/bad.jsonl)
-expect(1 "cannot write" replay --trace ${T} --capacity 1000 --json ${WORK_DIR}/no/such/dir/r.json)
+expect(2 "--json: cannot write .*no/such/dir/r.json.: directory .* does not exist" replay --trace ${T} --capacity 1000 --json ${WORK_DIR}/no/such/dir/r.json)
 
 # Bailian traces are detected from their fields and their content ids chained (16-token blocks):
 # two chats with equal content ids under different first blocks share only what they should.

@@ -1,5 +1,6 @@
 # kvtk trace stats against the statistics traces/SOURCES.md gives for the conversation trace
 # (computed independently when the traces were collected).
+file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 set(T ${TRACE})
@@ -36,7 +37,7 @@ if(NOT a STREQUAL b OR a STREQUAL c)
 endif()
 expect(2 "exists; pass --force" trace gen --requests 10 -o ${WORK_DIR}/a.jsonl)
 expect(2 "unknown profile 'batch'" trace gen --profile batch -o -)
-expect(2 "--requests: must be positive" trace gen --requests 0 -o -)
+expect(2 "--requests: must be in \\[1, 10\\^9\\]" trace gen --requests 0 -o -)
 expect(0 "" trace gen --requests 20000 --seed 1 -o ${WORK_DIR}/mixed.jsonl --force)
 execute_process(COMMAND ${KVTK} trace stats ${WORK_DIR}/mixed.jsonl --block-tokens 64
                         --partial-block cache --json - OUTPUT_VARIABLE s RESULT_VARIABLE rc)

@@ -251,7 +251,7 @@ TEST_CASE("replay --json validates against docs/replay-result.schema.json", "[fo
     const std::vector<std::string> args = {
         "--trace", data_dir + "/" + trace, "--index", "radix,flat,hashchain", "--policy",
         "lru,fifo", "--capacity", "50,300", "--block-tokens",
-        std::string(trace) == "small.ids" ? "1" : "512", "--json", out};
+        std::string(trace) == "small.ids" ? "1" : "512", "--json", out, "--force"};
     REQUIRE(kvtk::sim::run_replay(args) == 0);
     const auto result = load_json(out);
     INFO(trace);

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/output_file.hpp"
+
 namespace kvtk::sim::cli {
 
 namespace {
@@ -45,27 +47,68 @@ int parse_command(const std::string& cmd, const boost::program_options::options_
                   const std::function<void()>& check,
                   const boost::program_options::positional_options_description* positional) {
   namespace po = boost::program_options;
+  // Every command that writes files takes --force, with one meaning (README "Output files").
+  const bool writes = opts.find_nothrow("json", false) != nullptr ||
+                      opts.find_nothrow("csv", false) != nullptr ||
+                      opts.find_nothrow("output", false) != nullptr;
+  po::options_description all;
+  all.add(opts);
+  po::options_description output_opts("Output files");
+  if (writes) {
+    output_opts.add_options()("force", "replace an existing output file (never an input)");
+    all.add(output_opts);
+  }
   try {
     po::command_line_parser parser(args);
-    parser.options(opts);
+    parser.options(all);
     if (positional != nullptr) parser.positional(*positional);
     const po::parsed_options parsed = parser.run();
-    reject_negative_counts(opts, parsed);
+    reject_negative_counts(all, parsed);
     po::store(parsed, vm);
     if (vm.count("help")) {
-      std::cout << opts;
+      std::cout << all;
       return 0;
     }
     po::notify(vm);
     check();
+    force_outputs() = vm.count("force") != 0;
+    // Every file option is an input unless it is an output; then no output may name an input.
+    static const char* const outputs[] = {"json", "csv", "output"};
+    auto is_output = [](const std::string& name) {
+      for (const char* o : outputs) {
+        if (name == o) return true;
+      }
+      return false;
+    };
+    for (const auto& [name, value] : vm) {
+      if (is_output(name)) continue;
+      if (const auto* text = boost::any_cast<std::string>(&value.value())) note_input(*text);
+      if (const auto* list = boost::any_cast<std::vector<std::string>>(&value.value())) {
+        for (const auto& item : *list) note_input(item);
+      }
+    }
+    for (const char* o : outputs) {
+      if (!vm.count(o)) continue;
+      if (const auto* text = boost::any_cast<std::string>(&vm[o].value())) {
+        check_output(*text, force_outputs(), o == std::string("output") ? "-o" : "--" + std::string(o));
+      }
+    }
   } catch (const po::error& e) {
     std::cerr << "kvtk " << cmd << ": " << e.what() << "\n(try 'kvtk " << cmd << " --help')\n";
     return 2;
   } catch (const usage_error& e) {
     std::cerr << "kvtk " << cmd << ": " << e.what() << "\n";
     return 2;
+  } catch (const output_refused& e) {
+    std::cerr << "kvtk " << cmd << ": " << e.what() << "\n";
+    return 2;
   }
   return -1;
+}
+
+bool& force_outputs() noexcept {
+  static bool force = false;
+  return force;
 }
 
 std::vector<std::string> split_list(const std::string& s, const std::string& option) {
@@ -236,14 +279,7 @@ std::uint64_t model_file_bytes_per_token(const std::string& path) {
 }
 
 void write_to(const std::string& where, const std::string& text) {
-  if (where == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream out(where, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot write '" + where + "'");
-  out << text;
-  if (!out) throw std::runtime_error("error writing '" + where + "'");
+  write_output(where, text, force_outputs());
 }
 
 void resolve_trace(const std::string& path, std::string& format, std::uint32_t& block_tokens) {

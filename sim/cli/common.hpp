@@ -22,6 +22,9 @@ struct usage_error : std::runtime_error {
 /// Parses the arguments of subcommand `cmd` (e.g. "trace stats") into vm and runs check(), which
 /// validates values and may throw usage_error. Returns -1 to go on, 0 after printing --help, or 2
 /// after printing "kvtk <cmd>: <problem>" for a usage error.
+/// A command with a "json", "csv" or "output" option also gets --force. After check(), every
+/// other string option naming a file is noted as an input (note_input) and every output option
+/// is checked (check_output): an existing file without --force, or an input, is a usage error.
 int parse_command(
     const std::string& cmd, const boost::program_options::options_description& opts,
     const std::vector<std::string>& args, boost::program_options::variables_map& vm,
@@ -88,7 +91,11 @@ void add_trace_options(boost::program_options::options_description& opts, std::s
 /// cannot open 'path'" or "option: 'path' is not valid JSON: reason".
 nlohmann::json read_json_file(const std::string& option, const std::string& path);
 
-/// Writes text to the file `where`, or to stdout for "-". Throws std::runtime_error.
+/// Whether this command was given --force (set by parse_command; README "Output files").
+bool& force_outputs() noexcept;
+
+/// Writes text to the file `where`, or to stdout for "-", by the output rules
+/// (util/output_file.hpp) with force_outputs(). Throws output_error naming the file.
 void write_to(const std::string& where, const std::string& text);
 
 }  // namespace kvtk::sim::cli

@@ -1,5 +1,8 @@
 // The `kvtk` executable: subcommand dispatch.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <exception>
 #include <new>
 #include <string>
@@ -16,6 +19,7 @@
 #include "cli/sparse.hpp"
 #include "cli/trace_stats.hpp"
 #include "util/memory_budget.hpp"
+#include "util/output_file.hpp"
 
 namespace {
 
@@ -47,15 +51,30 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> rest(argv + 2, argv + argc);
+  kvtk::sim::install_signal_cleanup();  // an interrupted write leaves no temporary behind
   try {
-    if (cmd == "compare") return kvtk::sim::run_compare(rest);
-    if (cmd == "replay") return kvtk::sim::run_replay(rest);
-    if (cmd == "mrc") return kvtk::sim::run_mrc(rest);
-    if (cmd == "trace") return kvtk::sim::run_trace(rest);
-    if (cmd == "simulate") return kvtk::sim::run_simulate(rest);
-    if (cmd == "cost") return kvtk::sim::run_cost(rest);
-    if (cmd == "move") return kvtk::sim::run_move(rest);
-    if (cmd == "sparse") return kvtk::sim::run_sparse(rest);
+    int rc = -1;
+    if (cmd == "compare") rc = kvtk::sim::run_compare(rest);
+    if (cmd == "replay") rc = kvtk::sim::run_replay(rest);
+    if (cmd == "mrc") rc = kvtk::sim::run_mrc(rest);
+    if (cmd == "trace") rc = kvtk::sim::run_trace(rest);
+    if (cmd == "simulate") rc = kvtk::sim::run_simulate(rest);
+    if (cmd == "cost") rc = kvtk::sim::run_cost(rest);
+    if (cmd == "move") rc = kvtk::sim::run_move(rest);
+    if (cmd == "sparse") rc = kvtk::sim::run_sparse(rest);
+    if (rc >= 0) {
+      // Tables and JSON printed to stdout: a full disk or a closed pipe is an error too.
+      std::cout.flush();
+      if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "kvtk %s: cannot write standard output: %s\n", argv[1],
+                     std::strerror(errno));
+        return rc == 0 ? 1 : rc;
+      }
+      return rc;
+    }
+  } catch (const kvtk::sim::output_refused& e) {  // an output that may not be written
+    std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
+    return 2;
   } catch (const kvtk::sim::cli::usage_error& e) {  // a bad command line, wherever it is found
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 2;

@@ -24,13 +24,12 @@ int run_trace_convert(const std::vector<std::string>& args) {
                                                  "input trace (also the first positional)")(
       "format", po::value(&from)->default_value("auto"),
       "input format: mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto")(
-      "output,o", po::value(&out_path)->required(), "output file")(
+      "output,o", po::value(&out_path)->required(), "output file, or - for stdout")(
       "to", po::value(&to),
       "output format: kvtk | kvtb | mooncake | ids | oracle-general (default: kvtb for a .kvtb "
       "output name, else required)")(
       "block-tokens", po::value(&block_tokens)->default_value(0),
       "tokens per block of the input (0 = the trace's default)")(
-      "force", "overwrite an existing output file")(
       "skip-invalid", "skip malformed input lines (counted and reported) instead of stopping");
   po::positional_options_description pos;
   pos.add("trace", 1);
@@ -53,15 +52,6 @@ int run_trace_convert(const std::vector<std::string>& args) {
                                 "' (writable: kvtk kvtb mooncake ids oracle-general)");
             }
             out_format = *f;
-            std::error_code ec;
-            if (std::filesystem::exists(out_path, ec)) {
-              if (std::filesystem::equivalent(in_path, out_path, ec)) {
-                throw usage_error("-o: the output is the input file");
-              }
-              if (!vm.count("force")) {
-                throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
-              }
-            }
             resolve_trace(in_path, from, block_tokens);  // trace_error: exit 1 via main
           },
           &pos);
@@ -73,7 +63,7 @@ int run_trace_convert(const std::vector<std::string>& args) {
   read_report report;
   std::uint64_t requests = 0;
   try {
-    auto writer = trace_writer::open(out_path, out_format, block_tokens);
+    auto writer = trace_writer::open(out_path, out_format, block_tokens, force_outputs());
     progress bar("kvtk trace convert", "requests", 0);
     for_each_request(in_path, *parse_format_name(from), block_tokens, ro, &report,
                      [&](const request_record& r) {

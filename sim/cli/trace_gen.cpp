@@ -207,8 +207,7 @@ int run_trace_gen(const std::vector<std::string>& args) {
       "to", po::value(&to),
       "output format: mooncake (default) | kvtk (adds session and tenant) | kvtb (default for a "
       ".kvtb name)")("output,o", po::value(&out_path)->required(),
-                     "output file, or - for stdout (JSONL formats)")(
-      "force", "overwrite an existing output file");
+                     "output file, or - for stdout");
   po::variables_map vm;
   trace_format f = trace_format::mooncake;
   if (const int rc = parse_command("trace gen", opts, args, vm, [&] {
@@ -217,7 +216,9 @@ int run_trace_gen(const std::vector<std::string>& args) {
           throw usage_error("--profile: unknown profile '" + g.profile +
                             "' (known: chat agent api mixed)");
         }
-        if (g.requests == 0) throw usage_error("--requests: must be positive");
+        if (g.requests == 0 || g.requests > 1000000000) {
+          throw usage_error("--requests: must be in [1, 10^9]");
+        }
         if (g.block_tokens == 0 || g.block_tokens > 65536) {
           throw usage_error("--block-tokens: must be in [1, 65536]");
         }
@@ -238,19 +239,12 @@ int run_trace_gen(const std::vector<std::string>& args) {
           throw usage_error("--to: '" + to + "' (use mooncake, kvtk or kvtb)");
         }
         f = *parse_format_name(to);
-        if (out_path == "-" && f == trace_format::kvtb) {
-          throw usage_error("-o -: kvtb cannot go to stdout (give a file name)");
-        }
-        if (out_path != "-" && std::filesystem::exists(out_path) && !vm.count("force")) {
-          throw usage_error("-o: '" + out_path + "' exists; pass --force to overwrite it");
-        }
       });
       rc >= 0) {
     return rc;
   }
   try {
-    auto w = out_path == "-" ? trace_writer::to_stream(std::cout, f, g.block_tokens)
-                             : trace_writer::open(out_path, f, g.block_tokens);
+    auto w = trace_writer::open(out_path, f, g.block_tokens, force_outputs());
     generate_trace(g, [&](const request_record& r) { w->add(r); });
     w->finish();
   } catch (const std::exception& e) {

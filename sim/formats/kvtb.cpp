@@ -1,4 +1,5 @@
 #include "formats/kvtb.hpp"
+#include "util/output_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -270,8 +271,8 @@ mapping::~mapping() {
   if (data_ != nullptr) ::munmap(data_, size_);
 }
 
-writer::writer(std::string path, std::uint32_t block_tokens)
-    : path_(std::move(path)), block_tokens_(block_tokens) {
+writer::writer(std::string path, std::uint32_t block_tokens, bool force)
+    : path_(std::move(path)), block_tokens_(block_tokens), force_(force) {
   if (block_tokens_ == 0) throw std::invalid_argument("kvtb writer: block_tokens must be > 0");
   for (auto& f : spool_) {
     f = std::tmpfile();
@@ -326,33 +327,9 @@ void writer::add(const request_record& r) {
 }
 
 void writer::finish() {
-  const std::string tmp = path_ + ".kvtk-partial";
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  if (out == nullptr) throw std::runtime_error("cannot write '" + tmp + "'");
-  checksum sum;
-  std::uint64_t size = header_bytes;
-  bool ok = true;
-  auto write = [&](const void* p, std::size_t bytes) {
-    ok = ok && (bytes == 0 || std::fwrite(p, 1, bytes, out) == bytes);
-  };
-  std::vector<unsigned char> header(header_bytes, 0);
-  write(header.data(), header.size());
-  std::vector<std::uint64_t> buf(1 << 15);
-  auto copy = [&](std::FILE* f, std::uint64_t bytes) {
-    std::rewind(f);
-    const std::uint64_t words = padded(bytes) / 8;
-    for (std::uint64_t done = 0; done < words;) {
-      const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), words - done));
-      std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(chunk), 0);
-      const std::size_t want = static_cast<std::size_t>(
-          std::min<std::uint64_t>(chunk * 8, bytes - std::min(bytes, done * 8)));
-      ok = ok && std::fread(buf.data(), 1, want, f) == want;
-      sum.update({buf.data(), chunk});
-      write(buf.data(), chunk * 8);
-      done += chunk;
-    }
-    size += padded(bytes);
-  };
+  // Two passes over the spools: the header carries the data's checksum and size, so it is
+  // computed first and the file is then written front to back. That keeps every destination
+  // possible, including stdout and FIFOs, which cannot seek back to a header.
   const std::uint64_t n = requests_;
   // "No tenant" is name 0 when any request has a tenant.
   std::string names;
@@ -360,21 +337,50 @@ void writer::finish() {
     names = "\n";
     for (const auto& t : tenant_names_) names += t + "\n";
   }
-  copy(spool_[offsets], (n + 1) * 8);
-  copy(spool_[input], n * 8);
-  copy(spool_[keys], keys_ * 8);
+  struct section {
+    std::FILE* spool;
+    std::uint64_t bytes;
+  };
+  std::vector<section> sections = {{spool_[offsets], (n + 1) * 8}, {spool_[input], n * 8},
+                                   {spool_[keys], keys_ * 8}};
   const column optional[6] = {arrival, output, priority, session, tenant, rbt};
   static constexpr std::size_t elem[6] = {8, 8, 4, 8, 4, 4};
   for (int c = 0; c < 6; ++c) {
-    if (columns_ >> c & 1) copy(spool_[optional[c]], n * elem[c]);
+    if (columns_ >> c & 1) sections.push_back({spool_[optional[c]], n * elem[c]});
   }
-  {
-    std::vector<std::uint64_t> words(padded(names.size()) / 8, 0);
-    if (!names.empty()) std::memcpy(words.data(), names.data(), names.size());
-    sum.update(words);
-    write(words.data(), words.size() * 8);
-    size += words.size() * 8;
+  std::vector<std::uint64_t> name_words(padded(names.size()) / 8, 0);
+  if (!names.empty()) std::memcpy(name_words.data(), names.data(), names.size());
+
+  std::vector<std::uint64_t> buf(1 << 15);
+  // Streams one section, zero-padded to 8 bytes, to fn(words, count).
+  auto each_chunk = [&](const section& sec, auto&& fn) {
+    if (std::fflush(sec.spool) != 0 || std::fseek(sec.spool, 0, SEEK_SET) != 0) {
+      throw std::runtime_error("error reading a temporary file for " + path_);
+    }
+    const std::uint64_t words = padded(sec.bytes) / 8;
+    for (std::uint64_t done = 0; done < words;) {
+      const std::size_t chunk =
+          static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), words - done));
+      std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(chunk), 0);
+      const std::size_t want = static_cast<std::size_t>(
+          std::min<std::uint64_t>(chunk * 8, sec.bytes - std::min(sec.bytes, done * 8)));
+      if (std::fread(buf.data(), 1, want, sec.spool) != want) {
+        throw std::runtime_error("error reading a temporary file for " + path_);
+      }
+      fn(buf.data(), chunk);
+      done += chunk;
+    }
+  };
+  checksum sum;
+  std::uint64_t size = header_bytes;
+  for (const auto& sec : sections) {
+    each_chunk(sec, [&](const std::uint64_t* w, std::size_t count) { sum.update({w, count}); });
+    size += padded(sec.bytes);
   }
+  sum.update(name_words);
+  size += name_words.size() * 8;
+
+  std::vector<unsigned char> header(header_bytes, 0);
   std::memcpy(header.data(), magic, 8);
   auto put32 = [&](std::size_t at, std::uint32_t v) { std::memcpy(header.data() + at, &v, 4); };
   auto put64 = [&](std::size_t at, std::uint64_t v) { std::memcpy(header.data() + at, &v, 8); };
@@ -391,17 +397,14 @@ void writer::finish() {
   checksum hc;
   hc.update(hw);
   put64(120, hc.digest());
-  ok = ok && std::fseek(out, 0, SEEK_SET) == 0;
-  write(header.data(), header.size());
-  ok = std::fclose(out) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("error writing '" + tmp + "'");
+
+  output_file out(path_, force_);
+  out.write(header.data(), header.size());
+  for (const auto& sec : sections) {
+    each_chunk(sec, [&](const std::uint64_t* w, std::size_t count) { out.write(w, count * 8); });
   }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path_ + "'");
-  }
+  out.write(name_words.data(), name_words.size() * 8);
+  out.commit();
 }
 
 }  // namespace kvtk::sim::kvtb

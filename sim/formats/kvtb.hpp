@@ -110,12 +110,14 @@ class mapping {
 /// rename, so a failed conversion never leaves a half-written trace under the real name.
 class writer {
  public:
-  writer(std::string path, std::uint32_t block_tokens);
+  /// Writes to `path` by the output rules (util/output_file.hpp; "-" is stdout); `force`
+  /// replaces an existing file. The file appears complete on finish(), or not at all.
+  writer(std::string path, std::uint32_t block_tokens, bool force = false);
   writer(const writer&) = delete;
   writer& operator=(const writer&) = delete;
   ~writer();
   void add(const request_record& r);
-  /// Throws: std::runtime_error on an I/O error.
+  /// Throws: output_error (a std::runtime_error) naming the file on an I/O error.
   void finish();
 
  private:
@@ -123,6 +125,7 @@ class writer {
   void put(column c, const void* data, std::size_t bytes);
   std::string path_;
   std::uint32_t block_tokens_;
+  bool force_;
   std::FILE* spool_[count] = {};
   std::uint64_t requests_ = 0, keys_ = 0, columns_ = 0;
   std::vector<std::string> tenant_names_;

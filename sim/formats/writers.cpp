@@ -10,43 +10,10 @@
 #include <vector>
 
 #include "formats/kvtb.hpp"
+#include "util/output_file.hpp"
 
 namespace kvtk::sim {
 namespace {
-
-// A file written through "<path>.kvtk-partial" and renamed into place by commit().
-class staged_file {
- public:
-  explicit staged_file(std::string path) : path_(std::move(path)), tmp_(path_ + ".kvtk-partial") {
-    f_ = std::fopen(tmp_.c_str(), "wb");
-    if (f_ == nullptr) throw std::runtime_error("cannot write '" + tmp_ + "'");
-  }
-  staged_file(const staged_file&) = delete;
-  staged_file& operator=(const staged_file&) = delete;
-  ~staged_file() {
-    if (f_ != nullptr) {
-      std::fclose(f_);
-      std::remove(tmp_.c_str());
-    }
-  }
-  void write(const void* p, std::size_t n) {
-    if (n == 0) return;  // empty buffers may have a null data()
-    if (std::fwrite(p, 1, n, f_) != n) throw std::runtime_error("error writing '" + tmp_ + "'");
-  }
-  void write(const std::string& s) { write(s.data(), s.size()); }
-  void commit() {
-    const bool ok = std::fclose(f_) == 0;
-    f_ = nullptr;
-    if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      std::remove(tmp_.c_str());
-      throw std::runtime_error("error writing '" + path_ + "'");
-    }
-  }
-
- private:
-  std::string path_, tmp_;
-  std::FILE* f_ = nullptr;
-};
 
 void append_u64(std::string& s, std::uint64_t v) {
   char buf[24];
@@ -61,8 +28,8 @@ void append_double(std::string& s, double v) {
 
 class jsonl_writer final : public trace_writer {
  public:
-  jsonl_writer(const std::string& path, trace_format f, std::uint32_t bt)
-      : file_(std::make_unique<staged_file>(path)), kvtk_(f == trace_format::kvtk), bt_(bt) {
+  jsonl_writer(const std::string& path, trace_format f, std::uint32_t bt, bool force)
+      : file_(std::make_unique<output_file>(path, force)), kvtk_(f == trace_format::kvtk), bt_(bt) {
     header();
   }
   jsonl_writer(std::ostream& out, trace_format f, std::uint32_t bt)
@@ -144,7 +111,7 @@ class jsonl_writer final : public trace_writer {
       stream_->write(line_.data(), static_cast<std::streamsize>(line_.size()));
     }
   }
-  std::unique_ptr<staged_file> file_;
+  std::unique_ptr<output_file> file_;
   std::ostream* stream_ = nullptr;
   bool kvtk_;
   std::uint32_t bt_;
@@ -153,7 +120,7 @@ class jsonl_writer final : public trace_writer {
 
 class ids_writer final : public trace_writer {
  public:
-  explicit ids_writer(const std::string& path) : file_(path) {}
+  ids_writer(const std::string& path, bool force) : file_(path, force) {}
   void add(const request_record& r) override {
     line_.clear();
     for (auto k : r.keys) {
@@ -165,13 +132,13 @@ class ids_writer final : public trace_writer {
   void finish() override { file_.commit(); }
 
  private:
-  staged_file file_;
+  output_file file_;
   std::string line_;
 };
 
 class oracle_general_writer final : public trace_writer {
  public:
-  explicit oracle_general_writer(const std::string& path) : file_(path) {}
+  oracle_general_writer(const std::string& path, bool force) : file_(path, force) {}
   void add(const request_record& r) override {
     const auto time = static_cast<std::uint32_t>(
         r.arrival_s ? std::min(std::floor(*r.arrival_s), 4294967295.0)
@@ -213,14 +180,14 @@ class oracle_general_writer final : public trace_writer {
     std::uint64_t id;
     std::uint32_t time, size;
   };
-  staged_file file_;
+  output_file file_;
   std::vector<record> records_;
   std::uint64_t requests_ = 0;
 };
 
 class kvtb_file_writer final : public trace_writer {
  public:
-  kvtb_file_writer(const std::string& path, std::uint32_t bt) : w_(path, bt) {}
+  kvtb_file_writer(const std::string& path, std::uint32_t bt, bool force) : w_(path, bt, force) {}
   void add(const request_record& r) override { w_.add(r); }
   void finish() override { w_.finish(); }
 
@@ -239,17 +206,17 @@ std::unique_ptr<trace_writer> trace_writer::to_stream(std::ostream& out, trace_f
 }
 
 std::unique_ptr<trace_writer> trace_writer::open(const std::string& path, trace_format f,
-                                                 std::uint32_t block_tokens) {
+                                                 std::uint32_t block_tokens, bool force) {
   switch (f) {
     case trace_format::mooncake:
     case trace_format::kvtk:
-      return std::make_unique<jsonl_writer>(path, f, block_tokens);
+      return std::make_unique<jsonl_writer>(path, f, block_tokens, force);
     case trace_format::ids:
-      return std::make_unique<ids_writer>(path);
+      return std::make_unique<ids_writer>(path, force);
     case trace_format::oracle_general:
-      return std::make_unique<oracle_general_writer>(path);
+      return std::make_unique<oracle_general_writer>(path, force);
     case trace_format::kvtb:
-      return std::make_unique<kvtb_file_writer>(path, block_tokens);
+      return std::make_unique<kvtb_file_writer>(path, block_tokens, force);
     case trace_format::bailian:
       break;
   }

@@ -13,8 +13,9 @@
 //    token count, next = the record index of the id's next reference, or -1. Computing next needs
 //    the whole key stream: this writer holds the ids (8 bytes each) until finish().
 //  * kvtb: formats/kvtb.hpp.
-// Every writer writes to "<path>.kvtk-partial" and renames it on finish(), so an interrupted or
-// failed write never leaves a truncated file under the requested name.
+// Every writer writes through util/output_file.hpp: "-" is stdout, a device or FIFO is written
+// directly, and a file is written to a unique temporary beside it and renamed on finish(), so an
+// interrupted or failed write never leaves a truncated file under the requested name.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +35,10 @@ class trace_writer {
   /// Throws: std::runtime_error on an I/O error.
   virtual void finish() = 0;
 
-  /// A writer of format f to path. Throws std::runtime_error when it cannot be created.
+  /// A writer of format f to path ("-": stdout). `force`: replace an existing file.
+  /// Throws output_refused / output_error (util/output_file.hpp) when it cannot be created.
   static std::unique_ptr<trace_writer> open(const std::string& path, trace_format f,
-                                            std::uint32_t block_tokens);
+                                            std::uint32_t block_tokens, bool force = false);
   /// A JSONL writer (kvtk or mooncake) to a stream, e.g. stdout; finish() flushes.
   static std::unique_ptr<trace_writer> to_stream(std::ostream& out, trace_format f,
                                                  std::uint32_t block_tokens);

@@ -1,4 +1,5 @@
 #include "move/host_move.hpp"
+#include "util/output_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -76,23 +77,28 @@ file_pool::file_pool(std::string path, std::uint64_t block_bytes, std::uint64_t 
                      bool try_direct)
     : path_(std::move(path)), block_bytes_(block_bytes), blocks_(blocks) {
   if (try_direct && block_bytes % 4096 == 0) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0644);
     direct_ = fd_ >= 0;
+    // tmpfs refuses O_DIRECT with EINVAL after creating the file: remove it before retrying.
+    if (!direct_ && errno == EINVAL) ::unlink(path_.c_str());
     if (!direct_) {
       std::cerr << "kvtk move: O_DIRECT refused for '" << path_ << "' (" << std::strerror(errno)
                 << "); using buffered I/O\n";
     }
   }
-  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error("cannot open '" + path_ + "': " + std::strerror(errno));
+  tracked_ = track_temporary(path_);  // removed on SIGINT/SIGTERM too
   if (::ftruncate(fd_, static_cast<off_t>(block_bytes * blocks)) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd_);
+    untrack_temporary(tracked_);
     throw std::runtime_error("cannot size '" + path_ + "': " + why);
   }
 }
 
 file_pool::~file_pool() {
+  untrack_temporary(tracked_);
   if (fd_ >= 0) ::close(fd_);
 }
 

@@ -57,6 +57,7 @@ class file_pool {
   std::string path_;
   std::uint64_t block_bytes_, blocks_;
   int fd_ = -1;
+  int tracked_ = -1;  // util/output_file.hpp track_temporary
   bool direct_ = false;
 };
 
