@@ -165,3 +165,4 @@ expect(0 "ttft" simulate --trace ${WORK_DIR}/long-output.jsonl --set max_output_
 expect(2 "'time_scale' must be in \\[0, 1e6\\]" simulate --trace ${TRACE} --set time_scale=1e308)
 expect(1 "--sample 1e-300 kept no request of 12031" mrc --trace ${TRACE} --sample 1e-300)
 expect(2 "--max-gib: must be a positive number of GiB" move bench --max-gib -1)
+expect(0 "^kvtk [0-9]+\\.[0-9]+\\.[0-9]+\n$" --version)

@@ -50,3 +50,15 @@ foreach(profile chat agent api)
   expect(0 "" trace gen --profile ${profile} --requests 5000 -o ${WORK_DIR}/${profile}.jsonl --force)
   expect(0 "\"requests\": 5000" trace stats ${WORK_DIR}/${profile}.jsonl --block-tokens 64 --json -)
 endforeach()
+
+# A generated trace reads back in every command with default flags (the kvtk header carries the
+# 64-token block size); --to mooncake warns how to read it.
+expect(0 "" trace gen --requests 1500 -o ${WORK_DIR}/plain.jsonl)
+expect(0 "64-token blocks" replay --trace ${WORK_DIR}/plain.jsonl --capacity 100)
+expect(0 "" mrc --trace ${WORK_DIR}/plain.jsonl --capacity 100,1000)
+expect(0 "\"block_tokens\": 64" trace stats ${WORK_DIR}/plain.jsonl --json -)
+expect(0 "" simulate --trace ${WORK_DIR}/plain.jsonl)
+expect(0 "" move replay --trace ${WORK_DIR}/plain.jsonl --tiers hbm:100:lru,dram:1000:lru)
+expect(0 "" compare --trace ${WORK_DIR}/plain.jsonl --capacity 100)
+expect(0 "read this one with --block-tokens 64"
+       trace gen --requests 10 --to mooncake -o ${WORK_DIR}/plain.mooncake.jsonl)

@@ -36,7 +36,7 @@ constexpr const char* kUsage =
     "  move      real block movement: measure and calibrate copy paths (host backend)\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "\n"
-    "'kvtk <command> --help' describes a command.\n";
+    "'kvtk <command> --help' describes a command; 'kvtk --version' prints the version.\n";
 
 }  // namespace
 
@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string_view cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("kvtk %s\n", KVTK_VERSION);
+    return 0;
+  }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return 0;

@@ -205,8 +205,8 @@ int run_trace_gen(const std::vector<std::string>& args) {
       "tenants", po::value(&g.tenants)->default_value(4),
       "number of tenants (Zipf-weighted; kvtk/kvtb outputs carry them; 0 = none)")(
       "to", po::value(&to),
-      "output format: mooncake (default) | kvtk (adds session and tenant) | kvtb (default for a "
-      ".kvtb name)")("output,o", po::value(&out_path)->required(),
+      "output format: kvtk (default: a header with the block size, sessions and tenants) | kvtb "
+      "(default for a .kvtb name) | mooncake (no block size: read it with --block-tokens)")("output,o", po::value(&out_path)->required(),
                      "output file, or - for stdout");
   po::variables_map vm;
   trace_format f = trace_format::mooncake;
@@ -234,7 +234,9 @@ int run_trace_gen(const std::vector<std::string>& args) {
         if (g.tenants > 1000000) throw usage_error("--tenants: at most 10^6");
         const bool kvtb_name =
             out_path.size() > 5 && out_path.compare(out_path.size() - 5, 5, ".kvtb") == 0;
-        if (!vm.count("to")) to = kvtb_name ? "kvtb" : "mooncake";
+        // kvtk JSONL by default: its header carries the block size, so every command reads
+        // the trace back with default flags (a Mooncake file has no header; readers assume 512).
+        if (!vm.count("to")) to = kvtb_name ? "kvtb" : "kvtk";
         if (to != "mooncake" && to != "kvtk" && to != "kvtb") {
           throw usage_error("--to: '" + to + "' (use mooncake, kvtk or kvtb)");
         }
@@ -242,6 +244,11 @@ int run_trace_gen(const std::vector<std::string>& args) {
       });
       rc >= 0) {
     return rc;
+  }
+  if (f == trace_format::mooncake && g.block_tokens != 512) {
+    std::cerr << "kvtk trace gen: a Mooncake trace has no block size and readers assume 512 "
+                 "tokens; read this one with --block-tokens "
+              << g.block_tokens << "\n";
   }
   try {
     auto w = trace_writer::open(out_path, f, g.block_tokens, force_outputs());

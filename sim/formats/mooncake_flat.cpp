@@ -21,6 +21,9 @@ std::vector<std::uint64_t> parse_mooncake_flat(std::istream& in, const std::stri
       throw trace_error(name, lineno, "empty line (expected a JSON object)");
     }
     if (line[first] != '{') throw trace_error(name, lineno, "expected a JSON object");
+    // A kvtk JSONL header ({"kvtk_trace": 1, "block_tokens": B}) carries no blocks; the request
+    // lines after it read like Mooncake lines (their hash_ids are the prefix keys).
+    if (lineno == 1 && line.find("\"kvtk_trace\"") != std::string_view::npos) continue;
     bool has_ids = false;
     std::string problem;
     const std::string err = jsonl::scan_object(
