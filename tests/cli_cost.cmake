@@ -42,3 +42,19 @@ expect(2 "give either" cost)
 expect(2 "unknown price table 'nope'" replay --trace ${T} --pricing nope)
 file(WRITE ${WORK_DIR}/bad.json "{\"hit\": 2, \"miss\": 1, \"output\": 1}")
 expect(2 "a cache hit costs more than a miss" cost --hit-tokens 1 --miss-tokens 1 --pricing ${WORK_DIR}/bad.json)
+
+# --hit-ratio R with --input-tokens N: the same day-6 bill (342/608 = 0.5625).
+expect(0 "\"bill_usd\": 562100" cost --hit-ratio 0.5625 --input-tokens 608e9 --output-tokens 168e9
+       --pricing deepseek-r1 --json -)
+expect(2 "--hit-tokens: 0.56 is not a whole number of tokens .*--hit-ratio" cost --hit-tokens 0.56 --input-tokens 100)
+expect(2 "--hit-ratio: must be in \\[0, 1\\]" cost --hit-ratio 1.5 --input-tokens 100)
+expect(2 "--hit-ratio goes with --input-tokens alone" cost --hit-ratio 0.5 --hit-tokens 1 --input-tokens 100)
+# A simulate result has a span: --per-day works with it, and GPU-seconds = instance-seconds x GPUs.
+expect(0 "" simulate --trace ${TRACE} --set gpus_per_instance=2 --set local_cache=20000 --json ${WORK_DIR}/sim.json)
+expect(0 "\"days\": 1" cost --from ${WORK_DIR}/sim.json --per-day --model deepseek-v3 --gpu h800 --json -)
+file(READ ${WORK_DIR}/sim.json sim)
+string(JSON inst GET "${sim}" result prefill_instance_s_saved)
+string(JSON gpus GET "${sim}" result prefill_gpu_s_saved)
+if(NOT inst GREATER 0 OR NOT gpus GREATER inst)
+  message(FATAL_ERROR "prefill_gpu_s_saved ${gpus} should be 2 x prefill_instance_s_saved ${inst}")
+endif()

@@ -112,13 +112,15 @@ int run_cost(const std::vector<std::string>& args) {
       "(prefill GPU time and dollars saved; tier rent, wear and transfer time from a tiered\n"
       "replay; the net). Token counts come from flags or from kvtk replay / simulate JSON; a\n"
       "kvtk mrc JSON gives the break-even capacity.\nOptions");
-  double hit = -1, miss = -1, input = -1, output = 0, offpeak = 0, gpu_hour = 2.0, efficiency = 0.5;
+  double hit = -1, hit_ratio = -1, miss = -1, input = -1, output = 0, offpeak = 0, gpu_hour = 2.0, efficiency = 0.5;
   double usd_gb_month = 0;
   std::string pricing, from, model, gpu, json_out;
   opts.add_options()("help,h", "show this help")(
       "pricing", po::value(&pricing)->default_value("deepseek-v3.2"),
       "price table: deepseek-v3, deepseek-r1, deepseek-v3.1, deepseek-v3.2, or a .json file")(
-      "hit-tokens", po::value(&hit), "input tokens served from cache")(
+      "hit-tokens", po::value(&hit), "input tokens served from cache (a whole number)")(
+      "hit-ratio", po::value(&hit_ratio),
+      "share of --input-tokens served from cache, in [0, 1] (instead of --hit-tokens)")(
       "miss-tokens", po::value(&miss), "input tokens computed")(
       "input-tokens", po::value(&input), "all input tokens (instead of --miss-tokens)")(
       "output-tokens", po::value(&output)->default_value(0), "output tokens")(
@@ -138,13 +140,31 @@ int run_cost(const std::vector<std::string>& args) {
   std::vector<std::string> storage;
   if (const int rc = cli::parse_command("cost", opts, args, vm, [&] {
         table = load_price_table(pricing, storage);
-        const bool tokens =
-            vm.count("hit-tokens") || vm.count("miss-tokens") || vm.count("input-tokens");
+        const bool tokens = vm.count("hit-tokens") || vm.count("hit-ratio") ||
+                            vm.count("miss-tokens") || vm.count("input-tokens");
         if (tokens == (vm.count("from") > 0)) {
-          throw usage_error("give either --hit-tokens with --miss-tokens or --input-tokens, or --from");
+          throw usage_error("give either --hit-tokens with --miss-tokens or --input-tokens, "
+                            "--hit-ratio with --input-tokens, or --from");
+        }
+        if (tokens && vm.count("hit-ratio")) {
+          if (vm.count("hit-tokens") || vm.count("miss-tokens") || !vm.count("input-tokens")) {
+            throw usage_error("--hit-ratio goes with --input-tokens alone (not --hit-tokens or "
+                              "--miss-tokens)");
+          }
+          if (!(hit_ratio >= 0 && hit_ratio <= 1)) {
+            throw usage_error("--hit-ratio: must be in [0, 1], got " + std::to_string(hit_ratio));
+          }
+          if (!(input >= 0) || !(input <= 1e18)) {
+            throw usage_error("--input-tokens: token counts must be in [0, 1e18]");
+          }
+          hit = std::round(hit_ratio * input);
         }
         if (tokens) {
-          if (!vm.count("hit-tokens") || vm.count("miss-tokens") == vm.count("input-tokens")) {
+          if (!vm.count("hit-tokens") && !vm.count("hit-ratio")) {
+            throw usage_error("give --hit-tokens (or --hit-ratio) and exactly one of "
+                              "--miss-tokens, --input-tokens");
+          }
+          if (vm.count("miss-tokens") == vm.count("input-tokens")) {
             throw usage_error("give --hit-tokens and exactly one of --miss-tokens, --input-tokens");
           }
           const bool miss_given = vm.count("miss-tokens") > 0;
@@ -159,6 +179,13 @@ int run_cost(const std::vector<std::string>& args) {
               char got[32];
               std::snprintf(got, sizeof got, "%g", v);
               throw usage_error(std::string(option) + ": token counts must be in [0, 1e18], got " + got);
+            }
+            if (std::floor(v) != v) {  // "--hit-tokens 0.56" meant a ratio, not 0.56 tokens
+              char got[32];
+              std::snprintf(got, sizeof got, "%g", v);
+              throw usage_error(std::string(option) + ": " + got +
+                                " is not a whole number of tokens (for a share of the input, "
+                                "give --hit-ratio R with --input-tokens N)");
             }
           }
           if (vm.count("input-tokens")) {
@@ -235,7 +262,12 @@ int run_cost(const std::vector<std::string>& args) {
       }
       const nlohmann::json trace =
           j.contains("trace") ? j["trace"] : nlohmann::json::object();
-      const double span = trace.value("span_s", 0.0);
+      // The time span: a replay or mrc result keeps it under "trace", a simulate result under
+      // "result" (the simulated span, arrivals to the last completion).
+      double span = trace.value("span_s", 0.0);
+      if (!(span > 0) && j.contains("result") && j["result"].is_object()) {
+        span = j["result"].value("span_s", 0.0);
+      }
       const double scale = vm.count("per-day") ? (span > 0 ? 86400.0 / span : 0.0) : 1.0;
       if (vm.count("per-day") && !(span > 0)) {
         throw usage_error("--per-day: '" + from + "' has no time span (trace without times)");

@@ -661,7 +661,9 @@ class cluster {
         {"goodput_requests_per_s", span > 0 ? static_cast<double>(good) / span : 0.0},
         {"gpu_busy_fraction", span > 0 && gpus > 0 ? busy / (span * gpus) : 0.0},
         {"prefill_flops_saved", saved_flops_},
-        {"prefill_gpu_s_saved", saved_flops_ / flops_per_s_},
+        // Instance-seconds x GPUs per instance: the GPU-seconds an operator pays for.
+        {"prefill_instance_s_saved", saved_flops_ / flops_per_s_},
+        {"prefill_gpu_s_saved", saved_flops_ / flops_per_s_ * c_.gpus_per_instance},
         {"bytes", {{"dram_read", static_cast<double>(dram_read_blocks_) * block_bytes_},
                    {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
                    {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
