@@ -48,8 +48,24 @@ endforeach()
 
 # Bad input: a clear message and exit 2 (usage) or 1 (runtime).
 expect(2 "unknown index 'tree'" replay --trace ${T} --index tree)
-expect(2 "unknown policy 'arc' for index radix" replay --trace ${T} --policy arc)
-expect(2 "unknown policy 'slru' for index flat" replay --trace ${T} --index flat --policy slru)
+expect(2 "unknown policy 'arc' \\(known per index: radix: lru" replay --trace ${T} --policy arc)
+expect(2 "unknown policy 'slru' \\(known per index: flat: lru" replay --trace ${T} --index flat --policy slru)
+# Indexes x policies: every valid pair runs (arc is flat-only, sieve is flat-only, lru both).
+expect(0 "radix,lru,1000,.*flat,lru,1000,.*flat,arc,1000," replay --trace ${T} --index radix,flat
+       --policy lru,arc --capacity 1000 --no-opt --csv -)
+execute_process(COMMAND ${KVTK} replay --trace ${T} --index radix,flat --policy lru,arc
+                        --capacity 1000 --no-opt --csv - OUTPUT_VARIABLE pairs)
+if(pairs MATCHES "radix,arc")
+  message(FATAL_ERROR "radix ran arc, which is not one of its leaf orders:\n${pairs}")
+endif()
+# --policy all: every policy of every index.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --index radix,flat --policy all
+                        --capacity 1000 --no-opt --csv - OUTPUT_VARIABLE every RESULT_VARIABLE rc)
+string(REGEX MATCHALL "\n(radix|flat)," rows "${every}")
+list(LENGTH rows n)
+if(rc OR n LESS 15)
+  message(FATAL_ERROR "--policy all ran ${n} jobs:\n${every}")
+endif()
 expect(2 "give --model" replay --trace ${T} --capacity 64GiB)
 expect(2 "unknown model 'gpt-5'" replay --trace ${T} --capacity 64GiB --model gpt-5)
 expect(2 "unknown unit in '10parsecs'" replay --trace ${T} --capacity 10parsecs)

@@ -141,7 +141,8 @@ int run_replay(const std::vector<std::string>& args) {
       "kvtk, 1 flat)")("index", po::value(&indexes)->default_value("radix"),
                        "radix | flat | hashchain (a list)")(
       "policy", po::value(&policies)->default_value("lru"),
-      "policies (a list): radix leaf orders, flat core policies, or vllm for hashchain")(
+      "policies (a list, or all): radix leaf orders, flat core policies, vllm for hashchain; "
+      "each runs with every listed index that knows it")(
       "capacity", po::value(&capacities)->default_value("1000,10000,100000"),
       "capacities (a list): blocks (1000), tokens (3Mtok) or bytes (64GiB, needs --model)")(
       "model", po::value(&model),
@@ -234,17 +235,43 @@ int run_replay(const std::vector<std::string>& args) {
             const auto pol_list = split_list(policies, "--policy");
             if (idx_list.empty()) throw usage_error("--index: empty list");
             if (pol_list.empty()) throw usage_error("--policy: empty list");
+            // Every valid index x policy pair runs: "all" is each index's whole list, and a
+            // policy only some of the indexes know runs with those. Only a name that no listed
+            // index knows is an error.
             for (const auto& i : idx_list) {
               if (i != "radix" && i != "flat" && i != "hashchain") {
                 throw usage_error("--index: unknown index '" + i +
                                   "' (known: radix flat hashchain)");
               }
-              for (const auto& p :
-                   (i == "hashchain" ? std::vector<std::string>{"vllm"} : pol_list)) {
-                if (!known_for(i, p)) {
-                  throw usage_error("--policy: unknown policy '" + p + "' for index " + i +
-                                    " (known:" + known_list(i) + ")");
+            }
+            const bool all = pol_list.size() == 1 && pol_list[0] == "all";
+            for (const auto& p : pol_list) {
+              if (all) break;
+              bool anywhere = false;
+              for (const auto& i : idx_list) anywhere |= i == "hashchain" || known_for(i, p);
+              if (!anywhere) {
+                std::string known;
+                for (const auto& i : idx_list) known += " " + i + ":" + known_list(i) + ";";
+                throw usage_error("--policy: unknown policy '" + p + "' (known per index:" +
+                                  known + " or all)");
+              }
+            }
+            for (const auto& i : idx_list) {
+              std::vector<std::string> names;
+              if (i == "hashchain") {
+                names = {"vllm"};  // the hash-chain index is vLLM's block pool: one policy
+              } else if (all) {
+                if (i == "flat") {
+                  for (auto n : policy_names) names.emplace_back(n);
+                } else {
+                  for (auto n : leaf_policy_names) names.emplace_back(n);
                 }
+              } else {
+                for (const auto& p : pol_list) {
+                  if (known_for(i, p)) names.push_back(p);
+                }
+              }
+              for (const auto& p : names) {
                 for (auto c : caps) jobs.push_back({i, p, c});
               }
             }
