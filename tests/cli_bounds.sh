@@ -77,7 +77,7 @@ line '{"timestamp":-5,"input_length":600,"hash_ids":[1,2]}' neg_time.jsonl
 expect range 1 "neg_time.jsonl:2: " replay --trace neg_time.jsonl --format mooncake --capacity 10
 expect range 2 "time_scale" simulate --trace $two --set time_scale=1e308
 expect range 2 "time_scale" simulate --trace $two --set time_scale=nan
-expect range 1 "--sample 1e-300 kept no request" mrc --trace $two --sample 1e-300
+expect range 1 "--sample 1e-300 kept 0 of 2 block references" mrc --trace $two --sample 1e-300
 expect range 2 "--sample" mrc --trace $two --sample 2
 expect range 2 "tokens" cost --input-tokens 1e308 --hit-tokens 1 --pricing deepseek-v3
 expect range 2 "--max-gib" move bench --max-gib -1

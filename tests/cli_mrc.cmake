@@ -11,7 +11,34 @@ expect(0 "--sample" mrc --help)
 expect(0 "10000,0\\.211165,0\\.215306,0\\.366412,"
        mrc --trace ${T} --partial-block cache --capacity 10000 --opt --csv -)
 expect(0 "\"saturation_blocks\"" mrc --trace ${T} --points 5 --json -)
-expect(0 "\"depth\": 1" mrc --trace ${T} --sample 0.1 --json -)
+expect(0 "\"unit\": \"block keys\"" mrc --trace ${T} --sample 0.1 --json -)
+# The sampled curve of a generated trace (the case that used to print 0.0000 everywhere) stays
+# within 0.03 of the exact one at 10 % and reports its error estimate.
+expect(0 "" trace gen --requests 20000 -o ${WORK_DIR}/gen.jsonl)
+execute_process(COMMAND ${KVTK} mrc --trace ${WORK_DIR}/gen.jsonl --capacity 600,5000,40000 --csv -
+                OUTPUT_VARIABLE exact_csv)
+execute_process(COMMAND ${KVTK} mrc --trace ${WORK_DIR}/gen.jsonl --capacity 600,5000,40000
+                        --sample 0.1 --json - OUTPUT_VARIABLE sampled_json)
+string(REGEX MATCHALL "\n[0-9]+,[0-9.]+,([0-9.]+)" rows "${exact_csv}")
+set(i 0)
+foreach(row ${rows})
+  string(REGEX REPLACE ".*,([0-9.]+)$" "\\1" exact "${row}")
+  string(JSON got GET "${sampled_json}" curve ${i} token_hit_ratio)
+  string(JSON err GET "${sampled_json}" curve ${i} token_hit_ratio_error)
+  math(EXPR i "${i} + 1")
+  if(exact LESS 0.05)
+    message(FATAL_ERROR "exact token hit ratio ${exact} at point ${i}: expected a real curve")
+  endif()
+  # |got - exact| < 0.03 without floating-point math in CMake: compare both bounds.
+  execute_process(COMMAND awk "BEGIN{d=${got}-${exact}; exit !(d < 0.03 && d > -0.03)}"
+                  RESULT_VARIABLE far)
+  if(far)
+    message(FATAL_ERROR "sampled ${got} vs exact ${exact} at point ${i} (estimate ${err})")
+  endif()
+endforeach()
+if(NOT i EQUAL 3)
+  message(FATAL_ERROR "expected 3 curve points:\n${exact_csv}")
+endif()
 expect(2 "--sample: must be in" mrc --trace ${T} --sample 0)
 expect(2 "--points: must be in" mrc --trace ${T} --points 1)
 expect(2 "--format: unknown format 'csv'" mrc --trace ${T} --format csv)

@@ -75,39 +75,75 @@ int run_mrc(const std::vector<std::string>& args) {
     std::cerr << "kvtk mrc: " << e.what() << "\n";
     return 2;
   }
-  const prefix_mrc exact = exact_prefix_lru_mrc(t, pb);
+  // The exact curve, or the sample's: not both (a sample is asked for to save the exact pass).
+  prefix_mrc exact;
+  sampled_prefix_mrc sampled;
+  std::uint64_t block_refs = 0, token_refs = 0, saturation = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    block_refs += t.cacheable(r, pb).size();
+    token_refs += t.input_tokens(r);
+  }
+  if (sample < 1.0) {
+    sampled = sampled_prefix_lru_mrc(t, sample, pb, true);
+    // A handful of sampled references gives a curve that looks like a result and is noise.
+    constexpr std::uint64_t min_sampled = 1000;
+    if (sampled.sample.block_refs < min_sampled) {
+      std::cerr << "kvtk mrc: --sample " << sample << " kept " << sampled.sample.block_refs
+                << " of " << block_refs << " block references (fewer than " << min_sampled
+                << ", too few for a curve); raise the rate (or use the exact curve, the default)\n";
+      return 1;
+    }
+    saturation = static_cast<std::uint64_t>(
+        std::ceil(static_cast<double>(sampled.sample.saturation()) / sample));
+  } else {
+    exact = exact_prefix_lru_mrc(t, pb);
+    saturation = exact.saturation();
+  }
   if (caps.empty()) {
-    const double top = static_cast<double>(std::max<std::uint64_t>(exact.saturation(), 2));
+    const double top = static_cast<double>(std::max<std::uint64_t>(saturation, 2));
     for (std::uint32_t i = 0; i < points; ++i) {
       caps.insert(static_cast<std::uint64_t>(
           std::llround(std::pow(top, static_cast<double>(i) / (points - 1)))));
-    }
-  }
-  sampled_prefix_mrc sampled;
-  if (sample < 1.0) {
-    sampled = sampled_prefix_lru_mrc(t, sample, pb);
-    if (sampled.sampled_requests == 0) {  // an all-zero curve would look like a result
-      std::cerr << "kvtk mrc: --sample " << sample << " kept no request of " << t.requests()
-                << "; raise the rate (or use the exact curve, the default)\n";
-      return 1;
     }
   }
 
   nlohmann::json out;
   out["trace"] = {{"path", trace},
                   {"format", format},
-                  {"requests", exact.requests},
-                  {"block_refs", exact.block_refs},
-                  {"token_refs", exact.token_refs},
+                  {"requests", t.requests()},
+                  {"block_refs", block_refs},
+                  {"token_refs", token_refs},
                   {"block_tokens", t.block_tokens},
                   {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
                   {"skipped_lines", skipped.skipped_lines},
-                  {"saturation_blocks", exact.saturation()},
+                  {"saturation_blocks", saturation},
                   {"span_s", t.arrival_s.size() > 1 ? t.arrival_s.back() - t.arrival_s.front()
                                                     : 0.0}};
-  if (sample < 1.0)
+  double worst_error = 0;
+  std::uint64_t worst_at = 0;
+  if (sample < 1.0) {
+    for (std::uint64_t c : caps) {
+      if (sampled.error_estimate(c) > worst_error) {
+        worst_error = sampled.error_estimate(c);
+        worst_at = c;
+      }
+    }
     out["sample"] = {
-        {"rate", sample}, {"depth", sampled.depth}, {"requests", sampled.sampled_requests}};
+        {"rate", sample},
+        {"unit", "block keys"},
+        {"block_refs", sampled.sample.block_refs},
+        {"block_refs_fraction", static_cast<double>(sampled.sample.block_refs) /
+                                    static_cast<double>(std::max<std::uint64_t>(block_refs, 1))},
+        {"max_error_estimate", worst_error},
+        {"error_note",
+         "token_hit_ratio_error = |h1 - h2| / 2 of two half-samples: about one standard error"}};
+    if (worst_error > 0.05) {
+      std::cerr << "kvtk mrc: the sampled curve's estimated error reaches " << worst_error
+                << " (token hit ratio) at " << worst_at << " blocks with "
+                << sampled.sample.block_refs << " sampled block references; raise --sample for a "
+                   "tighter curve\n";
+    }
+  }
   out["curve"] = nlohmann::json::array();
   std::ostringstream csv;
   csv << "capacity_blocks,block_hit_ratio,token_hit_ratio,opt_block_hit_ratio,opt_token_hit_"
@@ -119,6 +155,7 @@ int run_mrc(const std::vector<std::string>& args) {
     const double b = sample < 1.0 ? sampled.block_hit_ratio(c) : exact.block_hit_ratio(c);
     const double tk = sample < 1.0 ? sampled.token_hit_ratio(c) : exact.token_hit_ratio(c);
     nlohmann::json row = {{"capacity_blocks", c}, {"block_hit_ratio", b}, {"token_hit_ratio", tk}};
+    if (sample < 1.0) row["token_hit_ratio_error"] = sampled.error_estimate(c);
     std::string opt_b, opt_t;
     if (vm.count("opt")) {
       const prefix_counts o = replay_optimum(t, allocation_capacity(c, t.keys.size()), pb, next);

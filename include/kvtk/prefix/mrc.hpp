@@ -8,17 +8,16 @@
 // holding a 1 at each key's latest reference: O(log n) per reference, and the whole curve — every
 // capacity — in one pass.
 //
-// Sampled curve (SHARDS-style, Waldspurger et al., FAST'15, adapted to prefixes): keep a request
-// iff hash(its block at depth `sample_depth`) falls under the rate, so whole prefix subtrees are
-// sampled together (sampling single blocks would break prefixes apart); compute the exact curve of
-// the sample and read capacity C at C * rate.
+// Sampled curve (SHARDS-style, Waldspurger et al., FAST'15): keep a block key iff its hash falls
+// under the rate, measure the depths of kept keys among kept keys only, and read capacity C at
+// C * rate; two half-samples give an error estimate (see sampled_prefix_lru_mrc).
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -85,14 +84,20 @@ class fenwick {
 };
 }  // namespace detail_mrc
 
-/// Exact prefix-LRU curve of trace t (requests with include[r] == false are skipped when given).
-/// Complexity: O(refs · log refs) time, O(refs) memory.  Throws: std::bad_alloc.
-template <class Trace = prefix_trace>
-prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block::skip,
-                                const std::vector<bool>* include = nullptr) {
+namespace detail_mrc {
+/// The prefix-LRU depth histogram of the block references whose key passes keep(key); the
+/// others are invisible (neither measured nor moved to the top). With every key kept this is the
+/// exact curve and token_refs counts every input token; otherwise token_refs counts the tokens of
+/// the kept blocks (the sampled curve's denominator).
+template <class Trace, class Keep>
+prefix_mrc lru_depths(const Trace& t, partial_block p, Keep&& keep, bool all_kept) {
   std::uint64_t refs = 0;
   for (std::size_t r = 0; r < t.requests(); ++r) {
-    if (!include || (*include)[r]) refs += t.cacheable(r, p).size();
+    if (all_kept) {
+      refs += t.cacheable(r, p).size();
+    } else {
+      for (block_key k : t.cacheable(r, p)) refs += keep(k) ? 1 : 0;
+    }
   }
   std::uint64_t requests = 0, block_refs = 0, token_refs = 0;
   // Distinct keys get dense ids; seen[id] = {key, time (1-based) of its latest reference}.
@@ -115,17 +120,27 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
   std::uint64_t now = 0;
   constexpr std::uint64_t infinite = ~std::uint64_t{0};
   for (std::size_t r = 0; r < t.requests(); ++r) {
-    if (include && !(*include)[r]) continue;
     const auto blocks = t.cacheable(r, p);
     const std::uint64_t L = t.input_tokens(r);
+    const std::uint64_t bt = t.block_tokens_of(r);
     ++requests;
-    block_refs += blocks.size();
-    token_refs += L;
+    if (all_kept) {
+      block_refs += blocks.size();
+      token_refs += L;
+    }
     // Depths before the request updates anything.
     for (block_key k : blocks) ids.prefetch(k);
     depth.assign(blocks.size(), infinite);
     std::uint64_t run = 0;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (!all_kept && !keep(blocks[i])) {
+        depth[i] = run;  // not measured: the request's running maximum so far
+        continue;
+      }
+      if (!all_kept) {
+        ++block_refs;
+        token_refs += std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
+      }
       const std::uint32_t id = ids.find(blocks[i]);
       std::uint64_t d = infinite;
       if (id != ids.npos) d = static_cast<std::uint64_t>(marks.suffix(seen[id].last, now));
@@ -134,17 +149,18 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
     }
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       if (depth[i] == infinite) break;
+      if (!all_kept && !keep(blocks[i])) continue;
       if (depth[i] >= hist_blocks.size()) {
         hist_blocks.resize(depth[i] + 1, 0);
         hist_tokens.resize(depth[i] + 1, 0);
       }
       ++hist_blocks[depth[i]];
-      const std::uint64_t bt = t.block_tokens_of(r);
       hist_tokens[depth[i]] +=
           std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
     }
     // Then the LRU updates, forward.
     for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (!all_kept && !keep(blocks[i])) continue;
       ++now;
       std::uint32_t id = ids.find(blocks[i]);
       if (id == ids.npos) {
@@ -168,68 +184,126 @@ prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block:
   out.token_refs = token_refs;
   return out;
 }
+}  // namespace detail_mrc
+
+/// Exact prefix-LRU curve of trace t.
+/// Complexity: O(refs · log refs) time, O(refs) memory.  Throws: std::bad_alloc.
+template <class Trace = prefix_trace>
+prefix_mrc exact_prefix_lru_mrc(const Trace& t, partial_block p = partial_block::skip) {
+  return detail_mrc::lru_depths(t, p, [](block_key) { return true; }, true);
+}
 
 /// A sampled prefix-LRU curve and its scale.
 struct sampled_prefix_mrc {
-  prefix_mrc sample;
-  double rate = 1.0;
-  std::uint32_t depth = 0;  ///< the block depth requests were sampled by
-  std::size_t sampled_requests = 0;
-  /// Estimated block hit ratio of the full trace at capacity c.
+  prefix_mrc sample;         ///< depths in sample units; refs = the sampled block references
+  double rate = 1.0;         ///< the share of block keys kept
+  double token_scale = 1.0;  ///< the trace's cacheable tokens / its input tokens
+  prefix_mrc halves[2];      ///< the two half-samples (one more hash bit), when asked for
+  bool has_halves = false;
+
+  /// Estimated block hit ratio of the full trace at capacity c.  Complexity: O(1).
   [[nodiscard]] double block_hit_ratio(std::uint64_t c) const noexcept {
-    return sample.block_hit_ratio(static_cast<std::uint64_t>(static_cast<double>(c) * rate + 0.5));
+    return sample.block_hit_ratio(scaled(c, rate));
   }
+  /// Estimated token hit ratio (hit tokens / input tokens) at capacity c.
   [[nodiscard]] double token_hit_ratio(std::uint64_t c) const noexcept {
-    return sample.token_hit_ratio(static_cast<std::uint64_t>(static_cast<double>(c) * rate + 0.5));
+    return sample.token_hit_ratio(scaled(c, rate)) * token_scale;
+  }
+  /// The sampling error of token_hit_ratio(c), from the two half-samples (each a sample at
+  /// rate / 2): |h1 - h2| / 2 estimates one standard error of the full sample's estimate.
+  /// 0 without half-samples.  Complexity: O(1).
+  [[nodiscard]] double error_estimate(std::uint64_t c) const noexcept {
+    if (!has_halves) return 0;
+    const double a = halves[0].token_hit_ratio(scaled(c, rate / 2)) * token_scale;
+    const double b = halves[1].token_hit_ratio(scaled(c, rate / 2)) * token_scale;
+    return (a > b ? a - b : b - a) / 2;
+  }
+
+ private:
+  static std::uint64_t scaled(std::uint64_t c, double r) noexcept {
+    return static_cast<std::uint64_t>(static_cast<double>(c) * r + 0.5);
   }
 };
 
-/// Sample by the shallowest depth with enough distinct subtrees (see sampled_prefix_lru_mrc).
-inline constexpr std::uint32_t auto_sample_depth = ~std::uint32_t{0};
+namespace detail_mrc {
+/// SHARDS-adj (Waldspurger et al., FAST'15, section 3.3): a hot key in or out of the sample moves
+/// the sampled reference count away from rate x references, and its references are mostly
+/// short-distance hits. The difference between the expected and the actual count is added to the
+/// smallest depth (removed from the smallest depths when negative), and the expected counts
+/// become the denominators.
+inline prefix_mrc shards_adjusted(const prefix_mrc& m, double expected_refs,
+                                  double expected_tokens) {
+  const double d_blocks = expected_refs - static_cast<double>(m.block_refs);
+  const double d_tokens = expected_tokens - static_cast<double>(m.token_refs);
+  const std::uint64_t top = m.saturation() + 1;
+  std::vector<std::uint64_t> blocks(top + 1, 0), tokens(top + 1, 0);
+  auto clamp = [](double v, double hi) {
+    return static_cast<std::uint64_t>(std::llround(std::min(std::max(v, 0.0), hi)));
+  };
+  for (std::uint64_t c = 1; c <= top; ++c) {
+    blocks[c] = clamp(static_cast<double>(m.block_hits(c)) + d_blocks, expected_refs);
+    tokens[c] = clamp(static_cast<double>(m.token_hits(c)) + d_tokens, expected_tokens);
+  }
+  prefix_mrc out(std::move(blocks), std::move(tokens));
+  out.requests = m.requests;
+  out.block_refs = static_cast<std::uint64_t>(std::llround(expected_refs));
+  out.token_refs = static_cast<std::uint64_t>(std::llround(expected_tokens));
+  return out;
+}
+}  // namespace detail_mrc
 
-/// SHARDS-style sampled curve: request r is kept iff mix64(its block at depth d, or its last block
-/// if shorter) mod 2^24 < rate * 2^24, so requests sharing their first d+1 blocks are kept or
-/// dropped together. With auto_sample_depth (the default), d is the shallowest depth (0..7) at
-/// which the trace has at least min(requests / 10, 20 / rate) distinct blocks: sampling by a block
-/// every request shares (Mooncake's conversation trace starts every request with block 0) would
-/// keep all or nothing. Requires: 0 < rate <= 1.  Complexity: one exact curve of the sample plus
-/// an O(requests) pre-pass.
+/// SHARDS-style sampled curve (Waldspurger et al., FAST'15) over block keys: a key is kept iff
+/// mix64(key) mod 2^24 < rate * 2^24, every reference to a kept key is measured (its depth
+/// counted among kept keys only) and every other reference is invisible; capacity C reads the
+/// sample's histogram at C * rate. Because the decision belongs to the key, a block shared by
+/// many requests (a system prompt) is in or out for its whole life, as SHARDS requires; sampling
+/// whole requests instead thins a shared block's references and inflates its depth by 1 / rate.
+/// The prefix rule is kept on the probes: a kept block's depth is the running maximum over the
+/// kept blocks before it in its request (chained prefix keys make an earlier block at least as
+/// recent as a later one, so the unseen blocks rarely raise it).
+/// The histogram is SHARDS-adjusted (detail_mrc::shards_adjusted) for the hot shared blocks.
+/// `half_curves`: also compute the curves of the two halves of the sample (split by one more hash
+/// bit) for error_estimate. Requires: 0 < rate <= 1.  Complexity: one pass over the trace with
+/// O(log sampled refs) per sampled reference (three with half_curves).  Throws: std::bad_alloc.
 template <class Trace = prefix_trace>
 sampled_prefix_mrc sampled_prefix_lru_mrc(const Trace& t, double rate,
                                           partial_block p = partial_block::skip,
-                                          std::uint32_t sample_depth = auto_sample_depth) {
+                                          bool half_curves = false) {
   if (!(rate > 0.0 && rate <= 1.0)) {
     throw std::invalid_argument("sampled_prefix_lru_mrc: rate must be in (0, 1]");
   }
-  auto key_at = [&](std::size_t r, std::uint32_t d) {
-    const auto b = t.cacheable(r, p);
-    return b[std::min<std::size_t>(d, b.size() - 1)];
-  };
-  if (sample_depth == auto_sample_depth) {
-    const double want = std::min(static_cast<double>(t.requests()) / 10.0, 20.0 / rate);
-    sample_depth = 7;
-    for (std::uint32_t d = 0; d < 7; ++d) {
-      std::unordered_set<block_key> distinct;
-      for (std::size_t r = 0; r < t.requests(); ++r) {
-        if (!t.cacheable(r, p).empty()) distinct.insert(key_at(r, d));
-      }
-      if (static_cast<double>(distinct.size()) >= want) {
-        sample_depth = d;
-        break;
-      }
-    }
-  }
   const auto threshold = static_cast<std::uint64_t>(rate * static_cast<double>(1u << 24));
-  std::vector<bool> include(t.requests(), false);
+  auto kept = [threshold](block_key k) { return (detail::mix64(k) & ((1u << 24) - 1)) < threshold; };
   sampled_prefix_mrc out;
   out.rate = rate;
-  out.depth = sample_depth;
+  std::uint64_t cacheable_tokens = 0, input_tokens = 0;
   for (std::size_t r = 0; r < t.requests(); ++r) {
-    if (t.cacheable(r, p).empty()) continue;
-    include[r] = (detail::mix64(key_at(r, sample_depth)) & ((1u << 24) - 1)) < threshold;
-    out.sampled_requests += include[r];
+    const std::uint64_t L = t.input_tokens(r), n = t.cacheable(r, p).size();
+    cacheable_tokens += std::min<std::uint64_t>(n * t.block_tokens_of(r), L);
+    input_tokens += L;
   }
-  out.sample = exact_prefix_lru_mrc(t, p, &include);
+  out.token_scale = input_tokens ? static_cast<double>(cacheable_tokens) /
+                                       static_cast<double>(input_tokens)
+                                 : 1.0;
+  std::uint64_t all_refs = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) all_refs += t.cacheable(r, p).size();
+  const double expected_refs = static_cast<double>(all_refs) * rate;
+  const double expected_tokens = static_cast<double>(cacheable_tokens) * rate;
+  out.sample = detail_mrc::shards_adjusted(detail_mrc::lru_depths(t, p, kept, false),
+                                           expected_refs, expected_tokens);
+  if (half_curves) {
+    for (int h = 0; h < 2; ++h) {
+      out.halves[h] = detail_mrc::shards_adjusted(
+          detail_mrc::lru_depths(
+              t, p,
+              [&](block_key k) {
+                return kept(k) && static_cast<int>((detail::mix64(k) >> 24) & 1) == h;
+              },
+              false),
+          expected_refs / 2, expected_tokens / 2);
+    }
+    out.has_halves = true;
+  }
   return out;
 }
 
