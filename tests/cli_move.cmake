@@ -14,7 +14,8 @@ expect(2 "unknown subcommand 'shuffle'" move shuffle)
 # Real movement of every decision: the hit counts are kvtk replay's (exclusive LRU over LRU at
 # 2,500 + 7,500 blocks = one LRU of 10,000: 60,921), and every arrival verifies.
 expect(0 "\"block_hits\": 60921.*\"integrity_failures\": 0.*\"verified\": true"
-       move replay --trace ${TRACE} --tiers hbm:2500:lru,dram:7500:lru --block-bytes 1KiB --json -)
+       move replay --trace ${TRACE} --tiers hbm:2500:lru,dram:7500:lru --block-bytes 1KiB
+       --partial-block cache --json -)
 expect(0 "\"integrity_failures\": 0.*\"verified\": true" move replay --trace ${TRACE}
        --tiers hbm:1000:lru,dram:4000:arc,ssd:20000:s3fifo --inclusive --write-policy write-through
        --block-bytes 1KiB --json -)
@@ -23,7 +24,7 @@ expect(2 "limit 8 GiB" move replay --trace ${TRACE} --tiers hbm:1000000:lru --bl
 # LRU of 10,000 (60,921 hits), every arrival and every resident block verifies.
 expect(0 "\"at_rest_corrupted\": 0.*\"block_hits\": 60921.*\"integrity_failures\": 0.*\"storage\": \"file\".*\"verified\": true"
        move replay --trace ${TRACE} --tiers hbm:2500:lru,dram:2500:lru,ssd:5000:lru --block-bytes 1KiB
-       --dir ${WORK_DIR} --json -)
+       --partial-block cache --dir ${WORK_DIR} --json -)
 expect(2 "--dir: '/nonexistent/kvtk' is not a directory" move replay --trace ${TRACE}
        --tiers hbm:10:lru,ssd:10:lru --dir /nonexistent/kvtk)
 expect(2 "--backend cuda: the device executor is its own program, cuda/kv_move_replay" move replay --trace ${TRACE}

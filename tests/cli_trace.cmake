@@ -62,3 +62,28 @@ expect(0 "" move replay --trace ${WORK_DIR}/plain.jsonl --tiers hbm:100:lru,dram
 expect(0 "" compare --trace ${WORK_DIR}/plain.jsonl --capacity 100)
 expect(0 "read this one with --block-tokens 64"
        trace gen --requests 10 --to mooncake -o ${WORK_DIR}/plain.mooncake.jsonl)
+
+# One partial-block rule: with default flags every command counts the same block references
+# (only full blocks) and records the rule it used.
+set(T2 ${TRACE})
+execute_process(COMMAND ${KVTK} replay --trace ${T2} --capacity 100 --no-opt --json - OUTPUT_VARIABLE a)
+execute_process(COMMAND ${KVTK} mrc --trace ${T2} --capacity 100 --json - OUTPUT_VARIABLE b)
+execute_process(COMMAND ${KVTK} trace stats ${T2} --json - OUTPUT_VARIABLE c)
+execute_process(COMMAND ${KVTK} simulate --trace ${T2} --json - OUTPUT_VARIABLE d)
+execute_process(COMMAND ${KVTK} move replay --trace ${T2} --tiers hbm:100:lru --block-bytes 1KiB
+                        --json - OUTPUT_VARIABLE e)
+string(JSON ra GET "${a}" trace block_refs)
+string(JSON rb GET "${b}" trace block_refs)
+string(JSON rc GET "${c}" block_refs)
+string(JSON rd GET "${d}" result block_refs)
+string(JSON re GET "${e}" block_refs)
+string(JSON pa GET "${a}" trace partial_block)
+string(JSON pb GET "${b}" trace partial_block)
+string(JSON pc GET "${c}" trace partial_block)
+string(JSON pd GET "${d}" trace partial_block)
+string(JSON pe GET "${e}" partial_block)
+if(NOT "${ra};${rb};${rc};${rd};${re}" STREQUAL "${ra};${ra};${ra};${ra};${ra}"
+   OR NOT "${pa};${pb};${pc};${pd};${pe}" STREQUAL "skip;skip;skip;skip;skip")
+  message(FATAL_ERROR "block refs by command: replay ${ra}, mrc ${rb}, stats ${rc}, simulate ${rd}, "
+                      "move replay ${re}; rules ${pa} ${pb} ${pc} ${pd} ${pe}")
+endif()

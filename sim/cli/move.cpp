@@ -87,7 +87,8 @@ int run_move_replay(const std::vector<std::string>& args) {
       "admission", po::value(&flags.admission)->default_value("always"), "lower-tier admission")(
       "block-bytes", po::value(&bytes_text)->default_value("4KiB"),
       "bytes per moved block (pools hold capacity x this)")(
-      "partial-block", po::value(&partial)->default_value("cache"), "skip | cache")(
+      "partial-block", po::value(&partial)->default_value("skip"),
+      "skip (only full blocks are cached: every command's default) | cache")(
       "backend", po::value(&backend)->default_value("host"),
       "host (hbm and dram tiers in DRAM, ssd/nvme/file tiers in files); for device memory use "
       "cuda/kv_move_replay")(
@@ -101,7 +102,7 @@ int run_move_replay(const std::vector<std::string>& args) {
   nlohmann::json cal_report;
   kvtk::tier::hierarchy_config cfg;
   std::uint64_t bb = 0;
-  kvtk::prefix::partial_block pb = kvtk::prefix::partial_block::cache;
+  kvtk::prefix::partial_block pb = kvtk::prefix::partial_block::skip;
   if (const int rc = cli::parse_command("move replay", opts, args, vm, [&] {
         cli::check_request_format(format);
         cli::resolve_trace(trace, format, block_tokens);
@@ -170,6 +171,7 @@ int run_move_replay(const std::vector<std::string>& args) {
     std::cerr << "kvtk move replay: " << e.what() << "\n";
     return 1;
   }
+  res["partial_block"] = pb == kvtk::prefix::partial_block::cache ? "cache" : "skip";
   if (!cal_report.is_null()) res["calibration"] = cal_report;
   try {
     if (vm.count("json")) {

@@ -425,7 +425,8 @@ int run_simulate(const std::vector<std::string>& args) {
          r["output_tokens"].get<double>()},
         0.0);
   }
-  nlohmann::json out = {{"trace", {{"path", trace}, {"format", format}, {"block_tokens", block_tokens}}},
+  nlohmann::json out = {{"trace", {{"path", trace}, {"format", format}, {"block_tokens", block_tokens},
+                                    {"partial_block", cfg.cache_partial_block ? "cache" : "skip"}}},
                         {"config", j},
                         {"result", res.summary}};
   if (!cfg.host_link_calibration.is_null()) out["host_link_calibration"] = cfg.host_link_calibration;

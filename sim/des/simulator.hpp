@@ -112,7 +112,8 @@ struct cluster_config {
   double tbt_slo_s = 0;                  ///< goodput: mean time between tokens limit (0 = none)
   bool reject_over_slo = false;          ///< reject a request whose predicted TTFT exceeds ttft_slo
   std::uint64_t seed = 1;
-  bool cache_partial_block = true;       ///< cache the partial last block (Mooncake counting)
+  bool cache_partial_block = false;      ///< cache the partial last block (Mooncake's counting)
+                                         ///< or, the default of every command, only full blocks
   nlohmann::json host_link_calibration;  ///< what a calibration file set (reports only)
   sparse_config sparse;                  ///< sparse-attention decode; disabled by default
 };
