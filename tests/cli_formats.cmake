@@ -21,7 +21,7 @@ foreach(f small.ids small.oracleGeneral.bin)
          --policy lru --capacity 300 --csv - --no-opt)
 endforeach()
 # ... and agree with `kvtk compare` on the same ids (the flat-trace command): 199 hits.
-expect(0 "lru +300 +5338 " compare --trace ${D}/small.ids --policy lru --capacity 300)
+expect(0 "lru +300 +199 " compare --trace ${D}/small.ids --policy lru --capacity 300)
 
 # Auto-detection names the format.
 foreach(pair "small.mooncake.jsonl;mooncake" "small.bailian.jsonl;bailian" "small.kvtk.jsonl;kvtk"

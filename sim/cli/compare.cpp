@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <iostream>
 #include <kvtk/kvtk.hpp>
@@ -40,9 +41,9 @@ int run_compare(const std::vector<std::string>& args) {
       "of\n"
       "a Mooncake JSONL trace, every line of an ids file, every oracleGeneral record) through "
       "each\n"
-      "eviction policy at each capacity and print miss ratios.\n"
+      "eviction policy at each capacity and print hit (and miss) ratios.\n"
       "Options");
-  std::string trace, format, policies, capacities;
+  std::string trace, format, policies, capacities, csv_out, json_out;
   opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
                                                  "flat trace file")(
       "format", po::value(&format)->default_value("auto"),
@@ -50,51 +51,47 @@ int run_compare(const std::vector<std::string>& args) {
       "policy", po::value(&policies)->default_value("all"),
       "comma-separated policy names, or 'all'")(
       "capacity", po::value(&capacities)->default_value("1000,5859,10000"),
-      "comma-separated capacities in blocks")("csv", "print CSV instead of a table");
+      "comma-separated capacities in blocks")(
+      "csv", po::value(&csv_out), "write CSV to a file, or - for stdout")(
+      "json", po::value(&json_out), "write JSON to a file, or - for stdout");
   po::variables_map vm;
   std::vector<std::string> names;
   std::vector<std::uint64_t> caps;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\nPolicies:";
-      for (auto n : policy_names) std::cout << ' ' << n;
-      std::cout << "\n";
-      return 0;
-    }
-    po::notify(vm);
-    if (policies == "all") {
-      names.assign(policy_names.begin(), policy_names.end());
-    } else {
-      names = split_list(policies, "--policy");
-      for (const auto& n : names) {
-        if (!is_policy_name(n)) {
-          try {
-            visit_policy(n, []<class P>() {});
-          } catch (const unknown_policy& e) {
-            throw usage_error(std::string("--policy: ") + e.what());
+  if (const int rc = cli::parse_command("compare", opts, args, vm, [&] {
+        if (policies == "all") {
+          names.assign(policy_names.begin(), policy_names.end());
+        } else {
+          names = split_list(policies, "--policy");
+          for (const auto& n : names) {
+            if (!is_policy_name(n)) {
+              try {
+                visit_policy(n, []<class P>() {});
+              } catch (const unknown_policy& e) {
+                throw usage_error(std::string("--policy: ") + e.what());
+              }
+            }
           }
         }
-      }
+        for (const auto& c : split_list(capacities, "--capacity")) caps.push_back(parse_blocks(c));
+        if (names.empty()) throw usage_error("--policy: empty list");
+        if (caps.empty()) throw usage_error("--capacity: empty list");
+        if (format != "auto" && format != "mooncake" && format != "ids" &&
+            format != "oracle-general") {
+          throw usage_error("--format: '" + format +
+                            "' (supported: mooncake, ids, oracle-general, auto)");
+        }
+      });
+      rc >= 0) {
+    if (rc == 0) {
+      std::cout << "\nPolicies:";
+      for (auto n : policy_names) std::cout << ' ' << n;
+      std::cout << "\n";
     }
-    for (const auto& c : split_list(capacities, "--capacity")) caps.push_back(parse_blocks(c));
-    if (names.empty()) throw usage_error("--policy: empty list");
-    if (caps.empty()) throw usage_error("--capacity: empty list");
-  } catch (const po::error& e) {
-    std::cerr << "kvtk compare: " << e.what() << "\n(try 'kvtk compare --help')\n";
-    return 2;
-  } catch (const usage_error& e) {
-    std::cerr << "kvtk compare: " << e.what() << "\n";
-    return 2;
+    return rc;
   }
 
   std::vector<std::uint64_t> keys;
   try {
-    if (format != "auto" && format != "mooncake" && format != "ids" && format != "oracle-general") {
-      std::cerr << "kvtk compare: --format: '" << format
-                << "' (supported: mooncake, ids, oracle-general, auto)\n";
-      return 2;
-    }
     require_trace_file(trace);
     keys = load_flat(trace, format);
   } catch (const trace_error& e) {
@@ -102,14 +99,6 @@ int run_compare(const std::vector<std::string>& args) {
     return 1;
   }
   std::vector<std::uint64_t> next_use;
-  const bool csv = vm.count("csv") != 0;
-  if (csv) {
-    std::printf("policy,capacity_blocks,requests,misses,miss_ratio,seconds\n");
-  } else {
-    std::printf("trace: %s (%zu block requests)\n\n", trace.c_str(), keys.size());
-    std::printf("%-14s %10s %12s %10s %10s\n", "policy", "capacity", "misses", "miss ratio",
-                "Mreq/s");
-  }
   // Offline policies read the future; computing it is preparation, not replay time.
   for (const auto& name : names) {
     visit_policy(name, [&]<class P>() {
@@ -117,6 +106,16 @@ int run_compare(const std::vector<std::string>& args) {
         if (next_use.empty()) next_use = next_use_positions(keys);
       }
     });
+  }
+  std::ostringstream csv;
+  csv << "policy,capacity_blocks,requests,misses,miss_ratio,hits,hit_ratio,seconds\n";
+  nlohmann::json out = {{"trace", {{"path", trace}, {"block_requests", keys.size()}}},
+                        {"results", nlohmann::json::array()}};
+  const bool table = !vm.count("csv") && !vm.count("json");
+  if (table) {
+    std::printf("trace: %s (%zu block requests)\n\n", trace.c_str(), keys.size());
+    std::printf("%-14s %10s %12s %10s %10s %10s\n", "policy", "capacity", "hits", "hit ratio",
+                "miss ratio", "Mreq/s");
   }
   for (const auto& name : names) {
     for (std::uint64_t cap : caps) {
@@ -128,18 +127,32 @@ int run_compare(const std::vector<std::string>& args) {
       });
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (csv) {
-        std::printf("%s,%llu,%llu,%llu,%.6f,%.6f\n", name.c_str(),
+      const std::uint64_t hits = r.requests - r.misses;
+      const double hit_ratio = 1.0 - r.miss_ratio();
+      char row[256];
+      std::snprintf(row, sizeof row, "%s,%llu,%llu,%llu,%.6f,%llu,%.6f,%.6f\n", name.c_str(),
                     static_cast<unsigned long long>(cap),
                     static_cast<unsigned long long>(r.requests),
-                    static_cast<unsigned long long>(r.misses), r.miss_ratio(), secs);
-      } else {
-        std::printf("%-14s %10llu %12llu %10.4f %10.1f\n", name.c_str(),
-                    static_cast<unsigned long long>(cap), static_cast<unsigned long long>(r.misses),
-                    r.miss_ratio(), static_cast<double>(r.requests) / secs / 1e6);
+                    static_cast<unsigned long long>(r.misses), r.miss_ratio(),
+                    static_cast<unsigned long long>(hits), hit_ratio, secs);
+      csv << row;
+      out["results"].push_back({{"policy", name},
+                                {"capacity_blocks", cap},
+                                {"requests", r.requests},
+                                {"misses", r.misses},
+                                {"miss_ratio", r.miss_ratio()},
+                                {"hits", hits},
+                                {"hit_ratio", hit_ratio},
+                                {"seconds", secs}});
+      if (table) {
+        std::printf("%-14s %10llu %12llu %10.4f %10.4f %10.1f\n", name.c_str(),
+                    static_cast<unsigned long long>(cap), static_cast<unsigned long long>(hits),
+                    hit_ratio, r.miss_ratio(), static_cast<double>(r.requests) / secs / 1e6);
       }
     }
   }
+  if (vm.count("json")) cli::write_to(json_out, out.dump(2) + "\n");
+  if (vm.count("csv")) cli::write_to(csv_out, csv.str());
   return 0;
 }
 
