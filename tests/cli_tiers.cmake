@@ -48,7 +48,7 @@ expect(0 "\"endurance_used\"" replay --trace ${T} --tier-config ${D}/three.json 
 expect(0 "\"usd_per_month\": 431\\.75" replay --trace ${T} --tier-config ${D}/three.json --model deepseek-v3 --json -)
 
 # Bad hierarchies: usage errors naming the tier and the reason.
-expect(2 "'hbm:10' is not name:capacity:policy" replay --trace ${T} --tiers hbm:10)
+expect(2 "'hbm:10' is not name:capacity:policy.:usd_per_gb_month." replay --trace ${T} --tiers hbm:10)
 expect(2 "tier dram: unknown policy 'mru'" replay --trace ${T} --tiers hbm:10:lru,dram:20:mru)
 expect(2 "tier dram: an inclusive tier must be at least as large" replay --trace ${T}
        --tiers hbm:100:lru,dram:20:lru --inclusive)
@@ -63,3 +63,14 @@ expect(2 "--write-policy: write-through-selective:N needs a whole N >= 1" replay
 expect(2 "give --model" replay --trace ${T} --tiers hbm:1GiB:lru)
 expect(2 "tier hbm lacks 'capacity'" replay --trace ${T} --tier-config ${D}/no_capacity.json)
 expect(2 "cannot open '.*/none.json'" replay --trace ${T} --tier-config ${D}/none.json)
+
+# A per-tier price in --tiers reaches the per-tier report and kvtk cost; --usd-per-gb-month does
+# not silently apply to tier results.
+# 20,000 blocks x 512 tokens x 70,272 B = 719.585 GB at 0.0697 USD/GB-month = 50.155 USD/month.
+expect(0 "\"usd_per_month\": 50\\.1550940" replay --trace ${T} --model deepseek-v3
+       --tiers hbm:1000:lru,dram:20000:arc:0.0697 --json -)
+expect(0 "" replay --trace ${T} --model deepseek-v3
+       --tiers hbm:1000:lru,dram:20000:arc:0.0697 --json ${WORK_DIR}/priced.json)
+expect(2 "the price 'x' is not a number" replay --trace ${T} --tiers hbm:10:lru,dram:20:arc:x)
+expect(2 "--usd-per-gb-month prices the capacity of a kvtk mrc curve" cost --from ${WORK_DIR}/priced.json
+       --usd-per-gb-month 3)

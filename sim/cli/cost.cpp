@@ -272,6 +272,12 @@ int run_cost(const std::vector<std::string>& args) {
       if (vm.count("per-day") && !(span > 0)) {
         throw usage_error("--per-day: '" + from + "' has no time span (trace without times)");
       }
+      if (usd_gb_month > 0 && !j.contains("curve")) {
+        throw usage_error("--usd-per-gb-month prices the capacity of a kvtk mrc curve (break-even); "
+                          "a tier's rent comes from its own price: --tiers "
+                          "name:capacity:policy:USD_PER_GB_MONTH or usd_per_gb_month in "
+                          "--tier-config");
+      }
       if (j.contains("results") && (!j["results"].is_array() || j["results"].empty())) {
         throw usage_error("--from: '" + from + "' has no results to price");
       }

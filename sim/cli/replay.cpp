@@ -162,10 +162,11 @@ int run_replay(const std::vector<std::string>& args) {
       "pricing", po::value(&pricing),
       "attach an API cost estimate to each result (kvtk cost --help: presets or a .json)")(
       "tiers", po::value(&tier_specs)->composing(),
-      "a tier hierarchy name:capacity:policy,... top first, e.g. "
-      "hbm:80GiB:lru,dram:1TiB:arc,ssd:30TiB:s3fifo (repeat to compare several)")(
+      "a tier hierarchy name:capacity:policy[:usd_per_gb_month],... top first, e.g. "
+      "hbm:80GiB:lru,dram:1TiB:arc:2.5,ssd:30TiB:s3fifo:0.08 (repeat to compare several; "
+      "docs/tiers.md \"Command line\")")(
       "tier-config", po::value(&tier_files)->composing(),
-      "a tier hierarchy as a JSON file (README \"Tiers\"; repeatable)")(
+      "a tier hierarchy as a JSON file (docs/tiers.md \"Command line\"; repeatable)")(
       "inclusive", "tiers: lower tiers keep copies of blocks held above")(
       "exclusive", "tiers: a block lives in one tier (the default)")(
       "write-policy", po::value(&flags.write_policy)->default_value("write-back"),

@@ -121,7 +121,7 @@ void apply_tier_defaults(tier_spec& t, std::uint64_t block_bytes) {
     const char* name;
     double read, write, latency, dwpd;
   };
-  // Planning figures (docs: README "Tiers"): PCIe Gen5 pinned copies, one NVMe drive, 200 Gb/s
+  // Planning figures (docs/tiers.md "Command line"): PCIe Gen5 pinned copies, one NVMe drive, 200 Gb/s
   // RDMA. Calibrate them with the CUDA backends on the target machine.
   static constexpr defaults table[] = {{"dram", 50e9, 50e9, 10e-6, 0},
                                        {"ssd", 7e9, 5e9, 100e-6, 1},
@@ -148,8 +148,8 @@ hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flag
   const admission admit = parse_admission(flags.admission);
   for (const std::string& item : split(spec, ',')) {
     const auto f = split(item, ':');
-    if (f.size() != 3 || f[0].empty() || f[1].empty() || f[2].empty()) {
-      throw usage_error("--tiers: '" + item + "' is not name:capacity:policy");
+    if (f.size() < 3 || f.size() > 4 || f[0].empty() || f[1].empty() || f[2].empty()) {
+      throw usage_error("--tiers: '" + item + "' is not name:capacity:policy[:usd_per_gb_month]");
     }
     tier_spec t;
     t.name = f[0];
@@ -157,6 +157,20 @@ hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flag
     t.policy = f[2];
     t.admit = admit;
     apply_tier_defaults(t, cfg.block_bytes);
+    if (f.size() == 4) {  // the tier's rent, USD per GB-month (priced in the per-tier report)
+      std::size_t used = 0;
+      double price = -1;
+      try {
+        price = std::stod(f[3], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != f[3].size() || !std::isfinite(price) || price < 0 || price > 1e6) {
+        throw usage_error("--tiers: '" + item + "': the price '" + f[3] +
+                          "' is not a number of USD per GB-month in [0, 1e6]");
+      }
+      t.usd_per_gb_month = price;
+    }
     cfg.tiers.push_back(t);
   }
   check(cfg, "--tiers '" + spec + "'");
