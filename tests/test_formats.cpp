@@ -14,6 +14,7 @@
 #include "cli/replay.hpp"
 #include "cli/trace_gen.hpp"
 #include "formats/kvtb.hpp"
+#include "formats/line_reader.hpp"
 #include "formats/requests.hpp"
 #include "formats/writers.hpp"
 #include "schema_check.hpp"
@@ -279,4 +280,31 @@ TEST_CASE("streamed and in-memory reads agree for every format", "[formats]") {
     CHECK(same);
     CHECK(r == loaded.view().requests());
   }
+}
+
+TEST_CASE("line_reader: lines across buffer growth, the last line without newline, the cap",
+          "[formats]") {
+  for (std::size_t len : {0u, 1u, 65534u, 65535u, 65536u, 65537u, 200000u}) {
+    const std::string a(len, 'a'), b(len / 2 + 1, 'b');
+    std::istringstream in(a + "\n" + b + "\n\nlast");
+    kvtk::sim::line_reader lines(in, "mem");
+    std::string_view line;
+    REQUIRE(lines.next(line));
+    CHECK(line == a);
+    REQUIRE(lines.next(line));
+    CHECK(line == b);
+    REQUIRE(lines.next(line));
+    CHECK(line.empty());
+    REQUIRE(lines.next(line));
+    CHECK(line == "last");
+    CHECK(lines.line_number() == 4);
+    CHECK_FALSE(lines.next(line));
+  }
+  std::istringstream ok("0123456789\n"), over("0123456789x\n");
+  std::string_view line;
+  kvtk::sim::line_reader at_cap(ok, "mem", 1, 10);
+  REQUIRE(at_cap.next(line));
+  CHECK(line == "0123456789");
+  kvtk::sim::line_reader past_cap(over, "over", 7, 10);
+  CHECK_THROWS_WITH(past_cap.next(line), Catch::Contains("over:7: line is longer than"));
 }
