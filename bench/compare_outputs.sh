@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Before/after check for performance work: runs a fixed list of commands on the bundled traces
-# with two kvtk binaries and compares their outputs, ignoring only what measures time (seconds,
-# block_refs_per_second, the --timings object). Exit 0 when every output is identical.
+# Before/after check: runs a fixed list of commands on the bundled traces with two kvtk binaries
+# and compares their JSON, ignoring only what measures time (seconds, block_refs_per_second, the
+# --timings object). Fields only the newer binary writes are listed as "added"; any changed or
+# removed value makes the command DIFFERENT. Exit 0 when no value changed.
 #
 # Usage: bench/compare_outputs.sh BEFORE_KVTK AFTER_KVTK [WORK_DIR]
 #   e.g. git stash; cmake --build --preset release; cp build/release/sim/kvtk /tmp/kvtk-before;
@@ -36,19 +37,37 @@ trace stats $gen --json OUT
 trace stats $data/small.ids --json OUT
 trace stats $data/small.oracleGeneral.bin --json OUT
 simulate --trace $conv --config sim/configs/fig10_global.json --json OUT
+simulate --trace $conv --set local_cache=20000 --json OUT
+mrc --trace $conv --sample 0.5 --capacity 1000,10000,100000 --json OUT
+replay --trace $conv --capacity 64GiB,3Mtok --model deepseek-v3 --json OUT
 EOF
 )
 
-strip='
+# Compares two JSON outputs ignoring timing fields. Fields only the AFTER side has are listed as
+# "added" (new output, not a changed number); any other difference fails.
+compare='
 import json, sys
 timing = {"seconds", "block_refs_per_second", "timings", "wall_s", "simulated_requests_per_second"}
-def clean(x):
-    if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items() if k not in timing}
-    if isinstance(x, list):
-        return [clean(v) for v in x]
-    return x
-print(json.dumps(clean(json.load(open(sys.argv[1]))), indent=1, sort_keys=True))
+added, changed = [], []
+def walk(a, b, path):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in b:
+            if k in timing: continue
+            if k not in a: added.append(path + "." + k)
+            else: walk(a[k], b[k], path + "." + k)
+        for k in a:
+            if k not in timing and k not in b: changed.append(path + "." + k + ": removed")
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b): changed.append(path + ": %d -> %d items" % (len(a), len(b)))
+        for i, (x, y) in enumerate(zip(a, b)): walk(x, y, path + "[%d]" % i)
+    elif a != b:
+        changed.append("%s: %r -> %r" % (path, a, b))
+walk(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), "")
+generic = sorted({__import__("re").sub(r"\[\d+\]", "[]", p) for p in added})
+if generic: print("  added: " + ", ".join(generic))
+for c in changed[:12]: print("  changed " + c)
+if len(changed) > 12: print("  ... %d changes in all" % len(changed))
+sys.exit(1 if changed else 0)
 '
 fail=0
 i=0
@@ -61,14 +80,13 @@ while IFS= read -r cmd; do
     # shellcheck disable=SC2086  # the command line is split into words on purpose
     "$bin" ${cmd//OUT/$out} >/dev/null 2>"$work/$i.$side.err" ||
       { echo "FAILED ($side): kvtk $cmd"; cat "$work/$i.$side.err"; fail=1; continue 2; }
-    python3 -c "$strip" "$out" >"$out.clean"
   done
-  if cmp -s "$work/$i.before.json.clean" "$work/$i.after.json.clean"; then
+  if report=$(python3 -c "$compare" "$work/$i.before.json" "$work/$i.after.json"); then
     echo "same      kvtk ${cmd//OUT/-}"
   else
     echo "DIFFERENT kvtk ${cmd//OUT/-}"
-    diff "$work/$i.before.json.clean" "$work/$i.after.json.clean" | head -20
     fail=1
   fi
+  [ -n "$report" ] && echo "$report"
 done <<<"$commands"
 exit $fail

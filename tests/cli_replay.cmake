@@ -124,3 +124,9 @@ expect(0 "radix,lru,1000,12031,276491,12990,144793823,6650880," replay --trace $
 expect(0 "\"ideal_block_hit_ratio\": 0.3819" replay --trace ${T} --capacity 1000 --json -)
 expect(0 "\"ideal_block_hit_ratio\": 0.3819" replay --trace ${T} --capacity 1000 --json - --no-opt)
 expect(0 "timings: read [0-9.]+ s, pass" trace stats ${T} --timings)
+
+# Capacities are echoed as given (and in blocks): 64 GiB of deepseek-v3 KV = 1,909 blocks of 512.
+expect(0 "\"capacity\": \"64GiB\",[ \n]*\"capacity_blocks\": 1909"
+       replay --trace ${T} --capacity 64GiB,3Mtok --model deepseek-v3 --no-opt --json -)
+expect(0 "radix +lru +64GiB +1909 .*radix +lru +3Mtok +5859 "
+       replay --trace ${T} --capacity 64GiB,3Mtok --model deepseek-v3 --no-opt)

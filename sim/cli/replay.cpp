@@ -33,7 +33,8 @@ using namespace kvtk::sim::cli;
 struct job {
   std::string index, policy;
   std::uint64_t capacity;
-  int hierarchy = -1;  // index into the tier hierarchies (index "tiers")
+  int hierarchy = -1;          // index into the tier hierarchies (index "tiers")
+  std::string capacity_given;  // the capacity as the user wrote it ("64GiB", "3Mtok", "1000")
 };
 struct outcome {
   prefix_counts counts;
@@ -224,12 +225,13 @@ int run_replay(const std::vector<std::string>& args) {
             for (std::size_t h = 0; h < hierarchies.size(); ++h) {
               std::uint64_t total = 0;
               for (const auto& tier : hierarchies[h].tiers) total += tier.capacity_blocks;
-              jobs.push_back({"tiers", describe(hierarchies[h]), total, static_cast<int>(h)});
+              jobs.push_back({"tiers", describe(hierarchies[h]), total, static_cast<int>(h), ""});
             }
             // With tiers, the index x policy x capacity grid runs only when asked for.
             if (!hierarchies.empty() && vm["capacity"].defaulted()) return;
             std::vector<std::uint64_t> caps;
-            for (const auto& c : split_list(capacities, "--capacity"))
+            std::vector<std::string> caps_given = split_list(capacities, "--capacity");
+            for (const auto& c : caps_given)
               caps.push_back(parse_capacity(c, block_tokens, bytes_per_token));
             if (caps.empty()) throw usage_error("--capacity: empty list");
             const auto idx_list = split_list(indexes, "--index");
@@ -273,7 +275,9 @@ int run_replay(const std::vector<std::string>& args) {
                 }
               }
               for (const auto& p : names) {
-                for (auto c : caps) jobs.push_back({i, p, c});
+                for (std::size_t k = 0; k < caps.size(); ++k) {
+                  jobs.push_back({i, p, caps[k], -1, caps_given[k]});
+                }
               }
             }
           });
@@ -419,6 +423,8 @@ int run_replay(const std::vector<std::string>& args) {
         {"index", jobs[i].index},
         {"policy", jobs[i].policy},
         {"capacity_blocks", jobs[i].capacity},
+        {"capacity", jobs[i].capacity_given.empty() ? std::to_string(jobs[i].capacity)
+                                                    : jobs[i].capacity_given},
         {"requests", c.requests},
         {"block_refs", c.block_refs},
         {"block_hits", c.block_hits},
@@ -482,15 +488,22 @@ int run_replay(const std::vector<std::string>& args) {
     } else {
       std::printf("ideal (infinite cache): not computed (--no-ideal)\n\n");
     }
-    std::printf("%-10s %-13s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "block hits",
-                "token hits", "of opt", "Mrefs/s");
+    std::printf("%-10s %-13s %10s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity",
+                "blocks", "block hits", "token hits", "of opt", "Mrefs/s");
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const prefix_counts& c = results[i].counts;
-      const double f = want_opt && jobs[i].hierarchy < 0 ? c.fraction_of(optimum[jobs[i].capacity])
-                                                         : NAN;
-      std::printf("%-10s %-13s %10llu %11.4f %11.4f %9.3f %9.1f\n", jobs[i].index.c_str(),
-                  jobs[i].policy.c_str(), static_cast<unsigned long long>(jobs[i].capacity),
-                  c.block_hit_ratio(), c.token_hit_ratio(), f,
+      const bool with_opt = want_opt && jobs[i].hierarchy < 0;
+      char of_opt[16] = "-";  // no optimum computed (--no-opt, or a tier hierarchy)
+      if (with_opt) {
+        std::snprintf(of_opt, sizeof of_opt, "%.3f", c.fraction_of(optimum[jobs[i].capacity]));
+      }
+      const std::string given = jobs[i].capacity_given.empty()
+                                    ? std::to_string(jobs[i].capacity)
+                                    : jobs[i].capacity_given;
+      std::printf("%-10s %-13s %10s %10llu %11.4f %11.4f %9s %9.1f\n", jobs[i].index.c_str(),
+                  jobs[i].policy.c_str(), given.c_str(),
+                  static_cast<unsigned long long>(jobs[i].capacity), c.block_hit_ratio(),
+                  c.token_hit_ratio(), of_opt,
                   results[i].seconds > 0
                       ? static_cast<double>(c.block_refs) / results[i].seconds / 1e6
                       : 0.0);
