@@ -59,6 +59,18 @@ int parse_command(const std::string& cmd, const boost::program_options::options_
     all.add(output_opts);
   }
   try {
+    // Boost.Program_options formats its messages by replacing %name% placeholders and loops
+    // forever when the text it substitutes contains one (found by fuzz_options: an argument
+    // "--x%canonical_option%" hung every command). Such an argument is refused first.
+    for (const std::string& a : args) {
+      const auto open = a.find('%');
+      const auto close = open == std::string::npos ? open : a.find('%', open + 1);
+      if (close != std::string::npos &&
+          a.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", open + 1) == close && close > open + 1) {
+        throw usage_error("the argument '" + a + "' contains '" + a.substr(open, close - open + 1) +
+                          "', which the option parser cannot report; remove it");
+      }
+    }
     po::command_line_parser parser(args);
     parser.options(all);
     if (positional != nullptr) parser.positional(*positional);
