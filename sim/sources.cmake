@@ -1,12 +1,31 @@
-# The sources of the kvtk_sim library, also compiled by the fuzz targets (tests/fuzz), which
-# instrument them for coverage. Paths relative to sim/.
-set(KVTK_SIM_SOURCES
+# The sources of the sim/ libraries, one list per library (paths relative to sim/). Also read by
+# the fuzz targets (tests/fuzz), which compile them again instrumented for coverage.
+#   kvtk_util      output files, memory budget               (depends on nothing of sim/)
+#   kvtk_formats   trace readers and writers                 (util)
+#   kvtk_des       the discrete-event cluster simulator      (util)
+#   kvtk_move      real block movement and calibration        (util)
+#   kvtk_commands  the kvtk subcommands                      (all of the above)
+set(KVTK_UTIL_SOURCES
+  util/memory_budget.cpp
+  util/output_file.cpp)
+set(KVTK_FORMATS_SOURCES
   formats/mooncake_flat.cpp
   formats/flat_traces.cpp
   formats/requests.cpp
   formats/parallel_jsonl.cpp
   formats/kvtb.cpp
   formats/writers.cpp
+  formats/decode_records.cpp)
+set(KVTK_DES_SOURCES
+  des/profiles.cpp
+  des/simulator.cpp
+  des/sparse_decode.cpp)
+set(KVTK_MOVE_SOURCES
+  move/host_move.cpp
+  move/executor.cpp
+  move/calibration.cpp
+  move/io_pool.cpp)
+set(KVTK_COMMANDS_SOURCES
   cli/progress.cpp
   cli/common.cpp
   cli/phase_clock.cpp
@@ -20,15 +39,4 @@ set(KVTK_SIM_SOURCES
   cli/simulate.cpp
   cli/cost.cpp
   cli/move.cpp
-  cli/sparse.cpp
-  formats/decode_records.cpp
-  move/host_move.cpp
-  move/executor.cpp
-  move/calibration.cpp
-  move/io_pool.cpp
-  des/profiles.cpp
-  des/simulator.cpp
-  des/sparse_decode.cpp
-  util/memory_budget.cpp
-  util/output_file.cpp
-)
+  cli/sparse.cpp)
