@@ -122,7 +122,7 @@ def run(*args, check: bool = True) -> subprocess.CompletedProcess:
 def run_json(name: str, *args) -> dict:
     """Run kvtk with `--json KVTK_NB_OUT/data/NAME.json` appended and return the parsed JSON."""
     path = out_dir("data") / f"{name}.json"
-    run(*args, "--json", path)
+    run(*args, "--json", path, "--force")  # the notebook's own output: replaced on a rerun
     with open(path) as f:
         return json.load(f)
 
@@ -132,7 +132,7 @@ def run_csv(name: str, *args):
     import pandas as pd
 
     path = out_dir("data") / f"{name}.csv"
-    run(*args, "--csv", path)
+    run(*args, "--csv", path, "--force")
     return pd.read_csv(path)
 
 
@@ -141,7 +141,7 @@ def run_json_csv(name: str, *args):
     import pandas as pd
 
     jpath, cpath = out_dir("data") / f"{name}.json", out_dir("data") / f"{name}.csv"
-    run(*args, "--json", jpath, "--csv", cpath)
+    run(*args, "--json", jpath, "--csv", cpath, "--force")
     with open(jpath) as f:
         return json.load(f), pd.read_csv(cpath)
 
