@@ -1,5 +1,6 @@
 // Conformance suite over the whole policy list: random operations (access, insert, pin, unpin,
 // erase) with mixed entry sizes, and a full audit after every one.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
 #include <map>
@@ -148,4 +149,26 @@ TEMPLATE_LIST_TEST_CASE("all pinned: insert reports failure instead of evicting"
   REQUIRE(cache.unpin(2));
   REQUIRE(cache.access(99).result == kvtk::access_result::inserted);
   REQUIRE(victims == std::vector<kvtk::block_key>{2});
+}
+
+TEMPLATE_LIST_TEST_CASE("hidden entries: not pinned by the caller, never victims, restored by unhide",
+                        "[conformance]", kvtk::all_policies::tuple) {
+  std::vector<kvtk::block_key> victims;
+  kvtk::block_cache<TestType, recorder> cache({.capacity = 3}, recorder{&victims});
+  for (kvtk::block_key k = 0; k < 3; ++k) REQUIRE(cache.access(k).result == kvtk::access_result::inserted);
+  REQUIRE(cache.hide(1));
+  REQUIRE(cache.hidden(1));
+  REQUIRE(cache.pins(1) == 0);       // held by a hierarchy, not pinned by a caller
+  REQUIRE_FALSE(cache.pin(1));       // a hidden entry cannot be pinned
+  REQUIRE_FALSE(cache.unpin(1));
+  REQUIRE_FALSE(cache.hide(1));
+  REQUIRE(cache.hidden_entries() == 1);
+  for (kvtk::block_key k = 10; k < 14; ++k) (void)cache.access(k);
+  REQUIRE(std::find(victims.begin(), victims.end(), 1) == victims.end());
+  REQUIRE(cache.contains(1));
+  REQUIRE(cache.unhide(1));
+  REQUIRE_FALSE(cache.hidden(1));
+  REQUIRE(cache.pins(1) == 0);
+  REQUIRE(cache.pin(1));
+  REQUIRE(cache.pins(1) == 1);
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "des/profiles.hpp"
 #include "util/output_file.hpp"
 
 namespace kvtk::sim::cli {
@@ -135,10 +136,12 @@ std::vector<std::string> split_list(const std::string& s, const std::string& opt
 }
 
 const std::map<std::string, std::uint64_t>& model_bytes_per_token() {
-  static const std::map<std::string, std::uint64_t> m = {{"deepseek-v3", 70272},
-                                                         {"llama-3-70b", 327680},
-                                                         {"qwen2.5-7b", 57344},
-                                                         {"qwen3-235b-a22b", 192512}};
+  // Derived from the simulator's model presets (des/profiles.cpp): one table of models.
+  static const std::map<std::string, std::uint64_t> m = [] {
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& [name, profile] : des::model_presets()) out[name] = profile.kv_bytes_per_token;
+    return out;
+  }();
   return m;
 }
 

@@ -35,8 +35,8 @@ int parse_command(
 /// trailing comma (a typo, not a shorter list).
 std::vector<std::string> split_list(const std::string& s, const std::string& option = "list");
 
-/// KV bytes per token of the model presets (bf16): deepseek-v3, llama-3-70b, qwen2.5-7b,
-/// qwen3-235b-a22b.
+/// KV bytes per token of the model presets (bf16; des::model_presets(), the one table of
+/// models): deepseek-v3, llama-3-70b, qwen2.5-7b, qwen3-235b-a22b.
 const std::map<std::string, std::uint64_t>& model_bytes_per_token();
 
 /// Bytes per token of `model`: a preset name, or a path ending in .json (model_file_...).

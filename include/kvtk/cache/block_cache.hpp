@@ -172,9 +172,13 @@ class block_cache {
     }
     return true;
   }
+  /// The pin count of a key (0 when absent). A hidden entry (hide()) is held by the hierarchy,
+  /// not pinned by a caller: its count is 0 here, and hidden() tells it apart. (The node keeps
+  /// the hidden state as the top bit of its pin field.)
+  /// Complexity: O(1) expected.  Throws: nothing.
   [[nodiscard]] std::uint32_t pins(block_key key) const noexcept {
     const std::uint32_t s = table_.find(key);
-    return s == npos ? 0 : nodes_[s].pins;
+    return s == npos ? 0 : nodes_[s].pins & ~hidden_bit;
   }
 
   /// Effects: takes a resident, unpinned key out of the policy's order while it stays resident
