@@ -142,6 +142,7 @@ expect message 2 "--capacity" replay --trace $two --capacity 10,,20
 # argument that contains one of its %placeholders%.
 expect message 2 "contains '%canonical_option%'" replay --trace $two "--option '%canonical_option%'"
 expect message 2 "contains '%option%'" trace gen -o x.jsonl --x%option%
+expect message 2 "contains '%canonical_option%'" replay --trace $two "--x '%canonical_opti-ooption '%canonical_option%'n%'"
 expect message 0 "" replay --trace $two --capacity 10 --no-opt --json budget%.json
 
 # --- silently accepted nonsense ---

@@ -64,12 +64,15 @@ int parse_command(const std::string& cmd, const boost::program_options::options_
     // forever when the text it substitutes contains one (found by fuzz_options: an argument
     // "--x%canonical_option%" hung every command). Such an argument is refused first.
     for (const std::string& a : args) {
-      const auto open = a.find('%');
-      const auto close = open == std::string::npos ? open : a.find('%', open + 1);
-      if (close != std::string::npos &&
-          a.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", open + 1) == close && close > open + 1) {
-        throw usage_error("the argument '" + a + "' contains '" + a.substr(open, close - open + 1) +
-                          "', which the option parser cannot report; remove it");
+      // Every "%name%" anywhere in the argument (each '%' may open one).
+      for (auto open = a.find('%'); open != std::string::npos; open = a.find('%', open + 1)) {
+        const auto close = a.find('%', open + 1);
+        if (close == std::string::npos) break;
+        if (close > open + 1 &&
+            a.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", open + 1) == close) {
+          throw usage_error("an argument contains '" + a.substr(open, close - open + 1) +
+                            "', which the option parser cannot report; remove it");
+        }
       }
     }
     po::command_line_parser parser(args);
