@@ -9,6 +9,9 @@
 // `batched` unavailable instead of failing the run.
 //
 //   kv_move_bench [--out DIR] [--quick]     bench + verification; writes DIR/results.json
+//     [--ctas N]       the kernel's thread blocks (default: two per SM)
+//     [--plain-batch]  cudaMemcpyBatchAsync with stream order only (no location hints, no
+//                      prefer-overlap-with-compute flag), to see what those attributes cost
 //   kv_move_bench --self-test               GPU tests; exit 0 with "skipped" when no device
 //
 // Mechanisms: memcpy (one cudaMemcpyAsync per block), coalesced (runs of consecutive block ids
@@ -59,16 +62,37 @@ void check(cudaError_t e, const char* what, const char* file, int line) {
 }
 #define CK(x) check((x), #x, __FILE__, __LINE__)
 
+// Work is cut into units of at most `chunk_words` 16-byte words of one block, and the CTAs take
+// units in turn, so every SM has work whatever the block count (the first GPU run, 2026-11-30,
+// gave each CTA a whole block: one 16 MiB block then moved at 3.4 GB/s H2D, one SM's worth of
+// zero-copy reads). Each thread keeps four loads in flight before storing, because mapped host
+// reads wait a PCIe round trip.
 __global__ void gather_copy(const uint4* __restrict__ src, uint4* __restrict__ dst,
                             const unsigned long long* __restrict__ src_block,
                             const unsigned long long* __restrict__ dst_block,
-                            unsigned long long words_per_block, unsigned n_blocks) {
-  for (unsigned b = blockIdx.x; b < n_blocks; b += gridDim.x) {
+                            unsigned long long words_per_block, unsigned n_blocks,
+                            unsigned long long chunk_words) {
+  const unsigned long long chunks = (words_per_block + chunk_words - 1) / chunk_words;
+  const unsigned long long units = chunks * n_blocks;
+  const unsigned step = blockDim.x;
+  for (unsigned long long u = blockIdx.x; u < units; u += gridDim.x) {
+    const unsigned long long b = u / chunks, begin = (u % chunks) * chunk_words;
+    const unsigned long long end = begin + chunk_words < words_per_block ? begin + chunk_words
+                                                                          : words_per_block;
     const uint4* s = src + src_block[b] * words_per_block;
     uint4* d = dst + dst_block[b] * words_per_block;
-    for (unsigned long long w = threadIdx.x; w < words_per_block; w += blockDim.x) d[w] = s[w];
+    unsigned long long w = begin + threadIdx.x;
+    for (; w + 3ull * step < end; w += 4ull * step) {
+      const uint4 v0 = s[w], v1 = s[w + step], v2 = s[w + 2ull * step], v3 = s[w + 3ull * step];
+      d[w] = v0;
+      d[w + step] = v1;
+      d[w + 2ull * step] = v2;
+      d[w + 3ull * step] = v3;
+    }
+    for (; w < end; w += step) d[w] = s[w];
   }
 }
+constexpr unsigned long long kernel_chunk_words = 4096;  // 64 KiB per unit
 
 enum class mech { memcpy, coalesced, batched, kernel };
 const mech all_mechs[] = {mech::memcpy, mech::coalesced, mech::batched, mech::kernel};
@@ -102,6 +126,7 @@ struct context {
   cudaEvent_t start{}, stop{}, stop2{};
   int device = 0;
   int ctas = 132;
+  bool plain_batch = false;  // --plain-batch: skip the hinted attributes (stream order only)
   batch_support batch;
 };
 
@@ -205,7 +230,8 @@ void issue_all(context& cx, mech m, plan& p, const arenas& a, cudaStream_t s) {
   if (m == mech::kernel) {
     gather_copy<<<cx.ctas, 256, 0, s>>>(reinterpret_cast<const uint4*>(p.kernel_src),
                                         reinterpret_cast<uint4*>(p.kernel_dst), a.d_src, a.d_dst,
-                                        a.bytes / sizeof(uint4), static_cast<unsigned>(a.n));
+                                        a.bytes / sizeof(uint4), static_cast<unsigned>(a.n),
+                                        kernel_chunk_words);
     CK(cudaGetLastError());
   } else if (m == mech::batched) {
     issue_batch(cx, p, s);
@@ -283,6 +309,7 @@ batch_support probe_batch(context& cx, bool* ok) {
   plan down = make_plan(mech::batched, false, a, {1, 3}, {1, 3});
   std::string refused;
   for (bool hints : {true, false}) {
+    if (hints && cx.plain_batch) continue;
     // Submits one probe batch; false when refused with a status that means "not here".
     auto accepted = [&](plan& p) {
       std::size_t fail_idx = SIZE_MAX;
@@ -316,7 +343,8 @@ batch_support probe_batch(context& cx, bool* ok) {
     b.detail = std::string("cudaMemcpyBatchAsync (") + (CUDART_VERSION >= 13000 ? "CUDA 13" : "CUDA 12.8-12.9") +
                " form), one entry per block; attributes: stream-ordered source" +
                (b.hints ? ", host/device location hints, prefer overlap with compute"
-                        : " only (hinted attributes refused: " + refused + ")") +
+                        : cx.plain_batch ? " only (--plain-batch)"
+                                         : " only (hinted attributes refused: " + refused + ")") +
                (good ? "" : "; PROBE ROUND TRIP CORRUPT");
   } else {
     b.detail = "cudaMemcpyBatchAsync refused the first batch (" + refused + ")";
@@ -391,7 +419,7 @@ bool verify(arenas& a, unsigned char* check_buf, const std::vector<unsigned long
   return ok;
 }
 
-int run(const std::string& out_dir, bool quick, bool self_test, int ctas) {
+int run(const std::string& out_dir, bool quick, bool self_test, int ctas, bool plain_batch) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("kv_move_bench: skipped: no CUDA device\n");
@@ -402,7 +430,8 @@ int run(const std::string& out_dir, bool quick, bool self_test, int ctas) {
   CK(cudaSetDevice(0));
   context cx;
   cx.device = 0;
-  cx.ctas = ctas > 0 ? ctas : prop.multiProcessorCount;  // --ctas; default one per SM
+  cx.ctas = ctas > 0 ? ctas : 2 * prop.multiProcessorCount;  // --ctas; default two per SM
+  cx.plain_batch = plain_batch;
   CK(cudaStreamCreate(&cx.stream));
   CK(cudaStreamCreate(&cx.stream2));
   CK(cudaEventCreate(&cx.start));
@@ -573,7 +602,7 @@ int run(const std::string& out_dir, bool quick, bool self_test, int ctas) {
 
 int main(int argc, char** argv) {
   std::string out;
-  bool quick = false, self_test = false;
+  bool quick = false, self_test = false, plain_batch = false;
   int ctas = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -585,14 +614,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "kv_move_bench: --ctas must be in [1, 65535]\n");
         return 2;
       }
+    } else if (a == "--plain-batch") {
+      plain_batch = true;
     } else if (a == "--quick") {
       quick = true;
     } else if (a == "--self-test") {
       self_test = true;
     } else {
-      std::fprintf(stderr, "usage: kv_move_bench [--out DIR] [--quick] [--self-test] [--ctas N]\n");
+      std::fprintf(stderr, "usage: kv_move_bench [--out DIR] [--quick] [--self-test] [--ctas N] [--plain-batch]\n");
       return 2;
     }
   }
-  return run(out, quick, self_test, ctas);
+  return run(out, quick, self_test, ctas, plain_batch);
 }
