@@ -26,6 +26,7 @@ set(KVTK_MOVE_SOURCES
   move/calibration.cpp
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
+  api/replay.cpp
   cli/progress.cpp
   cli/common.cpp
   cli/phase_clock.cpp

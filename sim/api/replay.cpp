@@ -1,0 +1,581 @@
+#include "api/replay.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <kvtk/kvtk.hpp>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "api/options_json.hpp"
+#include "cli/common.hpp"
+#include "cli/cost.hpp"
+#include "cli/phase_clock.hpp"
+#include "cli/tiers.hpp"
+#include "formats/requests.hpp"
+#include "move/calibration.hpp"
+#include "util/memory_budget.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+using namespace kvtk::prefix;
+using cli::usage_error;
+
+struct job {
+  std::string index, policy;
+  std::uint64_t capacity;
+  int hierarchy = -1;          // index into the tier hierarchies (index "tiers")
+  std::string capacity_given;  // the capacity as the user wrote it ("64GiB", "3Mtok", "1000")
+};
+struct outcome {
+  prefix_counts counts;
+  double seconds = 0;
+  nlohmann::json tiers;  // per-tier report of a hierarchy job
+};
+
+// Everything run() derives from the options before it reads the trace.
+struct plan {
+  partial_block pb = partial_block::skip;
+  std::vector<job> jobs;
+  std::vector<kvtk::tier::hierarchy_config> hierarchies;
+  std::vector<nlohmann::json> calibration_reports;
+  std::vector<std::string> price_storage;
+  kvtk::cost::price_table table;
+  bool priced = false;
+};
+
+const std::vector<std::string>& default_capacities() {
+  static const std::vector<std::string> caps = {"1000", "10000", "100000"};
+  return caps;
+}
+
+bool known_for(const std::string& index, const std::string& policy) {
+  if (index == "flat") return is_policy_name(policy);
+  if (index == "radix") {
+    for (auto n : leaf_policy_names) {
+      if (n == policy) return true;
+    }
+    return false;
+  }
+  return index == "hashchain" && policy == "vllm";
+}
+
+std::string known_list(const std::string& index) {
+  std::string out;
+  if (index == "flat") {
+    for (auto n : policy_names) out += " " + std::string(n);
+  } else if (index == "radix") {
+    for (auto n : leaf_policy_names) out += " " + std::string(n);
+  } else {
+    out = " vllm";
+  }
+  return out;
+}
+
+std::vector<std::string> policies_for(const std::string& index, const std::vector<std::string>& asked,
+                                      bool all) {
+  std::vector<std::string> names;
+  if (index == "hashchain") {
+    names = {"vllm"};  // the hash-chain index is vLLM's block pool: one policy
+  } else if (all) {
+    if (index == "flat") {
+      for (auto n : policy_names) names.emplace_back(n);
+    } else {
+      for (auto n : leaf_policy_names) names.emplace_back(n);
+    }
+  } else {
+    for (const auto& p : asked) {
+      if (known_for(index, p)) names.push_back(p);
+    }
+  }
+  return names;
+}
+
+// The tier hierarchies of --tiers / --tier-config, calibrated when asked; one job each.
+void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
+  if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
+    throw usage_error("--inclusive/--exclusive: unknown inclusion '" + o.inclusion + "'");
+  }
+  const cli::tier_flags flags{o.inclusion, o.write_policy, o.admission};
+  for (const auto& spec : o.tiers) {
+    p.hierarchies.push_back(cli::parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token));
+  }
+  for (const auto& file : o.tier_config) {
+    p.hierarchies.push_back(cli::load_tier_config(file, o.block_tokens, bytes_per_token));
+  }
+  if (!o.calibration_mechanism.empty() && o.calibration.empty()) {
+    throw usage_error("--calibration-mechanism needs --calibration");
+  }
+  if (!o.calibration.empty()) {
+    if (p.hierarchies.empty()) throw usage_error("--calibration needs --tiers or --tier-config");
+    try {
+      const auto cal = kvtk::sim::move::calibration::load(o.calibration);
+      for (auto& h : p.hierarchies) {
+        p.calibration_reports.push_back(
+            kvtk::sim::move::apply_calibration(h, cal, o.calibration_mechanism));
+      }
+    } catch (const std::runtime_error& e) {
+      throw usage_error(std::string("--calibration ") + e.what());
+    }
+  }
+  for (std::size_t h = 0; h < p.hierarchies.size(); ++h) {
+    std::uint64_t total = 0;
+    for (const auto& tier : p.hierarchies[h].tiers) total += tier.capacity_blocks;
+    p.jobs.push_back({"tiers", cli::describe(p.hierarchies[h]), total, static_cast<int>(h), ""});
+  }
+}
+
+// Every valid index x policy pair runs: "all" is each index's whole list, and a policy only some
+// of the indexes know runs with those. Only a name that no listed index knows is an error.
+void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
+  const auto& caps_given = o.capacity.empty() ? default_capacities() : o.capacity;
+  std::vector<std::uint64_t> caps;
+  for (const auto& c : caps_given) {
+    if (c.empty()) throw usage_error("--capacity: empty item in the list");
+    caps.push_back(cli::parse_capacity(c, o.block_tokens, bytes_per_token));
+  }
+  if (caps.empty()) throw usage_error("--capacity: empty list");
+  if (o.index.empty()) throw usage_error("--index: empty list");
+  if (o.policy.empty()) throw usage_error("--policy: empty list");
+  for (const auto& i : o.index) {
+    if (i != "radix" && i != "flat" && i != "hashchain") {
+      throw usage_error("--index: unknown index '" + i + "' (known: radix flat hashchain)");
+    }
+  }
+  const bool all = o.policy.size() == 1 && o.policy[0] == "all";
+  for (const auto& pol : o.policy) {
+    if (all) break;
+    bool anywhere = false;
+    for (const auto& i : o.index) anywhere |= i == "hashchain" || known_for(i, pol);
+    if (!anywhere) {
+      std::string known;
+      for (const auto& i : o.index) known += " " + i + ":" + known_list(i) + ";";
+      throw usage_error("--policy: unknown policy '" + pol + "' (known per index:" + known +
+                        " or all)");
+    }
+  }
+  for (const auto& i : o.index) {
+    for (const auto& pol : policies_for(i, o.policy, all)) {
+      for (std::size_t k = 0; k < caps.size(); ++k) {
+        p.jobs.push_back({i, pol, caps[k], -1, caps_given[k]});
+      }
+    }
+  }
+}
+
+plan make_plan(const replay_options& o) {
+  plan p;
+  p.pb = cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+  if (o.threads == 0 || o.threads > 256) throw usage_error("--threads: must be in [1, 256]");
+  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  if (!o.pricing.empty()) {
+    p.table = load_price_table(o.pricing, p.price_storage);
+    p.priced = true;
+  }
+  plan_hierarchies(o, bytes_per_token, p);
+  // With tiers, the index x policy x capacity grid runs only when capacities are given.
+  if (p.hierarchies.empty() || !o.capacity.empty()) plan_grid(o, bytes_per_token, p);
+  return p;
+}
+
+// Replays in slices of requests so that a long job reports progress and lets go of the pages of
+// a mapped trace it has passed (loaded_trace::release); the slices add up to one replay
+// (replay_requests), so results do not depend on the slicing.
+template <class Index>
+prefix_counts replay_with_progress(const loaded_trace& lt, Index& idx, partial_block p,
+                                   std::span<const std::uint64_t> next, detail::progress_relay& bar) {
+  const prefix_trace_view& t = lt.view();
+  prefix_counts c;
+  std::uint64_t pos = 0;
+  constexpr std::size_t slice = 1 << 14;
+  for (std::size_t r = 0; r < t.requests(); r += slice) {
+    const std::uint64_t before = c.block_refs;
+    const std::size_t end = std::min(t.requests(), r + slice);
+    replay_requests(t, idx, p, next, r, end, c, pos);
+    lt.release(r, end);
+    bar.add(c.block_refs - before);
+  }
+  c.evictions = idx.evictions();
+  return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+outcome run_job(const job& j, const loaded_trace& t, const plan& p,
+                const std::vector<std::uint64_t>& next, detail::progress_relay& bar,
+                double trace_days) {
+  const std::uint32_t cap = cli::allocation_capacity(j.capacity, t.view().keys.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  outcome o;
+  if (j.hierarchy >= 0) {
+    const auto& requested = p.hierarchies[static_cast<std::size_t>(j.hierarchy)];
+    kvtk::tier::tier_index<> idx(cli::allocation_config(requested, t.view().keys.size()));
+    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.seconds = seconds_since(t0);
+    o.tiers = cli::tier_report(idx, requested, o.counts, trace_days);
+    return o;
+  }
+  if (j.index == "flat") {
+    o.counts = visit_policy(j.policy, [&]<class P>() {
+      flat_index<P> idx(cap);
+      return replay_with_progress(t, idx, p.pb, next, bar);
+    });
+  } else if (j.index == "radix") {
+    o.counts = visit_leaf_policy(j.policy, [&]<class L>() {
+      radix_index<L> idx(cap);
+      return replay_with_progress(t, idx, p.pb, next, bar);
+    });
+  } else {
+    hash_chain_index idx(cap);
+    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+  }
+  o.seconds = seconds_since(t0);
+  return o;
+}
+
+// Ideal: every distinct block fits (the same counts as an unbounded LRU): from the next uses
+// when they were needed anyway, else one pass with a set (in slices, releasing mapped pages).
+ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb,
+                      const std::vector<std::uint64_t>& next, bool want_ideal) {
+  const prefix_trace_view& t = loaded.view();
+  ideal_counts ideal;
+  if (!next.empty()) return replay_ideal(t, pb, next);
+  if (want_ideal) {
+    ideal_counter counter(t.keys.size());
+    constexpr std::size_t slice = 1 << 16;
+    for (std::size_t r = 0; r < t.requests(); r += slice) {
+      const std::size_t end = std::min(t.requests(), r + slice);
+      counter.add(t, pb, r, end);
+      loaded.release(r, end);
+    }
+    return counter.result();
+  }
+  for (std::size_t r = 0; r < t.requests(); ++r) {  // the reference count only
+    ideal.counts.block_refs += t.cacheable(r, pb).size();
+  }
+  return ideal;
+}
+
+// Fails before replaying anything when the largest concurrent jobs cannot fit.
+void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, std::size_t total) {
+  double largest = 0;
+  for (const job& j : p.jobs) {
+    if (j.hierarchy < 0) {
+      largest = std::max(largest, static_cast<double>(cli::allocation_capacity(j.capacity, refs)));
+    }
+  }
+  for (const auto& h : p.hierarchies) (void)cli::allocation_config(h, refs);
+  std::string caps;
+  for (const auto& c : o.capacity.empty() ? default_capacities() : o.capacity) {
+    caps += (caps.empty() ? "" : ",") + c;
+  }
+  check_memory("--capacity " + caps + " with --threads " + std::to_string(o.threads) +
+                   " (capacities capped at the trace's block references)",
+               largest * cache_entry_bytes *
+                   static_cast<double>(std::min<std::size_t>(o.threads, total)));
+}
+
+nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
+                          const std::map<std::uint64_t, prefix_counts>* optimum,
+                          std::uint64_t output_tokens) {
+  const prefix_counts& c = out.counts;
+  nlohmann::json r = {
+      {"index", j.index},
+      {"policy", j.policy},
+      {"capacity_blocks", j.capacity},
+      {"capacity", j.capacity_given.empty() ? std::to_string(j.capacity) : j.capacity_given},
+      {"requests", c.requests},
+      {"block_refs", c.block_refs},
+      {"block_hits", c.block_hits},
+      {"token_refs", c.token_refs},
+      {"token_hits", c.token_hits},
+      {"block_hit_ratio", c.block_hit_ratio()},
+      {"token_hit_ratio", c.token_hit_ratio()},
+      {"evictions", c.evictions},
+      {"seconds", out.seconds},
+      {"block_refs_per_second",
+       out.seconds > 0 ? static_cast<double>(c.block_refs) / out.seconds : 0.0}};
+  if (j.hierarchy >= 0) {
+    r["tiers"] = out.tiers;
+    if (!p.calibration_reports.empty()) {
+      r["tiers"]["calibration"] = p.calibration_reports[static_cast<std::size_t>(j.hierarchy)];
+    }
+  }
+  if (p.priced) {
+    r["cost"] = api_cost_json(p.table, {static_cast<double>(c.token_hits),
+                                             static_cast<double>(c.token_refs - c.token_hits),
+                                             static_cast<double>(output_tokens)},
+                                   0.0);
+  }
+  if (optimum != nullptr && j.hierarchy < 0) r["opt_fraction"] = c.fraction_of(optimum->at(j.capacity));
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const replay_options& o) {
+  return {{"trace", o.trace},
+          {"format", o.format},
+          {"block_tokens", o.block_tokens},
+          {"index", o.index},
+          {"policy", o.policy},
+          {"capacity", o.capacity},
+          {"model", o.model},
+          {"partial_block", o.partial_block},
+          {"threads", o.threads},
+          {"opt", o.opt},
+          {"ideal", o.ideal},
+          {"pricing", o.pricing},
+          {"tiers", o.tiers},
+          {"tier_config", o.tier_config},
+          {"inclusion", o.inclusion},
+          {"write_policy", o.write_policy},
+          {"admission", o.admission},
+          {"calibration", o.calibration},
+          {"calibration_mechanism", o.calibration_mechanism},
+          {"skip_invalid", o.skip_invalid},
+          {"timings", o.timings}};
+}
+
+replay_options replay_options_from_json(const nlohmann::json& j) {
+  replay_options o;
+  detail::options_reader in(j, "replay options");
+  in.get("trace", o.trace);
+  in.get("format", o.format);
+  in.get("block_tokens", o.block_tokens);
+  in.get("index", o.index);
+  in.get("policy", o.policy);
+  in.get("capacity", o.capacity);
+  in.get("model", o.model);
+  in.get("partial_block", o.partial_block);
+  in.get("threads", o.threads);
+  in.get("opt", o.opt);
+  in.get("ideal", o.ideal);
+  in.get("pricing", o.pricing);
+  in.get("tiers", o.tiers);
+  in.get("tier_config", o.tier_config);
+  in.get("inclusion", o.inclusion);
+  in.get("write_policy", o.write_policy);
+  in.get("admission", o.admission);
+  in.get("calibration", o.calibration);
+  in.get("calibration_mechanism", o.calibration_mechanism);
+  in.get("skip_invalid", o.skip_invalid);
+  in.get("timings", o.timings);
+  in.finish();
+  return o;
+}
+
+void validate(replay_options& o) {
+  cli::check_request_format(o.format);
+  cli::resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
+  (void)make_plan(o);
+}
+
+replay_result run(replay_options o, const progress_callback& progress) {
+  auto clock = std::make_shared<cli::phase_clock>();
+  validate(o);
+  const plan p = make_plan(o);
+  read_report skipped;
+  const loaded_trace loaded = cli::load_trace_for("replay", o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, false, o.threads);
+  const prefix_trace_view& t = loaded.view();
+  clock->lap("read");
+  // Offline policies and the optimum need every reference's next use; nothing else does.
+  bool any_offline = o.opt;
+  for (const job& j : p.jobs) {
+    if (j.hierarchy >= 0) continue;
+    if (j.index == "flat") {
+      any_offline |= visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; });
+    } else if (j.index == "radix") {
+      any_offline |= visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; });
+    }
+  }
+  const std::vector<std::uint64_t> next =
+      any_offline ? next_use_positions(t, p.pb) : std::vector<std::uint64_t>{};
+  clock->lap("next_use");
+  const ideal_counts ideal_pass = ideal_of(loaded, p.pb, next, o.ideal);
+  const prefix_counts& ideal = ideal_pass.counts;
+  clock->lap("ideal");
+
+  std::vector<outcome> results(p.jobs.size());
+  std::map<std::uint64_t, prefix_counts> optimum;
+  if (o.opt) {
+    for (const job& j : p.jobs) {
+      if (j.hierarchy < 0) optimum.emplace(j.capacity, prefix_counts{});
+    }
+  }
+  std::vector<std::uint64_t> opt_caps;
+  for (auto& [c, v] : optimum) opt_caps.push_back(c);
+  std::vector<double> optimum_seconds(opt_caps.size());
+  const std::size_t total = p.jobs.size() + opt_caps.size();
+  const double trace_days =
+      t.arrival_s.size() > 1 ? (t.arrival_s.back() - t.arrival_s.front()) / 86400.0 : 0.0;
+  std::uint64_t output_tokens = 0;
+  for (const std::uint64_t out : t.output_length) output_tokens += out;
+  detail::progress_relay bar(progress, ideal.block_refs * total);
+  check_job_memory(o, p, t.keys.size(), total);
+  std::atomic<std::size_t> cursor{0};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto work = [&] {
+    for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
+      if (i < p.jobs.size()) {
+        results[i] = run_job(p.jobs[i], loaded, p, next, bar, trace_days);
+      } else {
+        const std::uint64_t c = opt_caps[i - p.jobs.size()];
+        const auto t0 = std::chrono::steady_clock::now();
+        optimum[c] = replay_optimum(t, cli::allocation_capacity(c, t.keys.size()), p.pb, next);
+        bar.add(optimum[c].block_refs);
+        optimum_seconds[i - p.jobs.size()] = seconds_since(t0);
+      }
+    }
+  };
+  auto worker = [&] {
+    try {
+      work();
+    } catch (...) {
+      const std::lock_guard<std::mutex> hold(failure_lock);
+      if (!failure) failure = std::current_exception();
+      cursor = total;  // the other workers stop after their current job
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::uint32_t w = 1; w < std::min<std::size_t>(o.threads, total); ++w) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+  clock->lap("replay");
+
+  replay_result r;
+  for (const double x : optimum_seconds) r.optimum_seconds += x;
+  r.trace = {{"path", o.trace},
+             {"format", o.format},
+             {"requests", t.requests()},
+             {"block_refs", ideal.block_refs},
+             {"unique_blocks", ideal_pass.unique_blocks},
+             {"block_tokens", o.block_tokens},
+             {"partial_block", p.pb == partial_block::cache ? "cache" : "skip"},
+             {"skipped_lines", skipped.skipped_lines},
+             {"ideal_block_hit_ratio", ideal.block_hit_ratio()},
+             {"ideal_token_hit_ratio", ideal.token_hit_ratio()},
+             {"output_tokens", output_tokens},
+             {"span_s", trace_days * 86400.0}};
+  if (!o.ideal && next.empty()) {
+    for (const char* k : {"unique_blocks", "ideal_block_hit_ratio", "ideal_token_hit_ratio"}) {
+      r.trace[k] = nullptr;
+    }
+  }
+  r.results = nlohmann::json::array();
+  for (std::size_t i = 0; i < p.jobs.size(); ++i) {
+    r.results.push_back(result_row(p.jobs[i], results[i], p, o.opt ? &optimum : nullptr, output_tokens));
+  }
+  if (o.timings) {
+    r.timings = clock->json({{"optimum_in_replay", r.optimum_seconds}});
+    r.clock = clock;
+  }
+  return r;
+}
+
+nlohmann::json to_json(const replay_result& r) {
+  nlohmann::json out = {{"trace", r.trace}, {"results", r.results}};
+  if (!r.timings.is_null()) out["timings"] = r.timings;
+  return out;
+}
+
+std::string to_csv(const replay_result& r) {
+  std::ostringstream csv;
+  csv << "index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
+         "block_hit_ratio,token_hit_ratio,evictions,opt_fraction,seconds,block_refs_per_second\n";
+  for (const auto& row : r.results) {
+    const std::string opt =
+        row.contains("opt_fraction") ? std::to_string(row["opt_fraction"].get<double>()) : "";
+    csv << row["index"].get<std::string>() << ',' << row["policy"].get<std::string>() << ','
+        << row["capacity_blocks"].get<std::uint64_t>() << ',' << row["requests"].get<std::uint64_t>()
+        << ',' << row["block_refs"].get<std::uint64_t>() << ','
+        << row["block_hits"].get<std::uint64_t>() << ',' << row["token_refs"].get<std::uint64_t>()
+        << ',' << row["token_hits"].get<std::uint64_t>() << ','
+        << row["block_hit_ratio"].get<double>() << ',' << row["token_hit_ratio"].get<double>()
+        << ',' << row["evictions"].get<std::uint64_t>() << ',' << opt << ','
+        << row["seconds"].get<double>() << ',' << row["block_refs_per_second"].get<double>()
+        << '\n';
+  }
+  return csv.str();
+}
+
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  const int n = std::snprintf(nullptr, 0, fmt, args...);
+  std::string s(static_cast<std::size_t>(n), '\0');
+  std::snprintf(s.data(), s.size() + 1, fmt, args...);
+  return s;
+}
+
+std::string tier_text(const nlohmann::json& rep) {
+  std::string s = format("\ntiers %s (%s, %s): load time mean %.3g s, max %.3g s\n",
+                         rep["hierarchy"].get<std::string>().c_str(),
+                         rep["inclusion"].get<std::string>().c_str(),
+                         rep["write_policy"].get<std::string>().c_str(),
+                         rep["load_time"]["mean_s"].get<double>(),
+                         rep["load_time"]["max_s"].get<double>());
+  s += format("  %-8s %-10s %10s %10s %9s %10s %10s %10s %10s %10s\n", "tier", "policy",
+              "capacity", "hits", "cum.ratio", "promoted", "written", "evicted", "demoted",
+              "dropped");
+  for (const auto& row : rep["tiers"]) {
+    s += format("  %-8s %-10s %10llu %10llu %9.4f %10llu %10llu %10llu %10llu %10llu\n",
+                row["name"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
+                row["capacity_blocks"].get<unsigned long long>(),
+                row["hits"].get<unsigned long long>(),
+                row["cumulative_block_hit_ratio"].get<double>(),
+                row["promotions"].get<unsigned long long>(),
+                row["writes"].get<unsigned long long>(),
+                row["evictions"].get<unsigned long long>(),
+                row["demotions"].get<unsigned long long>(), row["drops"].get<unsigned long long>());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string to_text(const replay_result& r) {
+  const auto& t = r.trace;
+  const bool ideal_known = !t["unique_blocks"].is_null();
+  std::string s = format("trace: %s  (%zu requests, %llu block refs, ",
+                         t["path"].get<std::string>().c_str(), t["requests"].get<std::size_t>(),
+                         t["block_refs"].get<unsigned long long>());
+  if (ideal_known) s += format("%llu unique blocks, ", t["unique_blocks"].get<unsigned long long>());
+  s += format("%u-token blocks, partial blocks: %s)\n", t["block_tokens"].get<unsigned>(),
+              t["partial_block"] == "cache" ? "cached" : "skipped");
+  if (ideal_known) {
+    s += format("ideal (infinite cache): block hit ratio %.4f, token hit ratio %.4f\n\n",
+                t["ideal_block_hit_ratio"].get<double>(), t["ideal_token_hit_ratio"].get<double>());
+  } else {
+    s += "ideal (infinite cache): not computed (--no-ideal)\n\n";
+  }
+  s += format("%-10s %-13s %10s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "blocks",
+              "block hits", "token hits", "of opt", "Mrefs/s");
+  for (const auto& row : r.results) {
+    char of_opt[16] = "-";  // no optimum computed (--no-opt, or a tier hierarchy)
+    if (row.contains("opt_fraction")) {
+      std::snprintf(of_opt, sizeof of_opt, "%.3f", row["opt_fraction"].get<double>());
+    }
+    s += format("%-10s %-13s %10s %10llu %11.4f %11.4f %9s %9.1f\n",
+                row["index"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
+                row["capacity"].get<std::string>().c_str(),
+                row["capacity_blocks"].get<unsigned long long>(),
+                row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>(), of_opt,
+                row["block_refs_per_second"].get<double>() / 1e6);
+  }
+  for (const auto& row : r.results) {
+    if (row.contains("tiers")) s += tier_text(row["tiers"]);
+  }
+  return s;
+}
+
+}  // namespace kvtk::sim

@@ -1,0 +1,128 @@
+// The library API of the commands (sim/api/): options round-trip through JSON, bad options are
+// named, run() gives what a direct replay through the headers gives, progress is reported.
+#include <catch2/catch.hpp>
+#include <kvtk/kvtk.hpp>
+
+#include "api/replay.hpp"
+#include "cli/common.hpp"
+#include "formats/requests.hpp"
+#include "formats/trace_error.hpp"
+
+namespace {
+
+using kvtk::sim::replay_options;
+const std::string conversation = KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl";
+
+}  // namespace
+
+TEST_CASE("replay options round-trip through JSON", "[api]") {
+  replay_options o;
+  o.trace = "t.jsonl";
+  o.index = {"radix", "flat"};
+  o.policy = {"all"};
+  o.capacity = {"1000", "3Mtok"};
+  o.threads = 4;
+  o.opt = false;
+  o.tiers = {"hbm:10:lru,dram:20:arc"};
+  o.inclusion = "inclusive";
+  const nlohmann::json j = kvtk::sim::to_json(o);
+  const replay_options back = kvtk::sim::replay_options_from_json(j);
+  CHECK(kvtk::sim::to_json(back) == j);
+  CHECK(back.capacity == o.capacity);
+  CHECK(back.threads == 4);
+  CHECK_FALSE(back.opt);
+  // A subset keeps the other defaults.
+  const replay_options partial = kvtk::sim::replay_options_from_json({{"trace", "x"}});
+  CHECK(partial.policy == std::vector<std::string>{"lru"});
+  CHECK(partial.partial_block == "skip");
+}
+
+TEST_CASE("replay options from JSON name the bad key", "[api]") {
+  using kvtk::sim::cli::usage_error;
+  auto message = [](const nlohmann::json& j) {
+    try {
+      (void)kvtk::sim::replay_options_from_json(j);
+    } catch (const usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(message({{"polcy", {"lru"}}}), Catch::Contains("unknown key 'polcy'"));
+  CHECK_THAT(message({{"threads", -1}}), Catch::Contains("'threads'"));
+  CHECK_THAT(message({{"threads", 1.5}}), Catch::Contains("'threads'"));
+  CHECK_THAT(message({{"threads", 5000000000LL}}), Catch::Contains("'threads'"));
+  CHECK_THAT(message({{"policy", "lru"}}), Catch::Contains("a list of strings"));
+  CHECK_THAT(message({{"opt", 1}}), Catch::Contains("'opt'"));
+  CHECK_THAT(message(nlohmann::json::array()), Catch::Contains("expected a JSON object"));
+}
+
+TEST_CASE("validate reports bad options before any work", "[api]") {
+  replay_options o;
+  o.trace = conversation;
+  o.policy = {"nope"};
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("unknown policy 'nope'"));
+  o.policy = {"lru"};
+  o.threads = 0;
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("--threads"));
+  o.threads = 1;
+  o.capacity = {"64GiB"};
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("64GiB"));
+  o.capacity = {"1000"};
+  o.trace = "/nonexistent/trace.jsonl";
+  CHECK_THROWS_AS(kvtk::sim::validate(o), kvtk::sim::trace_error);
+  o.trace = conversation;
+  kvtk::sim::validate(o);
+  CHECK(o.format == "mooncake");  // resolved in place
+  CHECK(o.block_tokens == 512);
+}
+
+TEST_CASE("run() equals a direct replay through the headers, and reports progress", "[api]") {
+  replay_options o;
+  o.trace = conversation;
+  o.index = {"radix", "flat"};
+  o.policy = {"lru", "arc"};  // arc: flat only, so three jobs per capacity
+  o.capacity = {"1000", "10000"};
+  o.threads = 2;
+  std::uint64_t last = 0, calls = 0, total_seen = 0;
+  bool monotone = true;
+  const auto r = kvtk::sim::run(o, [&](std::uint64_t done, std::uint64_t total) {
+    monotone = monotone && done >= last && done <= total;
+    last = done;
+    total_seen = total;
+    ++calls;
+  });
+  REQUIRE(r.results.size() == 6);
+  CHECK(monotone);
+  CHECK(calls > 0);
+  CHECK(last == total_seen);
+  CHECK(r.timings.is_null());
+
+  const auto lt = kvtk::sim::loaded_trace::load(conversation, kvtk::sim::trace_format::mooncake, 0,
+                                                {}, nullptr);
+  using namespace kvtk::prefix;
+  for (const auto& row : r.results) {
+    const auto cap = row["capacity_blocks"].get<std::uint32_t>();
+    prefix_counts c;
+    if (row["index"] == "radix") {
+      radix_index<leaf_lru> idx(cap);
+      c = replay(lt.view(), idx, partial_block::skip);
+    } else if (row["policy"] == "lru") {
+      flat_index<kvtk::lru> idx(cap);
+      c = replay(lt.view(), idx, partial_block::skip);
+    } else {
+      flat_index<kvtk::arc> idx(cap);
+      c = replay(lt.view(), idx, partial_block::skip);
+    }
+    INFO(row.dump());
+    CHECK(row["block_hits"].get<std::uint64_t>() == c.block_hits);
+    CHECK(row["token_hits"].get<std::uint64_t>() == c.token_hits);
+    CHECK(row["block_refs"].get<std::uint64_t>() == c.block_refs);
+    CHECK(row.contains("opt_fraction"));
+  }
+  // The writers: one CSV line per result plus the header, and the table names every job.
+  const std::string csv = kvtk::sim::to_csv(r);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);
+  const std::string text = kvtk::sim::to_text(r);
+  CHECK_THAT(text, Catch::Contains("ideal (infinite cache)"));
+  CHECK(kvtk::sim::to_json(r)["results"] == r.results);
+}
