@@ -27,6 +27,7 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
+  api/mrc.cpp
   cli/progress.cpp
   cli/common.cpp
   cli/phase_clock.cpp

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
 
+#include "api/mrc.hpp"
 #include "api/replay.hpp"
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
@@ -125,4 +126,39 @@ TEST_CASE("run() equals a direct replay through the headers, and reports progres
   const std::string text = kvtk::sim::to_text(r);
   CHECK_THAT(text, Catch::Contains("ideal (infinite cache)"));
   CHECK(kvtk::sim::to_json(r)["results"] == r.results);
+}
+
+TEST_CASE("mrc: options round-trip, and run() equals the exact curve", "[api]") {
+  kvtk::sim::mrc_options o;
+  o.trace = conversation;
+  o.capacity = {"100", "1000", "3Mtok"};
+  o.opt = true;
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(kvtk::sim::to_json(kvtk::sim::mrc_options_from_json(j)) == j);
+  CHECK_THROWS_WITH(kvtk::sim::mrc_options_from_json({{"sample", "half"}}), Catch::Contains("'sample'"));
+  kvtk::sim::mrc_options bad = o;
+  bad.sample = 0;
+  CHECK_THROWS_WITH(kvtk::sim::validate(bad), Catch::Contains("--sample"));
+
+  std::uint64_t last = 0, total_seen = 0;
+  const auto r = kvtk::sim::run(o, [&](std::uint64_t done, std::uint64_t total) {
+    last = done;
+    total_seen = total;
+  });
+  CHECK(last == total_seen);
+  REQUIRE(r.curve.size() == 3);
+  const auto lt = kvtk::sim::loaded_trace::load(conversation, kvtk::sim::trace_format::mooncake, 0,
+                                                {}, nullptr);
+  const auto exact = kvtk::prefix::exact_prefix_lru_mrc(lt.view(), kvtk::prefix::partial_block::skip);
+  for (const auto& p : r.curve) {
+    const auto c = p["capacity_blocks"].get<std::uint64_t>();
+    CHECK(p["token_hit_ratio"].get<double>() == exact.token_hit_ratio(c));
+    CHECK(p["opt_block_hit_ratio"].get<double>() >= p["block_hit_ratio"].get<double>());
+  }
+  CHECK(r.curve[2]["capacity_blocks"] == 5859);  // 3M tokens of 512-token blocks
+  CHECK(r.sample.is_null());
+  // Too small a sample is an error, not a curve of noise.
+  o.sample = 0.001;
+  o.opt = false;
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("too few for a curve"));
 }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "api/options_json.hpp"
+#include "api/text.hpp"
 #include "cli/common.hpp"
 #include "cli/cost.hpp"
 #include "cli/phase_clock.hpp"
@@ -510,12 +511,7 @@ std::string to_csv(const replay_result& r) {
 
 namespace {
 
-std::string format(const char* fmt, auto... args) {
-  const int n = std::snprintf(nullptr, 0, fmt, args...);
-  std::string s(static_cast<std::size_t>(n), '\0');
-  std::snprintf(s.data(), s.size() + 1, fmt, args...);
-  return s;
-}
+using detail::format;
 
 std::string tier_text(const nlohmann::json& rep) {
   std::string s = format("\ntiers %s (%s, %s): load time mean %.3g s, max %.3g s\n",

@@ -1,0 +1,209 @@
+#include "api/mrc.hpp"
+
+#include <cmath>
+#include <kvtk/kvtk.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "api/options_json.hpp"
+#include "api/text.hpp"
+#include "cli/common.hpp"
+#include "formats/requests.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+using namespace kvtk::prefix;
+using cli::usage_error;
+
+// A handful of sampled references gives a curve that looks like a result and is noise.
+constexpr std::uint64_t min_sampled_refs = 1000;
+constexpr double warn_error = 0.05;
+
+std::set<std::uint64_t> parse_capacities(const mrc_options& o) {
+  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  std::set<std::uint64_t> caps;
+  for (const auto& c : o.capacity) {
+    if (c.empty()) throw usage_error("--capacity: empty item in the list");
+    caps.insert(cli::parse_capacity(c, o.block_tokens, bytes_per_token));
+  }
+  return caps;
+}
+
+std::set<std::uint64_t> log_spaced(std::uint64_t saturation, std::uint32_t points) {
+  std::set<std::uint64_t> caps;
+  const double top = static_cast<double>(std::max<std::uint64_t>(saturation, 2));
+  for (std::uint32_t i = 0; i < points; ++i) {
+    caps.insert(static_cast<std::uint64_t>(
+        std::llround(std::pow(top, static_cast<double>(i) / (points - 1)))));
+  }
+  return caps;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const mrc_options& o) {
+  return {{"trace", o.trace},       {"format", o.format},       {"block_tokens", o.block_tokens},
+          {"partial_block", o.partial_block}, {"capacity", o.capacity}, {"points", o.points},
+          {"model", o.model},       {"sample", o.sample},       {"opt", o.opt},
+          {"skip_invalid", o.skip_invalid}};
+}
+
+mrc_options mrc_options_from_json(const nlohmann::json& j) {
+  mrc_options o;
+  detail::options_reader in(j, "mrc options");
+  in.get("trace", o.trace);
+  in.get("format", o.format);
+  in.get("block_tokens", o.block_tokens);
+  in.get("partial_block", o.partial_block);
+  in.get("capacity", o.capacity);
+  in.get("points", o.points);
+  in.get("model", o.model);
+  in.get("sample", o.sample);
+  in.get("opt", o.opt);
+  in.get("skip_invalid", o.skip_invalid);
+  in.finish();
+  return o;
+}
+
+void validate(mrc_options& o) {
+  cli::check_request_format(o.format);
+  (void)cli::parse_partial_block(o.partial_block);
+  if (!(o.sample > 0.0 && o.sample <= 1.0)) throw usage_error("--sample: must be in (0, 1]");
+  if (o.points < 2 || o.points > 10000) throw usage_error("--points: must be in [2, 10000]");
+  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  (void)parse_capacities(o);
+}
+
+mrc_result run(mrc_options o, const progress_callback& progress) {
+  validate(o);
+  const partial_block pb =
+      cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+  read_report skipped;
+  const loaded_trace loaded =
+      cli::load_trace_for("mrc", o.trace, o.format, o.block_tokens, o.skip_invalid, skipped);
+  const prefix_trace_view& t = loaded.view();
+  std::set<std::uint64_t> caps = parse_capacities(o);
+  // The exact curve, or the sample's: not both (a sample is asked for to save the exact pass).
+  prefix_mrc exact;
+  sampled_prefix_mrc sampled;
+  std::uint64_t block_refs = 0, token_refs = 0, saturation = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    block_refs += t.cacheable(r, pb).size();
+    token_refs += t.input_tokens(r);
+  }
+  const bool sampling = o.sample < 1.0;
+  if (sampling) {
+    sampled = sampled_prefix_lru_mrc(t, o.sample, pb, true);
+    if (sampled.sample.block_refs < min_sampled_refs) {
+      std::ostringstream m;
+      m << "--sample " << o.sample << " kept " << sampled.sample.block_refs << " of " << block_refs
+        << " block references (fewer than " << min_sampled_refs
+        << ", too few for a curve); raise the rate (or use the exact curve, the default)";
+      throw std::runtime_error(m.str());
+    }
+    saturation = static_cast<std::uint64_t>(
+        std::ceil(static_cast<double>(sampled.sample.saturation()) / o.sample));
+  } else {
+    exact = exact_prefix_lru_mrc(t, pb);
+    saturation = exact.saturation();
+  }
+  if (caps.empty()) caps = log_spaced(saturation, o.points);
+  detail::progress_relay bar(progress, block_refs * (1 + (o.opt ? caps.size() : 0)));
+  bar.add(block_refs);
+
+  mrc_result r;
+  r.trace = {{"path", o.trace},
+             {"format", o.format},
+             {"requests", t.requests()},
+             {"block_refs", block_refs},
+             {"token_refs", token_refs},
+             {"block_tokens", t.block_tokens},
+             {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
+             {"skipped_lines", skipped.skipped_lines},
+             {"saturation_blocks", saturation},
+             {"span_s", t.arrival_s.size() > 1 ? t.arrival_s.back() - t.arrival_s.front() : 0.0}};
+  if (sampling) {
+    double worst_error = 0;
+    std::uint64_t worst_at = 0;
+    for (std::uint64_t c : caps) {
+      if (sampled.error_estimate(c) > worst_error) {
+        worst_error = sampled.error_estimate(c);
+        worst_at = c;
+      }
+    }
+    r.sample = {
+        {"rate", o.sample},
+        {"unit", "block keys"},
+        {"block_refs", sampled.sample.block_refs},
+        {"block_refs_fraction", static_cast<double>(sampled.sample.block_refs) /
+                                    static_cast<double>(std::max<std::uint64_t>(block_refs, 1))},
+        {"max_error_estimate", worst_error},
+        {"error_note",
+         "token_hit_ratio_error = |h1 - h2| / 2 of two half-samples: about one standard error"}};
+    if (worst_error > warn_error) {
+      std::ostringstream m;
+      m << "the sampled curve's estimated error reaches " << worst_error << " (token hit ratio) at "
+        << worst_at << " blocks with " << sampled.sample.block_refs
+        << " sampled block references; raise --sample for a tighter curve";
+      r.warnings.push_back(m.str());
+    }
+  }
+  r.curve = nlohmann::json::array();
+  // The optimum at every capacity shares one next-use pass.
+  const std::vector<std::uint64_t> next =
+      o.opt ? next_use_positions(t, pb) : std::vector<std::uint64_t>{};
+  for (std::uint64_t c : caps) {
+    nlohmann::json row = {
+        {"capacity_blocks", c},
+        {"block_hit_ratio", sampling ? sampled.block_hit_ratio(c) : exact.block_hit_ratio(c)},
+        {"token_hit_ratio", sampling ? sampled.token_hit_ratio(c) : exact.token_hit_ratio(c)}};
+    if (sampling) row["token_hit_ratio_error"] = sampled.error_estimate(c);
+    if (o.opt) {
+      const prefix_counts best = replay_optimum(t, cli::allocation_capacity(c, t.keys.size()), pb, next);
+      row["opt_block_hit_ratio"] = best.block_hit_ratio();
+      row["opt_token_hit_ratio"] = best.token_hit_ratio();
+      bar.add(block_refs);
+    }
+    r.curve.push_back(row);
+  }
+  return r;
+}
+
+nlohmann::json to_json(const mrc_result& r) {
+  nlohmann::json out = {{"trace", r.trace}};
+  if (!r.sample.is_null()) out["sample"] = r.sample;
+  out["curve"] = r.curve;
+  return out;
+}
+
+std::string to_csv(const mrc_result& r) {
+  std::ostringstream csv;
+  csv << "capacity_blocks,block_hit_ratio,token_hit_ratio,opt_block_hit_ratio,opt_token_hit_"
+         "ratio\n";
+  for (const auto& row : r.curve) {
+    const bool opt = row.contains("opt_block_hit_ratio");
+    csv << row["capacity_blocks"].get<std::uint64_t>() << ',' << row["block_hit_ratio"].get<double>()
+        << ',' << row["token_hit_ratio"].get<double>() << ','
+        << (opt ? std::to_string(row["opt_block_hit_ratio"].get<double>()) : "") << ','
+        << (opt ? std::to_string(row["opt_token_hit_ratio"].get<double>()) : "") << '\n';
+  }
+  return csv.str();
+}
+
+std::string to_text(const mrc_result& r) {
+  const bool opt = !r.curve.empty() && r.curve[0].contains("opt_block_hit_ratio");
+  std::string s = detail::format("%12s %16s %16s", "capacity", "block hit ratio", "token hit ratio");
+  if (opt) s += detail::format(" %12s", "optimum");
+  s += "\n";
+  for (const auto& row : r.curve) {
+    s += detail::format("%12llu %16.4f %16.4f", row["capacity_blocks"].get<unsigned long long>(),
+                        row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>());
+    if (opt) s += detail::format(" %12.4f", row["opt_block_hit_ratio"].get<double>());
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace kvtk::sim
