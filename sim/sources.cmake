@@ -28,6 +28,8 @@ set(KVTK_MOVE_SOURCES
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
   api/mrc.cpp
+  api/simulate.cpp
+  api/simulate_config.cpp
   cli/progress.cpp
   cli/common.cpp
   cli/phase_clock.cpp

@@ -5,6 +5,7 @@
 
 #include "api/mrc.hpp"
 #include "api/replay.hpp"
+#include "api/simulate.hpp"
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
 #include "formats/trace_error.hpp"
@@ -161,4 +162,35 @@ TEST_CASE("mrc: options round-trip, and run() equals the exact curve", "[api]") 
   o.sample = 0.001;
   o.opt = false;
   CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("too few for a curve"));
+}
+
+TEST_CASE("simulate: config keys, file and overrides layer in order", "[api]") {
+  kvtk::sim::simulate_options o;
+  o.trace = conversation;
+  o.config_file = KVTK_SIM_CONFIGS_DIR "/colocated.json";
+  o.config = {{"local_cache", 2000}, {"router", "round-robin"}};
+  o.set = {"router=cache-aware"};
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(kvtk::sim::to_json(kvtk::sim::simulate_options_from_json(j)) == j);
+  CHECK_THROWS_WITH(kvtk::sim::simulate_options_from_json({{"config", "x.json"}}),
+                    Catch::Contains("'config'"));
+
+  const auto r = kvtk::sim::run(o);
+  CHECK(r.config["model"] == "qwen2.5-7b");     // from the file
+  CHECK(r.config["local_cache"] == 2000);       // the keys over the file
+  CHECK(r.config["router"] == "cache-aware");   // the override last
+  CHECK(r.requests.size() == 12031);
+  // The same as the simulator called directly with that config.
+  nlohmann::json cfg_json = r.config;
+  const auto cfg = kvtk::sim::cluster_config_from_json(cfg_json, 512, {});
+  const auto lt = kvtk::sim::loaded_trace::load(conversation, kvtk::sim::trace_format::mooncake, 0,
+                                                {}, nullptr);
+  const auto direct = kvtk::sim::des::simulate(lt.view(), cfg);
+  CHECK(direct.summary["block_hits"] == r.result["block_hits"]);
+  CHECK(direct.summary["ttft_s"] == r.result["ttft_s"]);
+  const std::string csv = kvtk::sim::to_csv(r);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 12032);
+
+  o.set = {"prefill_instances=0"};
+  CHECK_THROWS_AS(kvtk::sim::run(o), kvtk::sim::cli::usage_error);
 }

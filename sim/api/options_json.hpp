@@ -34,6 +34,11 @@ class options_reader {
           throw nlohmann::json::type_error::create(302, "not a whole number in range", nullptr);
         }
       }
+      if constexpr (std::is_same_v<T, nlohmann::json>) {
+        if (!it->is_object()) {
+          throw nlohmann::json::type_error::create(302, "not an object", nullptr);
+        }
+      }
       out = it->template get<T>();
     } catch (const nlohmann::json::exception&) {
       throw cli::usage_error(what_ + ": '" + key + "': expected " + type_name(out) + ", got " +
@@ -58,6 +63,7 @@ class options_reader {
   static const char* type_name(std::uint64_t) { return "a whole number"; }
   static const char* type_name(double) { return "a number"; }
   static const char* type_name(const std::vector<std::string>&) { return "a list of strings"; }
+  static const char* type_name(const nlohmann::json&) { return "a JSON object"; }
 
   const nlohmann::json& j_;
   std::string what_;

@@ -1,328 +1,14 @@
 #include "cli/simulate.hpp"
 
-#include <algorithm>
 #include <boost/program_options.hpp>
-#include <cmath>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
+#include "api/simulate.hpp"
 #include "cli/common.hpp"
-#include "cli/cost.hpp"
-#include "formats/decode_records.hpp"
-#include "move/calibration.hpp"
 
 namespace kvtk::sim {
-namespace {
 
-using cli::usage_error;
-
-const char* const known_keys[] = {
-    "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
-    "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
-    "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
-    "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
-    "sparse"};
-
-const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
-                                   "prefetch", "persistence", "drift",       "zipf",   "seed"};
-
-double number(const nlohmann::json& j, const char* key) {
-  if (!j[key].is_number()) throw usage_error(std::string("config: '") + key + "' must be a number");
-  const double v = j[key].get<double>();
-  if (!(v >= 0) || !std::isfinite(v)) {
-    throw usage_error(std::string("config: '") + key + "' must be finite and >= 0");
-  }
-  return v;
-}
-
-std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max) {
-  const double v = number(j, key);
-  if (v != std::floor(v) || v > static_cast<double>(max)) {
-    throw usage_error(std::string("config: '") + key + "' must be a whole number <= " +
-                      std::to_string(max));
-  }
-  return static_cast<std::uint64_t>(v);
-}
-
-// The optional "sparse" object (docs/simulate.md); errors name the key as sparse.<key>.
-des::sparse_config sparse_from_json(const nlohmann::json& s) {
-  if (!s.is_object()) throw usage_error("config: 'sparse' must be an object");
-  for (const auto& [key, v] : s.items()) {
-    if (std::find(std::begin(sparse_keys), std::end(sparse_keys), key) == std::end(sparse_keys)) {
-      throw usage_error("config: unknown key 'sparse." + key + "'");
-    }
-  }
-  auto text = [&](const char* key) {
-    if (!s[key].is_string()) {
-      throw usage_error(std::string("config: 'sparse.") + key + "' must be a string");
-    }
-    return s[key].get<std::string>();
-  };
-  auto num = [&](const char* key) {
-    try {
-      return number(s, key);
-    } catch (const usage_error& e) {
-      std::string m = e.what();
-      const auto at = m.find('\'');
-      throw usage_error(m.insert(at + 1, "sparse."));
-    }
-  };
-  auto whole_num = [&](const char* key, std::uint64_t max) {
-    const double v = num(key);
-    if (v != std::floor(v) || v > static_cast<double>(max)) {
-      throw usage_error(std::string("config: 'sparse.") + key +
-                        "' must be a whole number <= " + std::to_string(max));
-    }
-    return static_cast<std::uint64_t>(v);
-  };
-  des::sparse_config c;
-  c.enabled = true;
-  if (s.contains("pattern")) c.pattern = text("pattern");
-  if (c.pattern != "dsa" && c.pattern != "quest") {
-    throw usage_error("config: 'sparse.pattern': unknown pattern '" + c.pattern + "' (dsa quest)");
-  }
-  c.page_tokens = c.pattern == "quest" ? 16 : 64;
-  if (s.contains("page_tokens")) {
-    c.page_tokens = static_cast<std::uint32_t>(whole_num("page_tokens", 1u << 20));
-    if (c.page_tokens == 0) throw usage_error("config: 'sparse.page_tokens' must be >= 1");
-  }
-  if (s.contains("top_k_pages")) {
-    c.top_k_pages = static_cast<std::uint32_t>(whole_num("top_k_pages", 1u << 20));
-    if (c.top_k_pages == 0) throw usage_error("config: 'sparse.top_k_pages' must be >= 1");
-  }
-  if (s.contains("budget")) {
-    const auto& b = s["budget"];
-    const char* what =
-        "config: 'sparse.budget' must be pages (a whole number >= 1), \"<N>tok\" "
-        "(N >= 1) or \"<P>%\" (0 < P <= 100)";
-    if (b.is_number()) {
-      const double v = b.get<double>();
-      if (!(v >= 1) || v != std::floor(v) || v > 4e9) throw usage_error(what);
-      c.budget = kvtk::sparse::hbm_budget::in_blocks(static_cast<std::uint32_t>(v));
-    } else if (b.is_string()) {
-      const std::string t = b.get<std::string>();
-      const bool tok = t.size() > 3 && t.ends_with("tok"), pct = t.size() > 1 && t.ends_with('%');
-      if (!tok && !pct) throw usage_error(what);
-      const std::string n = t.substr(0, t.size() - (tok ? 3 : 1));
-      double v = 0;
-      std::size_t used = 0;
-      try {
-        v = std::stod(n, &used);
-      } catch (const std::exception&) {
-        throw usage_error(what);
-      }
-      if (used != n.size() || !std::isfinite(v)) throw usage_error(what);
-      if (tok) {
-        if (!(v >= 1) || v != std::floor(v)) throw usage_error(what);
-        c.budget = kvtk::sparse::hbm_budget::in_tokens(static_cast<std::uint64_t>(v));
-      } else {
-        if (!(v > 0 && v <= 100)) throw usage_error(what);
-        c.budget = kvtk::sparse::hbm_budget::fraction_of_context(v / 100);
-      }
-    } else {
-      throw usage_error(what);
-    }
-  }
-  if (s.contains("scorer")) c.scorer = text("scorer");
-  if (kvtk::sparse::all_scorers::index_of(c.scorer) == kvtk::sparse::all_scorers::npos) {
-    std::string names;
-    for (const auto n : kvtk::sparse::all_scorers::names) {
-      names += (names.empty() ? "" : " ") + std::string(n);
-    }
-    throw usage_error("config: 'sparse.scorer': unknown scorer '" + c.scorer + "' (" + names + ")");
-  }
-  if (s.contains("prefetch")) {
-    const std::string p = text("prefetch");
-    if (p != "none" && p != "next-step" && p != "layer-ahead") {
-      throw usage_error("config: 'sparse.prefetch': unknown mode '" + p +
-                        "' (none next-step layer-ahead)");
-    }
-    c.prefetch_next_step = p == "next-step";
-    c.prefetch_layer_ahead = p == "layer-ahead";
-  }
-  for (const char* key : {"persistence", "drift"}) {
-    if (!s.contains(key)) continue;
-    const double v = s[key].is_number() ? s[key].get<double>() : -1.0;
-    if (!(v >= 0 && v <= 1)) {
-      throw usage_error(std::string("config: 'sparse.") + key + "' must be a number in [0, 1]");
-    }
-    (std::string(key) == "drift" ? c.drift : c.persistence) = v;
-  }
-  if (s.contains("zipf")) c.zipf = num("zipf");
-  if (s.contains("seed")) c.seed = whole_num("seed", ~0ull >> 11);
-  return c;
-}
-
-}  // namespace
-
-des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
-                                             const std::vector<std::string>& overrides) {
-  if (!j.is_object()) throw usage_error("config: must be a JSON object");
-  for (const auto& o : overrides) {
-    const auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0) throw usage_error("--set: '" + o + "' is not key=value");
-    const std::string key = o.substr(0, eq), value = o.substr(eq + 1);
-    nlohmann::json v;
-    try {
-      v = nlohmann::json::parse(value);
-    } catch (const nlohmann::json::exception&) {
-      v = value;
-    }
-    if (key.starts_with("sparse.") && key.size() > 7) {  // one key inside the sparse object
-      if (!j.contains("sparse") || !j["sparse"].is_object()) j["sparse"] = nlohmann::json::object();
-      j["sparse"][key.substr(7)] = v;
-    } else {
-      j[key] = v;
-    }
-  }
-  for (const auto& [key, v] : j.items()) {
-    if (std::find(std::begin(known_keys), std::end(known_keys), key) == std::end(known_keys)) {
-      throw usage_error("config: unknown key '" + key + "'");
-    }
-  }
-  des::cluster_config c;
-  if (j.contains("model")) {
-    if (j["model"].is_string()) {
-      const auto it = des::model_presets().find(j["model"].get<std::string>());
-      if (it == des::model_presets().end()) {
-        throw usage_error("config: unknown model '" + j["model"].get<std::string>() +
-                          "' (deepseek-v3 llama-3-70b qwen2.5-7b qwen3-235b-a22b, or an object)");
-      }
-      c.model = it->second;
-    } else if (j["model"].is_object()) {
-      const auto& m = j["model"];
-      for (const char* k : {"layers", "hidden", "active_params", "kv_bytes_per_token"}) {
-        if (!m.contains(k)) throw usage_error(std::string("config: model lacks '") + k + "'");
-      }
-      c.model.name = m.value("name", "custom");
-      c.model.layers = static_cast<std::uint32_t>(whole(m, "layers", 100000));
-      c.model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
-      c.model.active_params = number(m, "active_params");
-      c.model.kv_bytes_per_token = whole(m, "kv_bytes_per_token", 1ull << 40);
-    } else {
-      throw usage_error("config: 'model' must be a preset name or an object");
-    }
-  }
-  if (j.contains("gpu")) {
-    if (j["gpu"].is_string()) {
-      const auto it = des::gpu_presets().find(j["gpu"].get<std::string>());
-      if (it == des::gpu_presets().end()) {
-        throw usage_error("config: unknown gpu '" + j["gpu"].get<std::string>() +
-                          "' (h100 h200 h800 a800, or an object)");
-      }
-      c.gpu = it->second;
-    } else if (j["gpu"].is_object()) {
-      const auto& g = j["gpu"];
-      for (const char* k : {"tflops", "hbm_gb_per_s", "hbm_gb", "host_link_gb_per_s"}) {
-        if (!g.contains(k)) throw usage_error(std::string("config: gpu lacks '") + k + "'");
-      }
-      c.gpu.name = g.value("name", "custom");
-      c.gpu.tflops = number(g, "tflops");
-      c.gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;
-      c.gpu.hbm_bytes = number(g, "hbm_gb") * 1e9;
-      c.gpu.host_link_bytes_per_s = number(g, "host_link_gb_per_s") * 1e9;
-      if (g.contains("efficiency")) c.gpu.efficiency = number(g, "efficiency");
-    } else {
-      throw usage_error("config: 'gpu' must be a preset name or an object");
-    }
-  }
-  auto capacity = [&](const char* key) -> std::uint64_t {
-    if (!j.contains(key)) return 0;
-    const std::string text = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-    if (text == "0") return 0;
-    try {
-      return cli::parse_capacity(text, block_tokens, c.model.kv_bytes_per_token);
-    } catch (const usage_error& e) {
-      throw usage_error(std::string("config: '") + key + "': " + e.what());
-    }
-  };
-  c.local_cache_blocks = capacity("local_cache");
-  c.pool_blocks = capacity("pool");
-  c.dram_blocks = capacity("dram");
-  if (j.contains("reject_over_slo")) {
-    if (!j["reject_over_slo"].is_boolean()) {
-      throw usage_error("config: 'reject_over_slo' must be true or false");
-    }
-    c.reject_over_slo = j["reject_over_slo"].get<bool>();
-  }
-  if (j.contains("gpus_per_instance")) {
-    c.gpus_per_instance = static_cast<std::uint32_t>(whole(j, "gpus_per_instance", 1024));
-  }
-  if (j.contains("prefill_instances")) {
-    c.prefill_instances = static_cast<std::uint32_t>(whole(j, "prefill_instances", 100000));
-  }
-  if (j.contains("decode_instances")) {
-    c.decode_instances = static_cast<std::uint32_t>(whole(j, "decode_instances", 100000));
-  }
-  if (j.contains("local_policy")) c.local_policy = j["local_policy"].get<std::string>();
-  if (j.contains("pool_gb_per_s")) c.pool_bytes_per_s = number(j, "pool_gb_per_s") * 1e9;
-  if (j.contains("pool_latency_us")) c.pool_latency_s = number(j, "pool_latency_us") * 1e-6;
-  if (j.contains("overlap_load")) {
-    if (!j["overlap_load"].is_boolean()) throw usage_error("config: 'overlap_load' must be true or false");
-    c.overlap_load = j["overlap_load"].get<bool>();
-  }
-  if (j.contains("pd_link_gb_per_s")) c.pd_link_bytes_per_s = number(j, "pd_link_gb_per_s") * 1e9;
-  if (j.contains("max_batch")) c.max_batch = static_cast<std::uint32_t>(whole(j, "max_batch", 1u << 20));
-  if (j.contains("chunk_tokens")) c.chunk_tokens = whole(j, "chunk_tokens", 1ull << 32);
-  if (j.contains("max_output_tokens")) {
-    c.max_output_tokens = static_cast<std::int64_t>(whole(j, "max_output_tokens", 1ull << 40));
-  }
-  if (j.contains("time_scale")) {
-    c.time_scale = number(j, "time_scale");
-    // 0 is "no time" (order-only, as kvtk replay); above 1e6 every duration overflows the
-    // reported figures to null.
-    if (c.time_scale > 1e6) throw usage_error("config: 'time_scale' must be in [0, 1e6]");
-  }
-  if (j.contains("router")) {
-    if (!j["router"].is_string()) throw usage_error("config: 'router' must be a string");
-    c.router = j["router"].get<std::string>();
-  }
-  if (j.contains("router_prefill_weight")) c.router_prefill_weight = number(j, "router_prefill_weight");
-  if (j.contains("router_temperature")) c.router_temperature = number(j, "router_temperature");
-  if (j.contains("ttft_slo_ms")) c.ttft_slo_s = number(j, "ttft_slo_ms") * 1e-3;
-  if (j.contains("tbt_slo_ms")) c.tbt_slo_s = number(j, "tbt_slo_ms") * 1e-3;
-  if (j.contains("seed")) c.seed = whole(j, "seed", ~0ull >> 11);
-  if (j.contains("calibration_mechanism") && !j.contains("calibration")) {
-    throw usage_error("config: 'calibration_mechanism' needs 'calibration'");
-  }
-  if (j.contains("calibration")) {
-    // The DRAM tier's host link from a measured dram->hbm fit (cuda/validate.sh's h2d).
-    if (!j["calibration"].is_string()) throw usage_error("config: 'calibration' must be a file name");
-    std::string mech;
-    if (j.contains("calibration_mechanism")) {
-      if (!j["calibration_mechanism"].is_string()) {
-        throw usage_error("config: 'calibration_mechanism' must be a string");
-      }
-      mech = j["calibration_mechanism"].get<std::string>();
-    }
-    try {
-      const auto cal = move::calibration::load(j["calibration"].get<std::string>());
-      const auto bb = c.model.kv_bytes_per_token * (block_tokens ? block_tokens : 512u);
-      const auto fit = cal.find("dram", "hbm", bb, mech);
-      if (!fit) {
-        throw std::runtime_error(cal.source + ": no dram->hbm (h2d) fit" +
-                                 (mech.empty() ? std::string() : " for mechanism " + mech));
-      }
-      c.host_link_latency_s = fit->model.alpha_s;
-      c.host_link_per_block_s = fit->model.beta_s;
-      c.gpu.host_link_bytes_per_s = fit->model.bytes_per_s;
-      c.host_link_calibration = {{"file", cal.source}, {"path", "dram->hbm"},
-                                 {"mechanism", fit->mechanism}, {"alpha_s", fit->model.alpha_s},
-                                 {"beta_s", fit->model.beta_s},
-                                 {"bytes_per_s", fit->model.bytes_per_s},
-                                 {"clamped", fit->clamped}};
-    } catch (const std::runtime_error& e) {
-      throw usage_error(std::string("config 'calibration': ") + e.what());
-    }
-  }
-  if (j.contains("sparse") && !j["sparse"].is_null()) c.sparse = sparse_from_json(j["sparse"]);
-  if (j.contains("partial_block")) {
-    c.cache_partial_block = cli::parse_partial_block(j["partial_block"].get<std::string>()) == 1;
-  }
-  return c;
-}
-
+// The command line of `kvtk simulate` over the library call (api/simulate.hpp).
 int run_simulate(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   using namespace cli;
@@ -331,131 +17,37 @@ int run_simulate(const std::vector<std::string>& args) {
       "KV caches, an optional global pool, optional decode instances, a router) replaying a\n"
       "trace with arrival times; reports hit ratios, TTFT/TBT/end-to-end latency, throughput,\n"
       "goodput and compute saved. Config keys: docs/simulate.md; examples: sim/configs/.\nOptions");
-  std::string trace, format, config, json_out, csv_out, pricing;
-  std::vector<std::string> price_storage;
-  kvtk::cost::price_table table;
-  std::vector<std::string> sets;
-  std::uint32_t block_tokens = 0;
-  opts.add_options()("help,h", "show this help")("trace", po::value(&trace)->required(),
+  simulate_options o;
+  std::string json_out, csv_out;
+  opts.add_options()("help,h", "show this help")("trace", po::value(&o.trace)->required(),
                                                  "trace file (any format; needs arrival times)")(
-      "format", po::value(&format)->default_value("auto"), "trace format, or auto")(
-      "block-tokens", po::value(&block_tokens)->default_value(0), "tokens per block (0 = the trace's)")(
-      "config", po::value(&config), "cluster config JSON (default: one h800, deepseek-v3, no cache)")(
-      "set", po::value(&sets)->composing(), "override a config key: --set router=cache-aware")(
-      "calibration", po::value<std::string>(),
+      "format", po::value(&o.format)->default_value("auto"), "trace format, or auto")(
+      "block-tokens", po::value(&o.block_tokens)->default_value(0), "tokens per block (0 = the trace's)")(
+      "config", po::value(&o.config_file), "cluster config JSON (default: one h800, deepseek-v3, no cache)")(
+      "set", po::value(&o.set)->composing(), "override a config key: --set router=cache-aware")(
+      "calibration", po::value(&o.calibration),
       "DRAM-tier host link from a calibration JSON's dram->hbm fit (same as --set calibration=F)")(
-      "pricing", po::value(&pricing), "attach an API cost estimate (kvtk cost --help)")(
+      "pricing", po::value(&o.pricing), "attach an API cost estimate (kvtk cost --help)")(
       "json", po::value(&json_out), "write the summary JSON to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write one CSV row per request to a file, or - for stdout")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
   po::variables_map vm;
-  des::cluster_config cfg;
-  nlohmann::json j = nlohmann::json::object();
   if (const int rc = parse_command("simulate", opts, args, vm, [&] {
-        check_request_format(format);
-        resolve_trace(trace, format, block_tokens);
-        if (vm.count("config")) j = cli::read_json_file("--config", config);
-        if (vm.count("calibration")) j["calibration"] = vm["calibration"].as<std::string>();
-        cfg = cluster_config_from_json(j, block_tokens, sets);
-        if (vm.count("pricing")) table = load_price_table(pricing, price_storage);
+        o.skip_invalid = vm.count("skip-invalid") != 0;
+        validate(o);
       });
       rc >= 0) {
     return rc;
   }
-  read_report skipped;
-  const loaded_trace loaded = load_trace_for("simulate", trace, format, block_tokens,
-                                             vm.count("skip-invalid") != 0, skipped,
-                                             cfg.sparse.enabled);
-  {
-    // Decoding is simulated token by token: bound the work a single request can ask for.
-    constexpr std::uint64_t max_decode = std::uint64_t{1} << 24;
-    const auto& v = loaded.view();
-    for (std::size_t r = 0; r < v.output_length.size(); ++r) {
-      std::uint64_t o = v.output_length[r];
-      if (cfg.max_output_tokens >= 0) o = std::min<std::uint64_t>(o, cfg.max_output_tokens);
-      if (o > max_decode) {
-        std::cerr << "kvtk simulate: " << trace << ": request " << r << " (0-based) has "
-                  << v.output_length[r]
-                  << " output tokens; simulate decodes at most 2^24 per request (set the "
-                     "config's max_output_tokens to cap them)\n";
-        return 1;
-      }
-    }
-  }
-  std::size_t recorded_requests = 0;
-  if (cfg.sparse.enabled && skipped.decode_records > 0) {
-    // Recorded selections replace the generated pattern of their requests: "request" is the
-    // 0-based index of a request line.
-    auto rec = std::make_shared<std::vector<des::recorded_selection>>(loaded.view().requests());
-    for (const auto& req : load_decode_records(trace)) {  // trace_error: exit 1 via main
-      std::size_t idx = 0;
-      const bool digits = !req.id.empty() && req.id.size() < 19 &&
-                          req.id.find_first_not_of("0123456789") == std::string::npos;
-      if (digits) idx = std::stoull(req.id);
-      if (!digits || idx >= rec->size()) {
-        std::cerr << "kvtk simulate: decode records of request '" << req.id
-                  << "': simulate needs the 0-based index of a request line (the trace has "
-                  << rec->size() << " requests)\n";
-        return 2;
-      }
-      auto& out = (*rec)[idx];
-      for (const auto& st : req.steps) {
-        out.step.push_back(st.step);
-        out.pattern.blocks.insert(out.pattern.blocks.end(), st.selected.begin(), st.selected.end());
-        out.pattern.weights.insert(out.pattern.weights.end(), st.weights.begin(), st.weights.end());
-        out.pattern.offsets.push_back(static_cast<std::uint32_t>(out.pattern.blocks.size()));
-        out.pattern.context.push_back(st.context_blocks);
-      }
-      ++recorded_requests;
-    }
-    cfg.sparse.recorded = std::move(rec);
-  }
-  des::simulation_result res;
+  const simulate_result r = run(o);
   try {
-    res = des::simulate(loaded.view(), cfg);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "kvtk simulate: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("pricing")) {
-    const auto& r = res.summary;
-    res.summary["cost"] = api_cost_json(
-        table,
-        {r["token_hits"].get<double>(), r["token_refs"].get<double>() - r["token_hits"].get<double>(),
-         r["output_tokens"].get<double>()},
-        0.0);
-  }
-  nlohmann::json out = {{"trace", {{"path", trace}, {"format", format}, {"block_tokens", block_tokens},
-                                    {"partial_block", cfg.cache_partial_block ? "cache" : "skip"}}},
-                        {"config", j},
-                        {"result", res.summary}};
-  if (!cfg.host_link_calibration.is_null()) out["host_link_calibration"] = cfg.host_link_calibration;
-  if (cfg.sparse.enabled) out["result"]["sparse"]["recorded_requests"] = recorded_requests;
-  try {
-    if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
-    if (vm.count("csv")) {
-      std::ostringstream csv;
-      csv << "request,instance,rejected,arrival_s,prefill_start_s,first_token_s,done_s,blocks,"
-             "hit_blocks,dram_blocks,pool_blocks,inflight_miss_blocks,input_tokens,hit_tokens,"
-             "output_tokens,mean_tbt_s"
-          << (cfg.sparse.enabled ? ",recalls,stall_s\n" : "\n");
-      for (std::size_t r = 0; r < res.requests.size(); ++r) {
-        const auto& o = res.requests[r];
-        csv << r << ',' << o.instance << ',' << o.rejected << ',' << o.arrival << ','
-            << o.prefill_start << ',' << o.first_token << ',' << o.done << ',' << o.blocks << ','
-            << o.hit_blocks << ',' << o.dram_blocks << ',' << o.pool_blocks << ','
-            << o.inflight_miss_blocks << ',' << o.input_tokens << ',' << o.hit_tokens << ','
-            << o.output_tokens << ',' << o.mean_tbt;
-        if (cfg.sparse.enabled) csv << ',' << o.recalls << ',' << o.stall_s;
-        csv << '\n';
-      }
-      write_to(csv_out, csv.str());
-    }
+    if (vm.count("json")) write_to(json_out, to_json(r).dump(2) + "\n");
+    if (vm.count("csv")) write_to(csv_out, to_csv(r));
   } catch (const std::exception& e) {
     std::cerr << "kvtk simulate: " << e.what() << "\n";
     return 1;
   }
-  if (!vm.count("json") && !vm.count("csv")) std::cout << out["result"].dump(2) << "\n";
+  if (!vm.count("json") && !vm.count("csv")) std::cout << to_text(r);
   return 0;
 }
 

@@ -1,0 +1,179 @@
+#include "api/simulate.hpp"
+
+#include <memory>
+#include <sstream>
+
+#include "api/options_json.hpp"
+#include "cli/common.hpp"
+#include "cli/cost.hpp"
+#include "formats/decode_records.hpp"
+#include "formats/requests.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+using cli::usage_error;
+
+// The config file, then the options' keys, then calibration; `set` is applied by
+// cluster_config_from_json.
+nlohmann::json config_json(const simulate_options& o) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!o.config_file.empty()) j = cli::read_json_file("--config", o.config_file);
+  if (!o.config.is_object()) throw usage_error("config: must be a JSON object");
+  if (!j.is_object()) throw usage_error("config: must be a JSON object");
+  for (const auto& [k, v] : o.config.items()) j[k] = v;
+  if (!o.calibration.empty()) j["calibration"] = o.calibration;
+  return j;
+}
+
+// Decoding is simulated token by token: bound the work a single request can ask for.
+void check_decode_lengths(const simulate_options& o, const loaded_trace& loaded,
+                          const des::cluster_config& cfg) {
+  constexpr std::uint64_t max_decode = std::uint64_t{1} << 24;
+  const auto& v = loaded.view();
+  for (std::size_t r = 0; r < v.output_length.size(); ++r) {
+    std::uint64_t out = v.output_length[r];
+    if (cfg.max_output_tokens >= 0) out = std::min<std::uint64_t>(out, cfg.max_output_tokens);
+    if (out > max_decode) {
+      throw std::runtime_error(o.trace + ": request " + std::to_string(r) + " (0-based) has " +
+                               std::to_string(v.output_length[r]) +
+                               " output tokens; simulate decodes at most 2^24 per request (set "
+                               "the config's max_output_tokens to cap them)");
+    }
+  }
+}
+
+// Recorded selections replace the generated pattern of their requests: "request" is the 0-based
+// index of a request line. Returns how many requests have records.
+std::size_t attach_decode_records(const std::string& trace, std::size_t requests,
+                                  des::cluster_config& cfg) {
+  auto rec = std::make_shared<std::vector<des::recorded_selection>>(requests);
+  std::size_t recorded = 0;
+  for (const auto& req : load_decode_records(trace)) {  // trace_error: exit 1 via main
+    std::size_t idx = 0;
+    const bool digits = !req.id.empty() && req.id.size() < 19 &&
+                        req.id.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) idx = std::stoull(req.id);
+    if (!digits || idx >= rec->size()) {
+      throw usage_error("decode records of request '" + req.id +
+                        "': simulate needs the 0-based index of a request line (the trace has " +
+                        std::to_string(rec->size()) + " requests)");
+    }
+    auto& out = (*rec)[idx];
+    for (const auto& st : req.steps) {
+      out.step.push_back(st.step);
+      out.pattern.blocks.insert(out.pattern.blocks.end(), st.selected.begin(), st.selected.end());
+      out.pattern.weights.insert(out.pattern.weights.end(), st.weights.begin(), st.weights.end());
+      out.pattern.offsets.push_back(static_cast<std::uint32_t>(out.pattern.blocks.size()));
+      out.pattern.context.push_back(st.context_blocks);
+    }
+    ++recorded;
+  }
+  cfg.sparse.recorded = std::move(rec);
+  return recorded;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const simulate_options& o) {
+  return {{"trace", o.trace},     {"format", o.format},   {"block_tokens", o.block_tokens},
+          {"config_file", o.config_file}, {"config", o.config}, {"set", o.set},
+          {"calibration", o.calibration}, {"pricing", o.pricing}, {"skip_invalid", o.skip_invalid}};
+}
+
+simulate_options simulate_options_from_json(const nlohmann::json& j) {
+  simulate_options o;
+  detail::options_reader in(j, "simulate options");
+  in.get("trace", o.trace);
+  in.get("format", o.format);
+  in.get("block_tokens", o.block_tokens);
+  in.get("config_file", o.config_file);
+  in.get("config", o.config);
+  in.get("set", o.set);
+  in.get("calibration", o.calibration);
+  in.get("pricing", o.pricing);
+  in.get("skip_invalid", o.skip_invalid);
+  in.finish();
+  return o;
+}
+
+void validate(simulate_options& o) {
+  cli::check_request_format(o.format);
+  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  nlohmann::json j = config_json(o);
+  (void)cluster_config_from_json(j, o.block_tokens, o.set);
+  if (!o.pricing.empty()) {
+    std::vector<std::string> storage;
+    (void)load_price_table(o.pricing, storage);
+  }
+}
+
+simulate_result run(simulate_options o) {
+  validate(o);
+  simulate_result r;
+  r.config = config_json(o);
+  des::cluster_config cfg = cluster_config_from_json(r.config, o.block_tokens, o.set);
+  read_report skipped;
+  const loaded_trace loaded = cli::load_trace_for("simulate", o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, cfg.sparse.enabled);
+  check_decode_lengths(o, loaded, cfg);
+  std::size_t recorded_requests = 0;
+  if (cfg.sparse.enabled && skipped.decode_records > 0) {
+    recorded_requests = attach_decode_records(o.trace, loaded.view().requests(), cfg);
+  }
+  des::simulation_result res;
+  try {
+    res = des::simulate(loaded.view(), cfg);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+  if (!o.pricing.empty()) {
+    std::vector<std::string> storage;
+    const auto table = load_price_table(o.pricing, storage);
+    const auto& s = res.summary;
+    res.summary["cost"] = api_cost_json(
+        table,
+        {s["token_hits"].get<double>(), s["token_refs"].get<double>() - s["token_hits"].get<double>(),
+         s["output_tokens"].get<double>()},
+        0.0);
+  }
+  r.trace = {{"path", o.trace},
+             {"format", o.format},
+             {"block_tokens", o.block_tokens},
+             {"partial_block", cfg.cache_partial_block ? "cache" : "skip"}};
+  r.result = std::move(res.summary);
+  r.host_link_calibration = cfg.host_link_calibration;
+  r.sparse = cfg.sparse.enabled;
+  if (r.sparse) r.result["sparse"]["recorded_requests"] = recorded_requests;
+  r.requests = std::move(res.requests);
+  return r;
+}
+
+nlohmann::json to_json(const simulate_result& r) {
+  nlohmann::json out = {{"trace", r.trace}, {"config", r.config}, {"result", r.result}};
+  if (!r.host_link_calibration.is_null()) out["host_link_calibration"] = r.host_link_calibration;
+  return out;
+}
+
+std::string to_csv(const simulate_result& r) {
+  std::ostringstream csv;
+  csv << "request,instance,rejected,arrival_s,prefill_start_s,first_token_s,done_s,blocks,"
+         "hit_blocks,dram_blocks,pool_blocks,inflight_miss_blocks,input_tokens,hit_tokens,"
+         "output_tokens,mean_tbt_s"
+      << (r.sparse ? ",recalls,stall_s\n" : "\n");
+  for (std::size_t i = 0; i < r.requests.size(); ++i) {
+    const auto& o = r.requests[i];
+    csv << i << ',' << o.instance << ',' << o.rejected << ',' << o.arrival << ','
+        << o.prefill_start << ',' << o.first_token << ',' << o.done << ',' << o.blocks << ','
+        << o.hit_blocks << ',' << o.dram_blocks << ',' << o.pool_blocks << ','
+        << o.inflight_miss_blocks << ',' << o.input_tokens << ',' << o.hit_tokens << ','
+        << o.output_tokens << ',' << o.mean_tbt;
+    if (r.sparse) csv << ',' << o.recalls << ',' << o.stall_s;
+    csv << '\n';
+  }
+  return csv.str();
+}
+
+std::string to_text(const simulate_result& r) { return r.result.dump(2) + "\n"; }
+
+}  // namespace kvtk::sim
