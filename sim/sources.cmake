@@ -28,6 +28,7 @@ set(KVTK_MOVE_SOURCES
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
   api/mrc.cpp
+  api/cost.cpp
   api/simulate.cpp
   api/simulate_config.cpp
   cli/progress.cpp

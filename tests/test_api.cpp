@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
 
+#include "api/cost.hpp"
 #include "api/mrc.hpp"
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
@@ -193,4 +194,37 @@ TEST_CASE("simulate: config keys, file and overrides layer in order", "[api]") {
 
   o.set = {"prefill_instances=0"};
   CHECK_THROWS_AS(kvtk::sim::run(o), kvtk::sim::cli::usage_error);
+}
+
+TEST_CASE("cost: counts or a result given as JSON, options round-trip", "[api]") {
+  kvtk::sim::cost_options o;
+  o.hit_ratio = 0.5;
+  o.input_tokens = 1e6;
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(j["hit_tokens"].is_null());
+  CHECK(kvtk::sim::to_json(kvtk::sim::cost_options_from_json(j)) == j);
+  const auto r = kvtk::sim::run(o);
+  CHECK(r.estimate["tokens"]["hit"] == 500000.0);
+  CHECK(r.estimate["tokens"]["miss"] == 500000.0);
+  CHECK(r.estimate["saving_usd"].get<double>() > 0);
+
+  // A replay result passed as JSON (what the Python package does) prices each job.
+  kvtk::sim::replay_options ro;
+  ro.trace = conversation;
+  ro.capacity = {"1000", "10000"};
+  ro.opt = false;
+  kvtk::sim::cost_options from;
+  from.from_result = kvtk::sim::to_json(kvtk::sim::run(ro));
+  const auto priced = kvtk::sim::run(from);
+  REQUIRE(priced.estimate["estimates"].size() == 2);
+  CHECK(priced.estimate["estimates"][1]["saving_usd"].get<double>() >
+        priced.estimate["estimates"][0]["saving_usd"].get<double>());
+
+  kvtk::sim::cost_options both = from;
+  both.hit_tokens = 1;
+  CHECK_THROWS_WITH(kvtk::sim::validate(both), Catch::Contains("give either"));
+  kvtk::sim::cost_options fractional;
+  fractional.hit_tokens = 0.56;
+  fractional.input_tokens = 10;
+  CHECK_THROWS_WITH(kvtk::sim::run(fractional), Catch::Contains("not a whole number"));
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <vector>
@@ -21,6 +22,17 @@ class options_reader {
     if (!j_.is_object()) throw cli::usage_error(what_ + ": expected a JSON object");
   }
   /// Sets `out` from key when present. Throws usage_error "WHAT: KEY: expected T" otherwise.
+  /// An optional number: absent or null = nullopt.
+  void get(const char* key, std::optional<double>& out) {
+    seen_.insert(key);
+    const auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return;
+    if (!it->is_number()) {
+      throw cli::usage_error(what_ + ": '" + key + "': expected a number or null, got " + it->dump());
+    }
+    out = it->template get<double>();
+  }
+
   template <class T>
   void get(const char* key, T& out) {
     seen_.insert(key);
@@ -35,6 +47,7 @@ class options_reader {
         }
       }
       if constexpr (std::is_same_v<T, nlohmann::json>) {
+        if (it->is_null()) return;  // null = the default
         if (!it->is_object()) {
           throw nlohmann::json::type_error::create(302, "not an object", nullptr);
         }
