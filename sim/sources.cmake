@@ -29,6 +29,7 @@ set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
   api/mrc.cpp
   api/cost.cpp
+  api/sparse.cpp
   api/simulate.cpp
   api/simulate_config.cpp
   cli/progress.cpp

@@ -7,6 +7,7 @@
 #include "api/mrc.hpp"
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
+#include "api/sparse.hpp"
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
 #include "formats/trace_error.hpp"
@@ -227,4 +228,31 @@ TEST_CASE("cost: counts or a result given as JSON, options round-trip", "[api]")
   fractional.hit_tokens = 0.56;
   fractional.input_tokens = 10;
   CHECK_THROWS_WITH(kvtk::sim::run(fractional), Catch::Contains("not a whole number"));
+}
+
+TEST_CASE("sparse: a grid of jobs, per-step rows, options round-trip", "[api]") {
+  kvtk::sim::sparse_options o;
+  o.steps = 120;
+  o.requests = 2;
+  o.scorer = {"selection-lru", "h2o"};
+  o.manager = {"offload", "lossy"};
+  o.sinks = 2;
+  o.step_rows = true;
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(j["recent"].is_null());
+  CHECK(kvtk::sim::to_json(kvtk::sim::sparse_options_from_json(j)) == j);
+  const auto r = kvtk::sim::run(o);
+  REQUIRE(r.summary["results"].size() == 4);  // 2 managers x 2 scorers
+  CHECK(r.summary["sinks"] == 2);
+  // One row per job, request and step, plus the header.
+  CHECK(std::count(r.step_csv.begin(), r.step_csv.end(), '\n') == 4 * 2 * 120 + 1);
+  for (const auto& row : r.summary["results"]) {
+    CHECK(row["steps"] == 240);
+    if (row["manager"] == "offload") CHECK(row["recalls"].get<std::uint64_t>() > 0);
+  }
+  o.scorer = {"nope"};
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("unknown 'nope'"));
+  o.scorer = {"h2o"};
+  o.drift = {"2"};
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("--drift"));
 }

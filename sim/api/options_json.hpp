@@ -33,6 +33,18 @@ class options_reader {
     out = it->template get<double>();
   }
 
+  /// An optional whole number: absent or null = nullopt.
+  void get(const char* key, std::optional<std::uint32_t>& out) {
+    const auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) {
+      seen_.insert(key);
+      return;
+    }
+    std::uint32_t v = 0;
+    get(key, v);
+    out = v;
+  }
+
   template <class T>
   void get(const char* key, T& out) {
     seen_.insert(key);
