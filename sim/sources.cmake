@@ -30,6 +30,7 @@ set(KVTK_COMMANDS_SOURCES
   api/mrc.cpp
   api/cost.cpp
   api/sparse.cpp
+  api/trace_stats.cpp
   api/simulate.cpp
   api/simulate_config.cpp
   cli/progress.cpp

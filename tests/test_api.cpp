@@ -8,6 +8,7 @@
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
+#include "api/trace_stats.hpp"
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
 #include "formats/trace_error.hpp"
@@ -255,4 +256,24 @@ TEST_CASE("sparse: a grid of jobs, per-step rows, options round-trip", "[api]") 
   o.scorer = {"h2o"};
   o.drift = {"2"};
   CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("--drift"));
+}
+
+TEST_CASE("trace stats: the ideal ratios equal replay's", "[api]") {
+  kvtk::sim::trace_stats_options o;
+  o.trace = conversation;
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(kvtk::sim::to_json(kvtk::sim::trace_stats_options_from_json(j)) == j);
+  const auto s = kvtk::sim::run(o);
+  kvtk::sim::replay_options ro;
+  ro.trace = conversation;
+  ro.capacity = {"10"};
+  ro.opt = false;
+  const auto r = kvtk::sim::run(ro);
+  CHECK(s.stats["requests"] == 12031);
+  CHECK(s.stats["ideal_token_hit_ratio"] == r.trace["ideal_token_hit_ratio"]);
+  CHECK(s.stats["unique_blocks"] == r.trace["unique_blocks"]);
+  CHECK(s.stats["block_refs"] == r.trace["block_refs"]);
+  CHECK_FALSE(s.clock);
+  o.partial_block = "sometimes";
+  CHECK_THROWS_AS(kvtk::sim::validate(o), kvtk::sim::cli::usage_error);
 }

@@ -1,0 +1,238 @@
+// sim/api/trace_stats.cpp — `kvtk trace stats` (api/trace_stats.hpp).
+#include "api/trace_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <kvtk/kvtk.hpp>
+#include <map>
+#include <unordered_map>
+
+#include "api/options_json.hpp"
+#include "cli/common.hpp"
+#include "cli/phase_clock.hpp"
+#include "formats/requests.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+nlohmann::json distribution(std::vector<double> v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  auto q = [&](double p) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+  };
+  return {{"count", v.size()}, {"mean", sum / static_cast<double>(v.size())},
+          {"p50", q(0.5)},     {"p90", q(0.9)},
+          {"p99", q(0.99)},    {"max", v.back()}};
+}
+
+// The same figures for whole numbers, in linear time: the quantiles by nth_element on shrinking
+// upper ranges, the mean from an integer sum (equal to the sorted double sum above whenever that
+// one was exact, i.e. below 2^53; more accurate above).
+nlohmann::json distribution(std::vector<std::uint64_t> v) {
+  if (v.empty()) return nullptr;
+  std::uint64_t sum = 0;
+  bool exact = true;
+  for (const std::uint64_t x : v) exact = exact && !__builtin_add_overflow(sum, x, &sum);
+  double mean_sum = static_cast<double>(sum);
+  if (!exact) {  // beyond 2^64: a double sum (rounded, as the sorted sum would be)
+    mean_sum = 0;
+    for (const std::uint64_t x : v) mean_sum += static_cast<double>(x);
+  }
+  const std::size_t n = v.size();
+  auto at = [&](double p) {
+    return std::min(n - 1, static_cast<std::size_t>(p * static_cast<double>(n)));
+  };
+  auto lo = v.begin();
+  double quantile[3];
+  const double ps[3] = {0.5, 0.9, 0.99};
+  for (int i = 0; i < 3; ++i) {  // each quantile's index is >= the previous one's
+    const auto nth = v.begin() + static_cast<std::ptrdiff_t>(at(ps[i]));
+    std::nth_element(lo, nth, v.end());
+    quantile[i] = static_cast<double>(*nth);
+    lo = nth;
+  }
+  const double max = static_cast<double>(*std::max_element(lo, v.end()));
+  return {{"count", n},         {"mean", mean_sum / static_cast<double>(n)},
+          {"p50", quantile[0]}, {"p90", quantile[1]},
+          {"p99", quantile[2]}, {"max", max}};
+}
+
+// Session structure from the trace's session ids (kvtk `session`, Bailian's chat chains); null
+// when the format has none (Mooncake).
+nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
+  if (t.session.empty()) return nullptr;
+  struct info {
+    std::uint64_t requests = 0;
+    double first = NAN, last = NAN;
+  };
+  std::unordered_map<std::uint64_t, info> by_id;
+  std::vector<double> gaps;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    info& s = by_id[t.session[r]];
+    ++s.requests;
+    if (!t.arrival_s.empty() && !std::isnan(t.arrival_s[r])) {
+      if (!std::isnan(s.last)) gaps.push_back(t.arrival_s[r] - s.last);
+      if (std::isnan(s.first)) s.first = t.arrival_s[r];
+      s.last = t.arrival_s[r];
+    }
+  }
+  std::vector<double> turns, duration;
+  std::uint64_t multi = 0, in_multi = 0;
+  for (const auto& [id, s] : by_id) {
+    turns.push_back(static_cast<double>(s.requests));
+    if (s.requests > 1) {
+      ++multi;
+      in_multi += s.requests;
+      if (!std::isnan(s.first)) duration.push_back(s.last - s.first);
+    }
+  }
+  return {{"sessions", by_id.size()},
+          {"multi_request_sessions", multi},
+          {"requests_in_multi_request_sessions", in_multi},
+          {"requests_per_session", distribution(turns)},
+          {"multi_request_session_duration_s", distribution(duration)},
+          {"gap_between_requests_of_a_session_s", distribution(gaps)}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const trace_stats_options& o) {
+  return {{"trace", o.trace},
+          {"format", o.format},
+          {"block_tokens", o.block_tokens},
+          {"partial_block", o.partial_block},
+          {"skip_invalid", o.skip_invalid},
+          {"timings", o.timings}};
+}
+
+trace_stats_options trace_stats_options_from_json(const nlohmann::json& j) {
+  trace_stats_options o;
+  detail::options_reader in(j, "trace stats options");
+  in.get("trace", o.trace);
+  in.get("format", o.format);
+  in.get("block_tokens", o.block_tokens);
+  in.get("partial_block", o.partial_block);
+  in.get("skip_invalid", o.skip_invalid);
+  in.get("timings", o.timings);
+  in.finish();
+  return o;
+}
+
+void validate(const trace_stats_options& o) {
+  cli::check_request_format(o.format);
+  (void)cli::parse_partial_block(o.partial_block);
+}
+
+trace_stats_result run(trace_stats_options o) {
+  using namespace kvtk::prefix;
+  validate(o);
+  const partial_block pb =
+      cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+  trace_stats_result r;
+  auto clock = std::make_shared<cli::phase_clock>();
+  read_report skipped;
+  const loaded_trace loaded = cli::load_trace_for("trace stats", o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped);
+  const prefix_trace_view& t = loaded.view();
+
+  clock->lap("read");
+
+  // One pass: lengths, and per reference its key's previous position (reuse time, distinct
+  // blocks, and whether an earlier request had it: the ideal hit).
+  std::vector<std::uint64_t> input, output, reuse;
+  input.reserve(t.requests());
+  if (!t.output_length.empty()) output.reserve(t.requests());
+  kvtk::detail::key_map<std::uint64_t> last(
+      kvtk::detail::key_map<std::uint64_t>::expected_for_refs(t.keys.size()));
+  constexpr std::size_t ahead = kvtk::detail::key_map<std::uint64_t>::prefetch_distance;
+  std::uint64_t refs = 0;
+  prefix_counts ideal;
+  for (std::size_t r = 0; r < t.requests(); ++r) {
+    const std::uint64_t L = t.input_tokens(r);
+    input.push_back(L);
+    if (!t.output_length.empty()) output.push_back(t.output_length[r]);
+    const auto blocks = t.cacheable(r, pb);
+    const std::size_t at = static_cast<std::size_t>(blocks.data() - t.keys.data());
+    for (std::size_t i = at + ahead; i < std::min(at + ahead + blocks.size(), t.keys.size()); ++i) {
+      last.prefetch(t.keys[i]);
+    }
+    const std::uint64_t first = refs;
+    std::uint64_t h = 0;  // leading blocks an earlier request referenced
+    if (blocks.size() > 1) {
+      while (h < blocks.size()) {
+        const std::uint64_t* p = last.find(blocks[h]);
+        if (p == nullptr || *p >= first) break;
+        ++h;
+      }
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      auto [pos, fresh] = last.try_emplace(blocks[i], refs);
+      if (!fresh) {
+        if (blocks.size() == 1) h = 1;  // a single block: seen before means an earlier request
+        reuse.push_back(refs - *pos);
+        *pos = refs;
+      }
+      ++refs;
+    }
+    ++ideal.requests;
+    ideal.block_refs += blocks.size();
+    ideal.block_hits += h;
+    ideal.token_refs += L;
+    ideal.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+  }
+  clock->lap("pass");
+
+  nlohmann::json& out = r.stats;
+  out["trace"] = {{"path", o.trace},
+                  {"format", o.format},
+                  {"block_tokens", t.block_tokens},
+                  {"partial_block", pb == partial_block::cache ? "cache" : "skip"},
+                  {"skipped_lines", skipped.skipped_lines}};
+  out["requests"] = t.requests();
+  if (!t.arrival_s.empty() && t.requests() > 1) {
+    const double span = t.arrival_s.back() - t.arrival_s.front();
+    out["span_s"] = span;
+    out["arrival_rate_per_s"] = span > 0 ? static_cast<double>(t.requests() - 1) / span : 0.0;
+  }
+  out["input_tokens"] = distribution(std::move(input));
+  out["output_tokens"] = distribution(std::move(output));
+  out["block_refs"] = refs;
+  out["unique_blocks"] = last.size();
+  out["ideal_block_hit_ratio"] = ideal.block_hit_ratio();
+  out["ideal_token_hit_ratio"] = ideal.token_hit_ratio();
+  out["reuse_distance_block_refs"] = distribution(std::move(reuse));
+  if (!t.arrival_s.empty() && t.requests() > 2) {
+    // Burstiness: Poisson arrivals have a coefficient of variation of 1; bursty traffic more.
+    double sum = 0, sq = 0;
+    std::size_t n = 0;
+    for (std::size_t r = 1; r < t.requests(); ++r) {
+      const double gap = t.arrival_s[r] - t.arrival_s[r - 1];
+      if (std::isnan(gap)) continue;
+      sum += gap;
+      sq += gap * gap;
+      ++n;
+    }
+    const double mean = n ? sum / static_cast<double>(n) : 0.0;
+    const double var = n ? sq / static_cast<double>(n) - mean * mean : 0.0;
+    out["inter_arrival_cv"] = mean > 0 ? std::sqrt(std::max(var, 0.0)) / mean : 0.0;
+  }
+  out["sessions"] = session_stats(t);
+  if (!t.tenant.empty()) {
+    std::map<std::string, std::uint64_t> per_tenant;
+    const auto names = loaded.tenant_names();
+    for (std::uint32_t x : t.tenant) ++per_tenant[x ? names[x] : std::string("(none)")];
+    out["requests_per_tenant"] = per_tenant;
+  }
+  clock->lap("summary");
+  if (o.timings) r.clock = clock;
+  return r;
+}
+
+nlohmann::json to_json(const trace_stats_result& r) { return r.stats; }
+
+std::string to_text(const trace_stats_result& r) { return r.stats.dump(2) + "\n"; }
+
+}  // namespace kvtk::sim
