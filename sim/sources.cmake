@@ -28,6 +28,7 @@ set(KVTK_MOVE_SOURCES
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
   api/mrc.cpp
+  api/compare.cpp
   api/cost.cpp
   api/sparse.cpp
   api/trace_stats.cpp

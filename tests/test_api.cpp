@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
 
+#include "api/compare.hpp"
 #include "api/cost.hpp"
 #include "api/mrc.hpp"
 #include "api/replay.hpp"
@@ -276,4 +277,20 @@ TEST_CASE("trace stats: the ideal ratios equal replay's", "[api]") {
   CHECK_FALSE(s.clock);
   o.partial_block = "sometimes";
   CHECK_THROWS_AS(kvtk::sim::validate(o), kvtk::sim::cli::usage_error);
+}
+
+TEST_CASE("compare: every policy x capacity, hits + misses = requests", "[api]") {
+  kvtk::sim::compare_options o;
+  o.trace = conversation;
+  o.capacity = {"100", "1000"};
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(kvtk::sim::to_json(kvtk::sim::compare_options_from_json(j)) == j);
+  const auto r = kvtk::sim::run(o);
+  CHECK(r.results.size() == 2 * kvtk::policy_names.size());
+  for (const auto& row : r.results) {
+    CHECK(row["hits"].get<std::uint64_t>() + row["misses"].get<std::uint64_t>() ==
+          row["requests"].get<std::uint64_t>());
+  }
+  o.capacity = {"0"};
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("positive integer"));
 }
