@@ -31,6 +31,8 @@ set(KVTK_COMMANDS_SOURCES
   api/compare.cpp
   api/cost.cpp
   api/sparse.cpp
+  api/trace_convert.cpp
+  api/trace_gen.cpp
   api/trace_stats.cpp
   api/simulate.cpp
   api/simulate_config.cpp

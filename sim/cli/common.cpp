@@ -86,8 +86,8 @@ int parse_command(const std::string& cmd, const boost::program_options::options_
       return 0;
     }
     po::notify(vm);
-    check();
     force_outputs() = vm.count("force") != 0;
+    check();
     // Every file option is an input unless it is an output; then no output may name an input.
     static const char* const outputs[] = {"json", "csv", "output"};
     auto is_output = [](const std::string& name) {
