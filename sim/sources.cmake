@@ -27,6 +27,7 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
+  api/move.cpp
   api/mrc.cpp
   api/compare.cpp
   api/cost.cpp

@@ -5,6 +5,7 @@
 
 #include "api/compare.hpp"
 #include "api/cost.hpp"
+#include "api/move.hpp"
 #include "api/mrc.hpp"
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
@@ -293,4 +294,33 @@ TEST_CASE("compare: every policy x capacity, hits + misses = requests", "[api]")
   }
   o.capacity = {"0"};
   CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("positive integer"));
+}
+
+TEST_CASE("move: replay verifies every arrival; bench fits only what its samples determine", "[api]") {
+  kvtk::sim::move_replay_options o;
+  o.trace = conversation;
+  o.tiers = "hbm:2500:lru,dram:7500:lru";
+  o.block_bytes = "512";
+  const auto j = kvtk::sim::to_json(o);
+  CHECK(kvtk::sim::to_json(kvtk::sim::move_replay_options_from_json(j)) == j);
+  const auto r = kvtk::sim::run(o);
+  CHECK(r.verified);
+  CHECK(r.report["block_hits"] == 60921);  // one LRU of 10,000 blocks (exclusive tiers)
+  CHECK(r.report["integrity_failures"] == 0);
+  o.block_bytes = "12";
+  CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("--block-bytes"));
+
+  kvtk::sim::move_bench_options b;
+  b.to = {"dram"};
+  b.block_bytes = {"4KiB", "64KiB"};
+  b.blocks = {"1", "16"};
+  b.mechanism = {"per-piece"};
+  b.reps = 1;
+  const auto m = kvtk::sim::run(b);
+  CHECK(m.verified);
+  CHECK(m.report["rows"].size() == 4);
+  CHECK(m.report["calibration"]["dram->dram per-piece"].is_object());
+  b.block_bytes = {"4KiB"};
+  b.blocks = {"4"};
+  CHECK(kvtk::sim::run(b).report["calibration"]["dram->dram per-piece"].is_null());
 }

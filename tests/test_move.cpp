@@ -91,6 +91,12 @@ TEST_CASE("the timing fit recovers alpha, beta and bandwidth", "[move]") {
   CHECK(got.beta_s == Approx(truth.beta_s).epsilon(1e-6));
   CHECK(got.bytes_per_s == Approx(truth.bytes_per_s).epsilon(1e-6));
   CHECK_THROWS(fit_timing(std::vector<timing_sample>{{1, 100, 1.0}}));
+  // Rank-deficient sets leave rounding, not exact zeros, in the pivots: still no fit. One
+  // measured sample (a 4-block bench run), and n and bytes in proportion (one block size).
+  CHECK_THROWS(fit_timing(std::vector<timing_sample>{{4, 262144, 3.7123e-5}}));
+  std::vector<timing_sample> one_size;
+  for (double n : {1.0, 16.0, 256.0, 1024.0}) one_size.push_back({n, n * 65536, truth.predict(n, n * 65536)});
+  CHECK_THROWS(fit_timing(one_size));
 }
 
 namespace {

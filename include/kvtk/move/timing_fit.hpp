@@ -36,12 +36,16 @@ timing_model fit_timing(const Range& samples) {
       m[r][3] += w * x[r] * s.seconds;
     }
   }
+  // A pivot is zero when it is zero against the matrix's own scale: the rounding left by
+  // eliminating a rank-deficient system (one sample; n and bytes in proportion) is ~1e-16 of it,
+  // never exactly 0, and an absolute threshold let such "fits" through.
+  const double scale = std::max({std::abs(m[0][0]), std::abs(m[1][1]), std::abs(m[2][2])});
   for (int col = 0; col < 3; ++col) {
     int piv = col;
     for (int r = col + 1; r < 3; ++r) {
       if (std::abs(m[r][col]) > std::abs(m[piv][col])) piv = r;
     }
-    if (std::abs(m[piv][col]) < 1e-300) {
+    if (!(std::abs(m[piv][col]) > 1e-12 * scale)) {
       throw std::invalid_argument("fit_timing: samples do not determine alpha, beta and bandwidth");
     }
     for (int c = 0; c < 4; ++c) std::swap(m[col][c], m[piv][c]);
