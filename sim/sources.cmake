@@ -4,7 +4,7 @@
 #   kvtk_formats   trace readers and writers                 (util)
 #   kvtk_des       the discrete-event cluster simulator      (util)
 #   kvtk_move      real block movement and calibration        (util)
-#   kvtk_commands  the kvtk subcommands                      (all of the above)
+#   kvtk_commands  every command as a library call (api/) and its command line (cli/) (all above)
 set(KVTK_UTIL_SOURCES
   util/memory_budget.cpp
   util/output_file.cpp)

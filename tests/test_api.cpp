@@ -10,7 +10,13 @@
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
+#include "api/trace_convert.hpp"
+#include "api/trace_gen.hpp"
 #include "api/trace_stats.hpp"
+#include "util/output_file.hpp"
+
+#include <filesystem>
+#include <unistd.h>
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
 #include "formats/trace_error.hpp"
@@ -328,4 +334,29 @@ TEST_CASE("move: replay verifies every arrival; bench fits only what its samples
   b.block_bytes = {"4KiB"};
   b.blocks = {"4"};
   CHECK(kvtk::sim::run(b).report["calibration"]["dram->dram per-piece"].is_null());
+}
+
+TEST_CASE("trace convert and gen through the library keep users' files", "[api]") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("kvtk_api_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  kvtk::sim::trace_gen_options g;
+  g.gen.requests = 200;
+  g.output = dir + "/gen.jsonl";
+  CHECK(kvtk::sim::run(g).requests == 200);
+  CHECK_THROWS_AS(kvtk::sim::run(g), kvtk::sim::output_refused);  // exists, no force
+  g.force = true;
+  CHECK(kvtk::sim::run(g).requests == 200);
+
+  kvtk::sim::trace_convert_options c;
+  c.trace = g.output;
+  c.output = g.output;  // the input itself: refused even with force
+  c.to = "kvtk";
+  c.force = true;
+  CHECK_THROWS_AS(kvtk::sim::run(c), kvtk::sim::output_refused);
+  c.output = dir + "/gen.kvtb";
+  c.to = "";
+  const auto r = kvtk::sim::run(c);
+  CHECK(r.requests == 200);
+  CHECK(r.to == "kvtb");
+  std::filesystem::remove_all(dir);
 }

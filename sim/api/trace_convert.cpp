@@ -3,6 +3,7 @@
 #include "api/options_json.hpp"
 #include "cli/common.hpp"
 #include "formats/writers.hpp"
+#include "util/output_file.hpp"
 
 namespace kvtk::sim {
 
@@ -41,6 +42,9 @@ void validate(trace_convert_options& o) {
                       "' (writable: kvtk kvtb mooncake ids oracle-general)");
   }
   cli::resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
+  // The output never replaces the input (or any other file without force).
+  note_input(o.trace);
+  check_output(o.output, o.force, "-o");
 }
 
 trace_convert_result run(trace_convert_options o, const progress_callback& progress) {

@@ -19,6 +19,7 @@
 #include "api/options_json.hpp"
 #include "cli/common.hpp"
 #include "formats/writers.hpp"
+#include "util/output_file.hpp"
 
 #include <cmath>
 #include <deque>
@@ -229,6 +230,7 @@ void validate(trace_gen_options& o) {
   if (o.to != "mooncake" && o.to != "kvtk" && o.to != "kvtb") {
     throw usage_error("--to: '" + o.to + "' (use mooncake, kvtk or kvtb)");
   }
+  check_output(o.output, o.force, "-o");
 }
 
 trace_gen_result run(trace_gen_options o) {
