@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
+#include <kvtk/sparse/residency.hpp>
 #include <set>
 #include <string>
 
@@ -36,4 +37,49 @@ TEST_CASE("unknown policy names are a clear error", "[registry]") {
     REQUIRE(msg.find("'lruu'") != std::string::npos);
     REQUIRE(msg.find("s3fifo") != std::string::npos);  // lists the valid names
   }
+}
+
+TEST_CASE("every registry throws the one unknown_name, with the valid names", "[registry]") {
+  auto caught = [](auto&& f) -> kvtk::unknown_name {
+    try {
+      f();
+    } catch (const kvtk::unknown_name& e) {
+      return e;
+    }
+    FAIL("no unknown_name thrown");
+    return kvtk::unknown_name("", "", {});
+  };
+  const auto p = caught([] { kvtk::visit_policy("nope", []<class P>() {}); });
+  CHECK(p.kind() == "policy");
+  CHECK(p.name() == "nope");
+  CHECK(p.known() == kvtk::name_list(kvtk::policy_names));
+  CHECK(std::string(p.what()).find("unknown policy 'nope' (known: lru fifo") == 0);
+  CHECK_THROWS_AS(kvtk::visit_policy("nope", []<class P>() {}), kvtk::unknown_policy);
+  const auto l = caught([] { kvtk::prefix::visit_leaf_policy("arc", []<class L>() {}); });
+  CHECK(l.kind() == "radix leaf policy");
+  CHECK(l.known() == kvtk::name_list(kvtk::prefix::leaf_policy_names));
+  const auto s = caught([] { kvtk::sparse::all_scorers::require("nope"); });
+  CHECK(s.kind() == "scorer");
+  CHECK(s.known().size() == kvtk::sparse::all_scorers::size);
+  kvtk::sparse::all_scorers::require("h2o");  // a known one: nothing thrown
+}
+
+TEST_CASE("residency counters add every field", "[registry][sparse]") {
+  kvtk::sparse::residency_counters a, b;
+  a.steps = 1; a.selections = 2; a.invalid_selections = 3; a.hits = 4; a.recalls = 5;
+  a.prefetches_issued = 6; a.prefetch_hits = 7; a.wasted_prefetches = 8; a.prefetches_dropped = 9;
+  a.evictions = 10; a.dropped_selections = 11; a.over_budget_steps = 12; a.budget_raised_steps = 13;
+  a.last_step_recalls = 14; a.resident_blocks = 15; a.resident_max = 16; a.total_mass = 17.5;
+  a.dropped_mass = 18.5;
+  b = a;
+  b.resident_max = 3;
+  b += a;
+  CHECK(b.steps == 2);
+  CHECK(b.invalid_selections == 6);
+  CHECK(b.dropped_selections == 22);
+  CHECK(b.budget_raised_steps == 26);
+  CHECK(b.total_mass == 35.0);
+  CHECK(b.dropped_mass == 37.0);
+  CHECK(b.resident_max == 16);  // the larger, not the sum
+  CHECK(b.resident_blocks == 30);
 }

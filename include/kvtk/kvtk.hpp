@@ -3,6 +3,7 @@
 
 #include "kvtk/cache/block_cache.hpp"
 #include "kvtk/concepts.hpp"
+#include "kvtk/names.hpp"
 #include "kvtk/offline.hpp"
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/registry.hpp"

@@ -10,14 +10,16 @@
 #include <string_view>
 #include <type_traits>
 
+#include "kvtk/names.hpp"
 #include "kvtk/policy/policy_list.hpp"
 
 namespace kvtk {
 
-/// Thrown for a policy name that is not in the registry; what() lists the valid names.
-class unknown_policy : public std::invalid_argument {
+/// Thrown for a policy name that is not in the registry; what() lists the valid names (an
+/// unknown_name of kind "policy").
+class unknown_policy : public unknown_name {
  public:
-  using std::invalid_argument::invalid_argument;
+  using unknown_name::unknown_name;
 };
 
 namespace detail {
@@ -40,9 +42,7 @@ constexpr bool is_policy_name(std::string_view name) noexcept {
 }
 
 [[noreturn]] inline void throw_unknown_policy(std::string_view name) {
-  std::string msg = "unknown policy '" + std::string(name) + "' (known:";
-  for (std::string_view n : policy_names) msg += " " + std::string(n);
-  throw unknown_policy(msg + ")");
+  throw unknown_policy("policy", std::string(name), name_list(policy_names));
 }
 
 /// Requires: nothing.  Effects: calls f.template operator()<P>() for the policy named `name` and

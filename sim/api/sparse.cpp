@@ -125,23 +125,6 @@ struct totals {
   std::vector<std::uint64_t> series_step;
 };
 
-void add_counters(sp::residency_counters& a, const sp::residency_counters& b) {
-  a.steps += b.steps;
-  a.selections += b.selections;
-  a.invalid_selections += b.invalid_selections;
-  a.hits += b.hits;
-  a.recalls += b.recalls;
-  a.prefetches_issued += b.prefetches_issued;
-  a.prefetch_hits += b.prefetch_hits;
-  a.wasted_prefetches += b.wasted_prefetches;
-  a.prefetches_dropped += b.prefetches_dropped;
-  a.evictions += b.evictions;
-  a.dropped_selections += b.dropped_selections;
-  a.over_budget_steps += b.over_budget_steps;
-  a.budget_raised_steps += b.budget_raised_steps;
-  a.total_mass += b.total_mass;
-  a.dropped_mass += b.dropped_mass;
-}
 
 template <class Manager>
 void run_stream(const sp::pattern_trace& p, const std::vector<std::uint64_t>& step_numbers,
@@ -197,7 +180,7 @@ void run_stream(const sp::pattern_trace& p, const std::vector<std::uint64_t>& st
            << sel.blocks.size() << ',' << resident << ',' << recalls << ',' << stall << '\n';
     }
   }
-  add_counters(t.c, m.counters());
+  t.c += m.counters();
 }
 
 nlohmann::json run_job(const job& j, const std::vector<sp::pattern_trace>& streams,

@@ -143,11 +143,25 @@ nlohmann::json dist(const std::vector<double>& v) {
           {"p99", percentile(v, 0.99)}};
 }
 
+// The routers, chosen once per simulation (not by comparing strings per request).
+enum class router_kind { random, round_robin, least_loaded, cache_aware, conductor };
+constexpr std::string_view router_names[] = {"random", "round-robin", "least-loaded",
+                                             "cache-aware", "conductor"};
+
+// Throws: kvtk::unknown_name (kind "router") listing the routers.
+router_kind parse_router(const std::string& name) {
+  for (std::size_t i = 0; i < std::size(router_names); ++i) {
+    if (router_names[i] == name) return static_cast<router_kind>(i);
+  }
+  throw kvtk::unknown_name("router", name, kvtk::name_list(router_names));
+}
+
 class cluster {
  public:
   cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c)
       : t_(t), c_(c), rng_(c.seed), out_(t.requests()), st_(t.requests()) {
     validate();
+    router_ = parse_router(c.router);
     bt_ = t.block_tokens;
     block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
     page_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * c.sparse.page_tokens;
@@ -170,6 +184,8 @@ class cluster {
                   static_cast<double>(pool)) *
                      cache_entry_bytes);
     prefill_.resize(c.prefill_instances);
+    route_cost_.resize(c.prefill_instances);
+    route_weight_.resize(c.prefill_instances);
     for (auto& in : prefill_) {
       if (local > 0) in.cache = make_cache(c.local_policy, local);
       if (dram > 0) in.dram = make_cache("lru", dram);
@@ -210,12 +226,6 @@ class cluster {
     if (!kvtk::is_policy_name(c_.local_policy) || c_.local_policy == "belady") {
       throw std::invalid_argument("local_policy: unknown or offline policy '" + c_.local_policy +
                                   "'");
-    }
-    static const char* routers[] = {"random", "round-robin", "least-loaded", "cache-aware",
-                                    "conductor"};
-    if (std::find(std::begin(routers), std::end(routers), c_.router) == std::end(routers)) {
-      throw std::invalid_argument("router: unknown router '" + c_.router +
-                                  "' (random round-robin least-loaded cache-aware conductor)");
     }
     for (double v : {c_.host_link_latency_s, c_.host_link_per_block_s, c_.pool_bytes_per_s, c_.pool_latency_s, c_.pd_link_bytes_per_s,
                      c_.time_scale, c_.router_temperature, c_.ttft_slo_s, c_.tbt_slo_s,
@@ -311,15 +321,15 @@ class cluster {
 
   std::uint32_t route(std::uint32_t r) {
     const std::size_t n = prefill_.size();
-    if (c_.router == "random") return static_cast<std::uint32_t>(rng_() % n);
-    if (c_.router == "round-robin") return static_cast<std::uint32_t>(rr_++ % n);
+    if (router_ == router_kind::random) return static_cast<std::uint32_t>(rng_() % n);
+    if (router_ == router_kind::round_robin) return static_cast<std::uint32_t>(rr_++ % n);
     const auto b = t_.cacheable(r, p_);
-    std::vector<double> cost(n);
+    std::vector<double>& cost = route_cost_;  // sized once: no allocation per request
     for (std::size_t i = 0; i < n; ++i) {
       instance& in = prefill_[i];
-      if (c_.router == "least-loaded") {
+      if (router_ == router_kind::least_loaded) {
         cost[i] = static_cast<double>(in.queued_tokens);
-      } else if (c_.router == "cache-aware") {
+      } else if (router_ == router_kind::cache_aware) {
         std::uint64_t overlap = 0;
         while (overlap < b.size() && local_has(in, b[overlap])) ++overlap;
         const double prefill_blocks = static_cast<double>(b.size() - overlap) +
@@ -329,9 +339,9 @@ class cluster {
         cost[i] = predicted_ttft(static_cast<std::uint32_t>(i), r);
       }
     }
-    if (c_.router == "cache-aware" && c_.router_temperature > 0) {
+    if (router_ == router_kind::cache_aware && c_.router_temperature > 0) {
       const double lo = *std::min_element(cost.begin(), cost.end());
-      std::vector<double> w(n);
+      std::vector<double>& w = route_weight_;
       for (std::size_t i = 0; i < n; ++i) w[i] = std::exp(-(cost[i] - lo) / c_.router_temperature);
       std::discrete_distribution<std::uint32_t> pick(w.begin(), w.end());
       return pick(rng_);
@@ -704,6 +714,8 @@ class cluster {
   const kvtk::prefix::prefix_trace_view& t_;
   const cluster_config& c_;
   std::mt19937_64 rng_;
+  router_kind router_ = router_kind::round_robin;    // c_.router, parsed once
+  std::vector<double> route_cost_, route_weight_;     // one entry per prefill instance
   std::vector<request_outcome> out_;
   std::vector<request_state> st_;
   std::vector<instance> prefill_, decode_;

@@ -188,17 +188,7 @@ void sparse_decoder::release(std::uint32_t r) {
   auto& sp = state_[r];
   if (!sp) return;
   sp->with_manager([&](auto& m) {
-    const auto& k = m.counters();
-    totals_.steps += k.steps;
-    totals_.selections += k.selections;
-    totals_.hits += k.hits;
-    totals_.recalls += k.recalls;
-    totals_.prefetches_issued += k.prefetches_issued;
-    totals_.prefetch_hits += k.prefetch_hits;
-    totals_.wasted_prefetches += k.wasted_prefetches;
-    totals_.prefetches_dropped += k.prefetches_dropped;
-    totals_.evictions += k.evictions;
-    totals_.over_budget_steps += k.over_budget_steps;
+    totals_ += m.counters();  // every field (residency_counters::operator+=)
   });
   sp.reset();
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "kvtk/names.hpp"
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/prefix/leaf_policies.hpp"
 
@@ -27,15 +28,13 @@ constexpr auto names_of(type_list<Ls...>) {
 inline constexpr auto leaf_policy_names = detail_registry::names_of(all_leaf_policies{});
 
 /// Calls f.template operator()<L>() for the leaf order named `name`.
-/// Throws: std::invalid_argument naming the bad name and listing the valid ones.
+/// Throws: unknown_name (kind "radix leaf policy") naming the bad name and listing the valid ones.
 template <class F>
 auto visit_leaf_policy(std::string_view name, F&& f) {
   using result = decltype(f.template operator()<leaf_lru>());
   return [&]<class... Ls>(type_list<Ls...>) -> result {
     auto fail = [&] {
-      std::string msg = "unknown radix leaf policy '" + std::string(name) + "' (known:";
-      for (std::string_view n : leaf_policy_names) msg += " " + std::string(n);
-      throw std::invalid_argument(msg + ")");
+      throw unknown_name("radix leaf policy", std::string(name), name_list(leaf_policy_names));
     };
     if constexpr (std::is_void_v<result>) {
       if (!((Ls::name == name ? (f.template operator()<Ls>(), true) : false) || ...)) fail();

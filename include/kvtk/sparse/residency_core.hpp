@@ -119,6 +119,32 @@ struct residency_counters {
   std::uint32_t resident_max = 0;         ///< max resident after any step
   double total_mass = 0;                  ///< sum of weights of valid selections
   double dropped_mass = 0;                ///< lossy: sum of weights of selections of dropped blocks
+
+  /// Adds another manager's counters (a total over requests): every count and mass adds,
+  /// resident_max takes the larger, and the latest-step fields (last_step_recalls,
+  /// resident_blocks) add too, as a sum over managers at their latest step.
+  /// Complexity: O(1). Throws: nothing.
+  residency_counters& operator+=(const residency_counters& o) noexcept {
+    steps += o.steps;
+    selections += o.selections;
+    invalid_selections += o.invalid_selections;
+    hits += o.hits;
+    recalls += o.recalls;
+    prefetches_issued += o.prefetches_issued;
+    prefetch_hits += o.prefetch_hits;
+    wasted_prefetches += o.wasted_prefetches;
+    prefetches_dropped += o.prefetches_dropped;
+    evictions += o.evictions;
+    dropped_selections += o.dropped_selections;
+    over_budget_steps += o.over_budget_steps;
+    budget_raised_steps += o.budget_raised_steps;
+    last_step_recalls += o.last_step_recalls;
+    resident_blocks += o.resident_blocks;
+    resident_max = resident_max > o.resident_max ? resident_max : o.resident_max;
+    total_mass += o.total_mass;
+    dropped_mass += o.dropped_mass;
+    return *this;
+  }
 };
 
 namespace detail {

@@ -32,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kvtk/names.hpp"
 #include "kvtk/sparse/block_stats.hpp"
 
 namespace kvtk::sparse {
@@ -221,6 +222,10 @@ struct scorer_list {
       if (names[i] == name) return i;
     }
     return npos;
+  }
+  /// Throws: unknown_name (kind "scorer") when no scorer is called `name`.
+  static void require(std::string_view name) {
+    if (index_of(name) == npos) throw unknown_name("scorer", std::string(name), name_list(names));
   }
   /// Calls f.template operator()<S>() for the scorer called `name`; false if there is none.
   template <class F>
