@@ -19,6 +19,11 @@ set(KVTK_FORMATS_SOURCES
 set(KVTK_DES_SOURCES
   des/profiles.cpp
   des/simulator.cpp
+  des/cluster_events.cpp
+  des/cluster_route.cpp
+  des/cluster_timing.cpp
+  des/cluster_caches.cpp
+  des/cluster_report.cpp
   des/sparse_decode.cpp)
 set(KVTK_MOVE_SOURCES
   move/host_move.cpp

@@ -1,0 +1,237 @@
+// sim/des/cluster.hpp — the discrete-event simulator's cluster (internal to sim/des).
+//
+// Design: one `cluster` object replays a trace. Its state is the event queue (arrivals, prefill
+// and transfer completions, decode steps; ordered by time, then kind, then sequence number, so
+// runs are deterministic), the prefill and decode instances (each with its HBM cache, optional
+// host-DRAM tier, waiting queue and decode batch), an optional cluster-wide pool, and one
+// request_state / request_outcome per request. Its member functions live in one file per
+// concern:
+//   cluster_events.cpp  the event loop and the request life cycle (arrive, prefill, decode)
+//   cluster_route.cpp   the router, parsed once per simulation
+//   cluster_timing.cpp  compute and transfer times
+//   cluster_caches.cpp  cache lookups, matching, pinning and in-flight blocks
+//   cluster_report.cpp  the summary JSON
+//   simulator.cpp       construction, validation and simulate()
+// Invariants: a request's pinned blocks stay resident until its prefill finishes; every event's
+// time is >= now_; outcomes are written once per request, at the event that decides them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <kvtk/kvtk.hpp>
+#include <memory>
+#include <queue>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "des/simulator.hpp"
+#include "des/sparse_decode.hpp"
+
+namespace kvtk::sim::des::detail {
+
+template <class List>
+struct variant_of;
+template <class... Ps>
+struct variant_of<kvtk::type_list<Ps...>> {
+  using type = std::variant<std::monostate, kvtk::block_cache<Ps>...>;
+};
+using any_cache = variant_of<kvtk::all_policies>::type;
+
+// A cache of `policy` (a registry name) holding `capacity` blocks.
+std::unique_ptr<any_cache> make_cache(const std::string& policy, std::uint64_t capacity);
+
+template <class F>
+decltype(auto) with(any_cache& c, F&& f) {
+  return std::visit(
+      [&](auto& x) -> decltype(auto) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) {
+          throw std::logic_error("empty cache");
+          return f(std::get<1>(c));
+        } else {
+          return f(x);
+        }
+      },
+      c);
+}
+
+enum kind : int { prefill_done = 0, transfer_done = 1, decode_done = 2, arrival = 3 };
+
+struct event {
+  double t;
+  int kind;
+  std::uint64_t seq;
+  std::uint32_t instance, request;
+  bool operator>(const event& o) const noexcept {
+    if (t != o.t) return t > o.t;
+    if (kind != o.kind) return kind > o.kind;
+    return seq > o.seq;
+  }
+};
+
+struct instance {
+  std::unique_ptr<any_cache> cache;  // null when there is no local cache
+  std::unique_ptr<any_cache> dram;   // per-node host DRAM tier (LRU); null when none
+  std::deque<std::uint32_t> queue;   // waiting prefills
+  std::vector<std::uint32_t> batch;  // decoding requests
+  std::vector<std::uint32_t> stepping;  // the requests of the decode step in progress
+  std::unordered_map<kvtk::block_key, std::uint32_t> in_flight;
+  bool busy = false;
+  double busy_s = 0;
+  double queued_prefill_s = 0;  // predicted prefill time of the queue (conductor)
+  double busy_until = 0;
+  double prefetch_excess_s = 0;  // sparse: prefetch link time the last step could not hide
+  std::int64_t prefilling = -1;  // chunked prefill in progress (request), or -1
+  std::uint64_t prefill_pos = 0;  // tokens of it done
+  std::uint64_t queued_tokens = 0;
+};
+
+struct request_state {
+  std::uint64_t remaining = 0;  // output tokens still to produce
+  double last_token = 0, tbt_sum = 0;
+  std::uint64_t tbt_n = 0;
+  std::vector<kvtk::block_key> pinned;
+  double predicted_prefill_s = 0;
+};
+
+// Token gaps are too many to keep: a log-bucketed histogram (1 % wide buckets from 1 us to
+// ~10^5 s) gives quantiles within 1 %; the maximum is kept exactly.
+class gap_histogram {
+ public:
+  void add(double s) {
+    ++n_;
+    max_ = std::max(max_, s);
+    counts_[bucket(s)]++;
+  }
+  [[nodiscard]] double quantile(double q) const {
+    if (n_ == 0) return 0;
+    const auto want = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n_)));
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < counts_.size(); ++b) {
+      seen += counts_[b];
+      if (seen >= std::max<std::uint64_t>(want, 1)) {
+        return std::min(max_, b == 0 ? lo : lo * std::pow(ratio, static_cast<double>(b)));
+      }
+    }
+    return max_;
+  }
+  [[nodiscard]] nlohmann::json json() const {
+    return {{"p50", quantile(0.5)},   {"p90", quantile(0.9)}, {"p99", quantile(0.99)},
+            {"p999", quantile(0.999)}, {"max", max_},          {"count", n_}};
+  }
+
+ private:
+  static constexpr double lo = 1e-6, ratio = 1.01;
+  static std::size_t bucket(double s) {
+    if (!(s > lo)) return 0;
+    const double b = std::ceil(std::log(s / lo) / std::log(ratio));
+    return static_cast<std::size_t>(std::min(b, static_cast<double>(buckets - 1)));
+  }
+  static constexpr std::size_t buckets = 2600;
+  std::vector<std::uint64_t> counts_ = std::vector<std::uint64_t>(buckets, 0);
+  std::uint64_t n_ = 0;
+  double max_ = 0;
+};
+
+// The routers, chosen once per simulation (not by comparing strings per request).
+enum class router_kind { random, round_robin, least_loaded, cache_aware, conductor };
+
+// Throws: kvtk::unknown_name (kind "router") listing the routers.
+router_kind parse_router(const std::string& name);
+
+class cluster {
+ public:
+  cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
+
+  simulation_result run();
+
+ private:
+  void validate() const;
+
+  void push(double t, int kind, std::uint32_t inst, std::uint32_t req);
+
+  std::uint64_t output_tokens(std::uint32_t r) const;
+
+  bool local_has(instance& in, kvtk::block_key k);
+  bool pool_has(kvtk::block_key k);
+  bool dram_has(instance& in, kvtk::block_key k);
+  struct match_result {
+    std::uint64_t hit = 0, dram = 0, pool = 0;  // the run, and the parts from DRAM and the pool
+  };
+  // Leading run resident in the instance's HBM cache, its DRAM tier or the pool (the fastest
+  // holder serves each block).
+  match_result match(instance& in, std::span<const kvtk::block_key> b);
+  double compute_s(std::uint64_t cached_tokens, std::uint64_t total) const;
+  // Loading hits from DRAM (host link) and the pool, one after the other.
+  double load_s(const match_result& m) const;
+  double prefill_s(const match_result& m, std::uint64_t L) const;
+  // What the request would wait for on instance i: its remaining busy time, its queue's
+  // predicted prefills, and this request's prefill with its hits there.
+  double predicted_ttft(std::uint32_t i, std::uint32_t r);
+
+  std::uint32_t route(std::uint32_t r);
+
+  void on_arrival(std::uint32_t r);
+
+  void try_start(std::uint32_t i);
+
+  // Blocks being computed: per instance, or cluster-wide when a pool shares results.
+  std::unordered_map<kvtk::block_key, std::uint32_t>& in_flight(std::uint32_t i);
+
+  // At arrival: the hit run (local cache or pool), local hits pinned until the prefill finishes,
+  // in-flight misses counted, and the request's own missing blocks marked in flight.
+  void match_and_pin(std::uint32_t i, std::uint32_t r);
+
+  void start_prefill(std::uint32_t i, std::uint32_t r);
+
+  // One chunk of a chunked prefill: the next chunk_tokens uncached tokens (the first chunk also
+  // loads the DRAM and pool hits, overlapped or not as configured).
+  void run_chunk(std::uint32_t i);
+
+  void on_prefill_done(std::uint32_t i, std::uint32_t r);
+
+  void on_transfer_done(std::uint32_t r);
+
+  // Host-link time of n pages (recall or prefetch): alpha + n beta + bytes / (B TP).
+  double link_s(std::uint64_t pages) const;
+
+  void start_decode_step(instance& in, std::uint32_t i, bool decode_pool);
+
+  void on_decode_done(std::uint32_t tagged);
+
+  void finish(std::uint32_t r);
+
+  // The sparse-decode totals (releases every request's manager first).
+  nlohmann::json sparse_summary();
+  simulation_result summarize();
+
+  static constexpr std::uint32_t decode_flag = 1u << 31;
+  const kvtk::prefix::prefix_trace_view& t_;
+  const cluster_config& c_;
+  std::mt19937_64 rng_;
+  router_kind router_ = router_kind::round_robin;    // c_.router, parsed once
+  std::vector<double> route_cost_, route_weight_;     // one entry per prefill instance
+  std::vector<request_outcome> out_;
+  std::vector<request_state> st_;
+  std::vector<instance> prefill_, decode_;
+  std::unique_ptr<any_cache> pool_;
+  std::unordered_map<kvtk::block_key, std::uint32_t> pool_in_flight_;
+  gap_histogram gaps_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  kvtk::prefix::partial_block p_ = kvtk::prefix::partial_block::cache;
+  double now_ = 0, block_bytes_ = 0, flops_per_s_ = 1, saved_flops_ = 0, pd_bytes_ = 0;
+  std::uint64_t seq_ = 0, rr_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
+  std::uint64_t dram_read_blocks_ = 0, rejected_ = 0;
+  std::uint32_t bt_ = 1;
+  // Sparse attention: totals of released managers, and the batch-level stall accounting.
+  std::unique_ptr<sparse_decoder> sparse_;  // null for dense decode
+  double page_bytes_ = 0, stall_s_ = 0, decode_kv_read_bytes_ = 0;
+  std::uint64_t sparse_batch_steps_ = 0, stalled_steps_ = 0;
+};
+
+}  // namespace kvtk::sim::des::detail

@@ -1,0 +1,73 @@
+// sim/des/cluster_caches.cpp — cache lookups, matching, pinning, in-flight blocks (see des/cluster.hpp).
+#include "des/cluster.hpp"
+
+namespace kvtk::sim::des::detail {
+
+std::unique_ptr<any_cache> make_cache(const std::string& policy, std::uint64_t capacity) {
+  auto c = std::make_unique<any_cache>();
+  kvtk::visit_policy(policy, [&]<class P>() {
+    typename kvtk::block_cache<P>::config cfg{};
+    cfg.capacity = capacity;
+    c->template emplace<kvtk::block_cache<P>>(cfg);
+  });
+  return c;
+}
+
+bool cluster::local_has(instance& in, kvtk::block_key k) {
+  return in.cache && with(*in.cache, [&](auto& c) { return c.contains(k); });
+}
+
+bool cluster::pool_has(kvtk::block_key k) {
+  return pool_ && with(*pool_, [&](auto& c) { return c.contains(k); });
+}
+
+bool cluster::dram_has(instance& in, kvtk::block_key k) {
+  return in.dram && with(*in.dram, [&](auto& c) { return c.contains(k); });
+}
+
+cluster::match_result cluster::match(instance& in, std::span<const kvtk::block_key> b) {
+  match_result m;
+  for (; m.hit < b.size(); ++m.hit) {
+    const kvtk::block_key k = b[m.hit];
+    if (local_has(in, k)) continue;
+    if (dram_has(in, k)) {
+      ++m.dram;
+      continue;
+    }
+    if (pool_has(k)) {
+      ++m.pool;
+      continue;
+    }
+    break;
+  }
+  return m;
+}
+
+std::unordered_map<kvtk::block_key, std::uint32_t>& cluster::in_flight(std::uint32_t i) {
+  return pool_ ? pool_in_flight_ : prefill_[i].in_flight;
+}
+
+void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
+  instance& in = prefill_[i];
+  const auto b = t_.cacheable(r, p_);
+  const std::uint64_t L = t_.input_tokens(r);
+  const match_result m = match(in, b);
+  const std::uint64_t h = m.hit;
+  auto& flying = in_flight(i);
+  std::uint64_t inflight = 0;
+  while (h + inflight < b.size() && flying.count(b[h + inflight])) ++inflight;
+  request_outcome& o = out_[r];
+  o.hit_blocks = h;
+  o.pool_blocks = m.pool;
+  o.dram_blocks = m.dram;
+  o.inflight_miss_blocks = inflight;
+  o.hit_tokens = std::min<std::uint64_t>(h * bt_, L);
+  for (std::uint64_t k = 0; k < h; ++k) {
+    if (in.cache && with(*in.cache, [&](auto& c) { return c.pin(b[k]); })) {
+      st_[r].pinned.push_back(b[k]);
+    }
+  }
+  for (std::uint64_t k = h; k < b.size(); ++k) ++flying[b[k]];
+}
+
+}  // namespace kvtk::sim::des::detail

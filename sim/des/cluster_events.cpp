@@ -1,0 +1,257 @@
+// sim/des/cluster_events.cpp — the event loop and the request life cycle (see des/cluster.hpp).
+#include "des/cluster.hpp"
+
+namespace kvtk::sim::des::detail {
+
+simulation_result cluster::run() {
+  for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], arrival, 0, r);
+  while (!events_.empty()) {
+    const event e = events_.top();
+    events_.pop();
+    now_ = e.t;
+    switch (e.kind) {
+      case arrival:
+        on_arrival(e.request);
+        break;
+      case prefill_done:
+        on_prefill_done(e.instance, e.request);
+        break;
+      case transfer_done:
+        on_transfer_done(e.request);
+        break;
+      case decode_done:
+        on_decode_done(e.instance);
+        break;
+    }
+  }
+  return summarize();
+}
+
+void cluster::push(double t, int kind, std::uint32_t inst, std::uint32_t req) {
+  events_.push({t, kind, seq_++, inst, req});
+}
+
+std::uint64_t cluster::output_tokens(std::uint32_t r) const {
+  std::uint64_t o = t_.output_length.empty() ? 1 : t_.output_length[r];
+  if (c_.max_output_tokens >= 0) o = std::min<std::uint64_t>(o, c_.max_output_tokens);
+  return std::max<std::uint64_t>(o, 1);  // the prefill's token
+}
+
+void cluster::on_arrival(std::uint32_t r) {
+  out_[r].arrival = now_;
+  out_[r].input_tokens = t_.input_tokens(r);
+  out_[r].blocks = t_.cacheable(r, p_).size();
+  const std::uint32_t i = route(r);
+  out_[r].instance = i;
+  instance& in = prefill_[i];
+  if (c_.reject_over_slo && c_.ttft_slo_s > 0 && predicted_ttft(i, r) > c_.ttft_slo_s) {
+    out_[r].rejected = true;  // admission control: it would miss its TTFT SLO
+    out_[r].prefill_start = out_[r].first_token = out_[r].done = now_;
+    ++rejected_;
+    return;
+  }
+  match_and_pin(i, r);
+  // Conductor's queue estimate: the request's prefill without cache as an upper bound.
+  st_[r].predicted_prefill_s = compute_s(0, t_.input_tokens(r));
+  in.queued_prefill_s += st_[r].predicted_prefill_s;
+  in.queued_tokens += t_.input_tokens(r);
+  in.queue.push_back(r);
+  try_start(i);
+}
+
+void cluster::try_start(std::uint32_t i) {
+  instance& in = prefill_[i];
+  if (in.busy) return;
+  if (in.prefilling >= 0) {
+    run_chunk(i);  // resume the chunked prefill after the decode step
+    return;
+  }
+  if (!in.queue.empty()) {
+    const std::uint32_t r = in.queue.front();
+    in.queue.pop_front();
+    in.queued_prefill_s -= st_[r].predicted_prefill_s;
+    start_prefill(i, r);
+  } else if (c_.decode_instances == 0 && !in.batch.empty()) {
+    start_decode_step(in, i, /*decode pool*/ false);
+  }
+}
+
+void cluster::start_prefill(std::uint32_t i, std::uint32_t r) {
+  instance& in = prefill_[i];
+  const std::uint64_t L = t_.input_tokens(r);
+  request_outcome& o = out_[r];
+  o.prefill_start = now_;
+  pool_read_blocks_ += o.pool_blocks;
+  dram_read_blocks_ += o.dram_blocks;
+  saved_flops_ += prefill_flops(c_.model, 0, L) - prefill_flops(c_.model, o.hit_tokens, L);
+  in.queued_tokens -= L;
+  if (c_.chunk_tokens > 0) {
+    in.prefilling = r;
+    in.prefill_pos = o.hit_tokens;
+    run_chunk(i);
+    return;
+  }
+  const double dur = prefill_s({o.hit_blocks, o.dram_blocks, o.pool_blocks}, L);
+  in.busy = true;
+  in.busy_s += dur;
+  in.busy_until = now_ + dur;
+  push(now_ + dur, prefill_done, i, r);
+}
+
+void cluster::run_chunk(std::uint32_t i) {
+  instance& in = prefill_[i];
+  const auto r = static_cast<std::uint32_t>(in.prefilling);
+  const std::uint64_t L = t_.input_tokens(r);
+  const request_outcome& o = out_[r];
+  const std::uint64_t end = std::min<std::uint64_t>(L, in.prefill_pos + c_.chunk_tokens);
+  double dur = prefill_flops(c_.model, in.prefill_pos, end) / flops_per_s_ * c_.time_scale;
+  if (in.prefill_pos == o.hit_tokens) {
+    const double load = load_s({o.hit_blocks, o.dram_blocks, o.pool_blocks});
+    dur = c_.overlap_load ? std::max(dur, load) : dur + load;
+  }
+  in.prefill_pos = end;
+  in.busy = true;
+  in.busy_s += dur;
+  in.busy_until = now_ + dur;
+  push(now_ + dur, prefill_done, i, r);
+}
+
+void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
+  instance& in = prefill_[i];
+  if (in.prefilling >= 0 && in.prefill_pos < t_.input_tokens(r)) {
+    // A chunk ended: decode gets a step in between (colocated), then the prefill resumes.
+    in.busy = false;
+    if (c_.decode_instances == 0 && !in.batch.empty()) {
+      start_decode_step(in, i, false);
+    } else {
+      run_chunk(i);
+    }
+    return;
+  }
+  in.prefilling = -1;
+  const auto b = t_.cacheable(r, p_);
+  kvtk::access_hint hint;
+  for (std::size_t k = 0; k < b.size(); ++k) {
+    hint.depth = static_cast<std::uint32_t>(k);
+    if (in.cache) with(*in.cache, [&](auto& c) { c.access(b[k], hint); });
+    if (in.dram) with(*in.dram, [&](auto& c) { c.access(b[k], hint); });
+    if (pool_) {
+      const bool had = pool_has(b[k]);
+      with(*pool_, [&](auto& c) { c.access(b[k], hint); });
+      if (!had) ++pool_write_blocks_;
+    }
+  }
+  for (kvtk::block_key k : st_[r].pinned) with(*in.cache, [&](auto& c) { c.unpin(k); });
+  st_[r].pinned.clear();
+  auto& flying = in_flight(i);
+  for (std::size_t k = out_[r].hit_blocks; k < b.size(); ++k) {
+    auto it = flying.find(b[k]);
+    if (it != flying.end() && --it->second == 0) flying.erase(it);
+  }
+  request_outcome& o = out_[r];
+  o.first_token = now_;
+  st_[r].last_token = now_;
+  st_[r].remaining = output_tokens(r) - 1;
+  o.output_tokens = 1;
+  in.busy = false;
+  if (st_[r].remaining == 0) {
+    finish(r);
+  } else if (c_.decode_instances == 0) {
+    in.batch.push_back(r);
+  } else {
+    const double bytes = static_cast<double>(t_.input_tokens(r)) * c_.model.kv_bytes_per_token;
+    pd_bytes_ += bytes;
+    const double dt = c_.pd_link_bytes_per_s > 0 ? bytes / c_.pd_link_bytes_per_s : 0.0;
+    push(now_ + dt, transfer_done, 0, r);
+  }
+  try_start(i);
+}
+
+void cluster::on_transfer_done(std::uint32_t r) {
+  std::uint32_t best = 0;
+  for (std::uint32_t d = 1; d < decode_.size(); ++d) {
+    if (decode_[d].batch.size() < decode_[best].batch.size()) best = d;
+  }
+  decode_[best].batch.push_back(r);
+  if (!decode_[best].busy) start_decode_step(decode_[best], best, true);
+}
+
+void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool) {
+  in.stepping.assign(in.batch.begin(),
+                     in.batch.begin() + std::min<std::size_t>(in.batch.size(), c_.max_batch));
+  double kv_bytes = 0;
+  std::uint64_t recalls = 0, prefetched = 0;
+  for (std::uint32_t r : in.stepping) {
+    if (c_.sparse.enabled) {
+      const auto k =
+          sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens, st_[r].remaining);
+      kv_bytes += static_cast<double>(k.pages) * page_bytes_;
+      recalls += k.recalls;
+      prefetched += k.prefetched;
+      out_[r].recalls += k.recalls;
+    } else {
+      kv_bytes += static_cast<double>(t_.input_tokens(r) + out_[r].output_tokens) *
+                  c_.model.kv_bytes_per_token;
+    }
+  }
+  double dur = (2.0 * c_.model.active_params + kv_bytes) /
+               (c_.gpu.hbm_bytes_per_s * c_.gpu.efficiency * c_.gpus_per_instance) *
+               c_.time_scale;
+  if (c_.sparse.enabled) {
+    decode_kv_read_bytes_ += kv_bytes;
+    ++sparse_batch_steps_;
+    const double recall_s =
+        c_.sparse.prefetch_layer_ahead
+            ? layer_ahead_stall(link_s(recalls), c_.host_link_latency_s, dur,
+                                std::max<std::uint32_t>(1, c_.model.layers))
+            : link_s(recalls);
+    const double stall = recall_s + in.prefetch_excess_s;
+    in.prefetch_excess_s = 0;
+    if (stall > 0) {
+      ++stalled_steps_;
+      stall_s_ += stall;
+      for (std::uint32_t r : in.stepping) out_[r].stall_s += stall;
+    }
+    dur += stall;
+    // Prefetches for the next step load during this one; what does not fit stalls the next.
+    in.prefetch_excess_s = std::max(0.0, link_s(prefetched) - dur);
+  }
+  in.busy = true;
+  in.busy_s += dur;
+  in.busy_until = now_ + dur;
+  push(now_ + dur, decode_done, i + (decode_pool ? decode_flag : 0), 0);
+}
+
+void cluster::on_decode_done(std::uint32_t tagged) {
+  const bool decode_pool = (tagged & decode_flag) != 0;
+  const std::uint32_t i = tagged & ~decode_flag;
+  instance& in = decode_pool ? decode_[i] : prefill_[i];
+  std::vector<std::uint32_t> finished;
+  for (std::uint32_t r : in.stepping) {
+    ++out_[r].output_tokens;
+    st_[r].tbt_sum += now_ - st_[r].last_token;
+    gaps_.add(now_ - st_[r].last_token);
+    ++st_[r].tbt_n;
+    st_[r].last_token = now_;
+    if (--st_[r].remaining == 0) finished.push_back(r);
+  }
+  for (std::uint32_t r : finished) {
+    in.batch.erase(std::find(in.batch.begin(), in.batch.end(), r));
+    finish(r);
+  }
+  in.stepping.clear();
+  in.busy = false;
+  if (decode_pool) {
+    if (!in.batch.empty()) start_decode_step(in, i, true);
+  } else {
+    try_start(i);
+  }
+}
+
+void cluster::finish(std::uint32_t r) {
+  if (sparse_) sparse_->release(r);
+  out_[r].done = now_;
+  out_[r].mean_tbt = st_[r].tbt_n ? st_[r].tbt_sum / static_cast<double>(st_[r].tbt_n) : 0.0;
+}
+
+}  // namespace kvtk::sim::des::detail

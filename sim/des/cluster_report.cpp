@@ -1,0 +1,128 @@
+// sim/des/cluster_report.cpp — the summary JSON (see des/cluster.hpp).
+#include "des/cluster.hpp"
+
+namespace kvtk::sim::des::detail {
+
+namespace {
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+
+nlohmann::json dist(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return {{"mean", v.empty() ? 0.0 : sum / static_cast<double>(v.size())},
+          {"p50", percentile(v, 0.5)},
+          {"p90", percentile(v, 0.9)},
+          {"p99", percentile(v, 0.99)}};
+}
+
+}  // namespace
+
+nlohmann::json cluster::sparse_summary() {
+  for (std::uint32_t r = 0; r < st_.size(); ++r) sparse_->release(r);
+  const auto& k = sparse_->totals();
+  return {
+      {"steps", k.steps},
+      {"batch_steps", sparse_batch_steps_},
+      {"selections", k.selections},
+      {"hits", k.hits},
+      {"recalls", k.recalls},
+      {"recall_bytes", static_cast<double>(k.recalls) * page_bytes_},
+      {"prefetches_issued", k.prefetches_issued},
+      {"prefetch_hits", k.prefetch_hits},
+      {"wasted_prefetches", k.wasted_prefetches},
+      {"prefetches_dropped", k.prefetches_dropped},
+      {"prefetch_bytes", static_cast<double>(k.prefetches_issued) * page_bytes_},
+      {"evictions", k.evictions},
+      {"stalled_steps", stalled_steps_},
+      {"stall_s", stall_s_},
+      {"mean_stall_per_stalled_step_s",
+       stalled_steps_ ? stall_s_ / static_cast<double>(stalled_steps_) : 0.0},
+      {"resident_pages",
+       {{"mean",
+         k.steps ? static_cast<double>(sparse_->resident_sum()) / static_cast<double>(k.steps)
+                 : 0.0},
+        {"max", sparse_->resident_max()}}},
+      {"over_budget_steps", k.over_budget_steps},
+      {"decode_kv_read_bytes", decode_kv_read_bytes_}};
+}
+
+simulation_result cluster::summarize() {
+  std::uint64_t refs = 0, hits = 0, pool_hits = 0, inflight = 0, tok = 0, tok_hits = 0;
+  std::uint64_t out_tokens = 0, good = 0;
+  std::vector<double> ttft, tbt, e2e, queueing;
+  double first = 0, last = 0;
+  std::uint64_t dram_hits = 0;
+  for (std::size_t r = 0; r < out_.size(); ++r) {
+    const request_outcome& o = out_[r];
+    if (o.rejected) continue;  // counted in "rejected"; no latency, no goodput
+    refs += o.blocks;
+    hits += o.hit_blocks;
+    pool_hits += o.pool_blocks;
+    dram_hits += o.dram_blocks;
+    inflight += o.inflight_miss_blocks;
+    tok += o.input_tokens;
+    tok_hits += o.hit_tokens;
+    out_tokens += o.output_tokens;
+    ttft.push_back(o.first_token - o.arrival);
+    if (o.output_tokens > 1) tbt.push_back(o.mean_tbt);
+    e2e.push_back(o.done - o.arrival);
+    queueing.push_back(o.prefill_start - o.arrival);
+    const bool ok = (c_.ttft_slo_s == 0 || o.first_token - o.arrival <= c_.ttft_slo_s) &&
+                    (c_.tbt_slo_s == 0 || o.mean_tbt <= c_.tbt_slo_s);
+    good += ok;
+    if (r == 0 || o.arrival < first) first = o.arrival;
+    last = std::max(last, o.done);
+  }
+  const double span = last - first;
+  double busy = 0;
+  for (const auto& in : prefill_) busy += in.busy_s;
+  for (const auto& in : decode_) busy += in.busy_s;
+  const double gpus = static_cast<double>(prefill_.size() + decode_.size());
+  auto ratio = [](std::uint64_t a, std::uint64_t b) {
+    return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  };
+  simulation_result res;
+  res.summary = {
+      {"requests", out_.size()},
+      {"block_refs", refs},
+      {"block_hits", hits},
+      {"block_hit_ratio", ratio(hits, refs)},
+      {"token_refs", tok},
+      {"token_hits", tok_hits},
+      {"token_hit_ratio", ratio(tok_hits, tok)},
+      {"rejected", rejected_},
+      {"pool_block_hits", pool_hits},
+      {"dram_block_hits", dram_hits},
+      {"local_block_hits", hits - pool_hits - dram_hits},
+      {"inflight_miss_blocks", inflight},
+      {"ttft_s", dist(ttft)},
+      {"tbt_s", dist(tbt)},
+      {"token_gap_s", gaps_.json()},
+      {"e2e_s", dist(e2e)},
+      {"queueing_s", dist(queueing)},
+      {"span_s", span},
+      {"throughput_requests_per_s",
+       span > 0 ? static_cast<double>(out_.size() - rejected_) / span : 0.0},
+      {"output_tokens", out_tokens},
+      {"output_tokens_per_s", span > 0 ? static_cast<double>(out_tokens) / span : 0.0},
+      {"goodput_requests_per_s", span > 0 ? static_cast<double>(good) / span : 0.0},
+      {"gpu_busy_fraction", span > 0 && gpus > 0 ? busy / (span * gpus) : 0.0},
+      {"prefill_flops_saved", saved_flops_},
+      // Instance-seconds x GPUs per instance: the GPU-seconds an operator pays for.
+      {"prefill_instance_s_saved", saved_flops_ / flops_per_s_},
+      {"prefill_gpu_s_saved", saved_flops_ / flops_per_s_ * c_.gpus_per_instance},
+      {"bytes", {{"dram_read", static_cast<double>(dram_read_blocks_) * block_bytes_},
+                 {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
+                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
+                 {"prefill_to_decode", pd_bytes_}}}};
+  if (c_.sparse.enabled) res.summary["sparse"] = sparse_summary();
+  res.requests = std::move(out_);
+  return res;
+}
+
+}  // namespace kvtk::sim::des::detail

@@ -1,0 +1,53 @@
+// sim/des/cluster_route.cpp — the router, chosen once per simulation (see des/cluster.hpp).
+#include "des/cluster.hpp"
+
+namespace kvtk::sim::des::detail {
+
+constexpr std::string_view router_names[] = {"random", "round-robin", "least-loaded",
+                                             "cache-aware", "conductor"};
+
+router_kind parse_router(const std::string& name) {
+  for (std::size_t i = 0; i < std::size(router_names); ++i) {
+    if (router_names[i] == name) return static_cast<router_kind>(i);
+  }
+  throw kvtk::unknown_name("router", name, kvtk::name_list(router_names));
+}
+
+double cluster::predicted_ttft(std::uint32_t i, std::uint32_t r) {
+  instance& in = prefill_[i];
+  const auto m = match(in, t_.cacheable(r, p_));
+  return std::max(0.0, in.busy_until - now_) + in.queued_prefill_s +
+         prefill_s(m, t_.input_tokens(r));
+}
+
+std::uint32_t cluster::route(std::uint32_t r) {
+  const std::size_t n = prefill_.size();
+  if (router_ == router_kind::random) return static_cast<std::uint32_t>(rng_() % n);
+  if (router_ == router_kind::round_robin) return static_cast<std::uint32_t>(rr_++ % n);
+  const auto b = t_.cacheable(r, p_);
+  std::vector<double>& cost = route_cost_;  // sized once: no allocation per request
+  for (std::size_t i = 0; i < n; ++i) {
+    instance& in = prefill_[i];
+    if (router_ == router_kind::least_loaded) {
+      cost[i] = static_cast<double>(in.queued_tokens);
+    } else if (router_ == router_kind::cache_aware) {
+      std::uint64_t overlap = 0;
+      while (overlap < b.size() && local_has(in, b[overlap])) ++overlap;
+      const double prefill_blocks = static_cast<double>(b.size() - overlap) +
+                                    static_cast<double>(in.queued_tokens) / bt_;
+      cost[i] = c_.router_prefill_weight * prefill_blocks + static_cast<double>(in.batch.size());
+    } else {  // conductor: predicted TTFT
+      cost[i] = predicted_ttft(static_cast<std::uint32_t>(i), r);
+    }
+  }
+  if (router_ == router_kind::cache_aware && c_.router_temperature > 0) {
+    const double lo = *std::min_element(cost.begin(), cost.end());
+    std::vector<double>& w = route_weight_;
+    for (std::size_t i = 0; i < n; ++i) w[i] = std::exp(-(cost[i] - lo) / c_.router_temperature);
+    std::discrete_distribution<std::uint32_t> pick(w.begin(), w.end());
+    return pick(rng_);
+  }
+  return static_cast<std::uint32_t>(std::min_element(cost.begin(), cost.end()) - cost.begin());
+}
+
+}  // namespace kvtk::sim::des::detail
