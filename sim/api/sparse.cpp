@@ -15,6 +15,7 @@
 #include "des/sparse_decode.hpp"
 #include "formats/decode_records.hpp"
 #include "formats/requests.hpp"
+#include "kvtk/move/timing_fit.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
 #include "move/calibration.hpp"
@@ -25,19 +26,16 @@ namespace {
 namespace sp = kvtk::sparse;
 using cli::usage_error;
 
-struct link_model {
-  double alpha_s = 10e-6, beta_s = 0, bytes_per_s = 50e9;
-  [[nodiscard]] double seconds(std::uint64_t blocks, double block_bytes) const noexcept {
-    if (blocks == 0) return 0;
-    return alpha_s + static_cast<double>(blocks) * beta_s +
-           (bytes_per_s > 0 ? static_cast<double>(blocks) * block_bytes / bytes_per_s : 0.0);
-  }
-};
+// A transfer of `blocks` pages over the host link (nothing when there are none).
+double link_seconds(const kvtk::move::timing_model& link, std::uint64_t blocks, double block_bytes) {
+  if (blocks == 0) return 0;
+  return link.predict(static_cast<double>(blocks), static_cast<double>(blocks) * block_bytes);
+}
 
 struct run_options {
   double block_bytes = 0;
   double step_s = 0.025;  // decode compute per step: prefetches hide behind it
-  link_model link;
+  kvtk::move::timing_model link{10e-6, 0, 50e9};
   std::uint32_t sinks = 1, recent = 2;  // the pattern preset's unless given
   sp::prefetch_mode prefetch = sp::prefetch_mode::none;  // per job (job::prefetch)
   double prefetch_accuracy = 1.0;  // fraction of the next step's blocks the predictor names
@@ -144,7 +142,7 @@ void run_stream(const sp::pattern_trace& p, const std::vector<std::uint64_t>& st
     const std::uint64_t recalls = m.counters().recalls - before_recalls;
     // Critical path: the step's recalls (with layer-ahead only what the layers' compute does not
     // hide), plus whatever part of its prefetch did not fit behind the previous step's compute.
-    const double link_s = o.link.seconds(recalls, o.block_bytes);
+    const double link_s = link_seconds(o.link, recalls, o.block_bytes);
     const double recall_s =
         o.layer_ahead ? des::layer_ahead_stall(link_s, o.link.alpha_s, o.step_s, o.layers) : link_s;
     const double stall = recall_s + std::max(0.0, prefetch_due_s - o.step_s);
@@ -162,7 +160,7 @@ void run_stream(const sp::pattern_trace& p, const std::vector<std::uint64_t>& st
       predict(next, o.prefetch_accuracy, rng, predicted);
       const std::uint64_t before = m.counters().prefetches_issued;
       m.prefetch(predicted);
-      prefetch_due_s = o.link.seconds(m.counters().prefetches_issued - before, o.block_bytes);
+      prefetch_due_s = link_seconds(o.link, m.counters().prefetches_issued - before, o.block_bytes);
       t.prefetch_link_s += prefetch_due_s;
     }
     }

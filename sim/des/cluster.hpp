@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "des/simulator.hpp"
+#include "kvtk/move/timing_fit.hpp"
 #include "des/sparse_decode.hpp"
 
 namespace kvtk::sim::des::detail {
@@ -167,7 +168,8 @@ class cluster {
   // holder serves each block).
   match_result match(instance& in, std::span<const kvtk::block_key> b);
   double compute_s(std::uint64_t cached_tokens, std::uint64_t total) const;
-  // Loading hits from DRAM (host link) and the pool, one after the other.
+  // Loading hits from DRAM (host link) and the pool, one after the other: alpha + n beta +
+  // bytes / B each (host_link_, pool_link_).
   double load_s(const match_result& m) const;
   double prefill_s(const match_result& m, std::uint64_t L) const;
   // What the request would wait for on instance i: its remaining busy time, its queue's
@@ -214,6 +216,10 @@ class cluster {
   const kvtk::prefix::prefix_trace_view& t_;
   const cluster_config& c_;
   std::mt19937_64 rng_;
+  // The transfer-time model of the host link (a calibration fit, or latency + bytes/B; each of
+  // an instance's GPUs moves its 1/TP share of a block over its own link, so B x TP) and of
+  // the pool.
+  kvtk::move::timing_model host_link_, pool_link_;
   router_kind router_ = router_kind::round_robin;    // c_.router, parsed once
   std::vector<double> route_cost_, route_weight_;     // one entry per prefill instance
   std::vector<request_outcome> out_;

@@ -9,19 +9,8 @@ double cluster::compute_s(std::uint64_t cached_tokens, std::uint64_t total) cons
 
 double cluster::load_s(const match_result& m) const {
   double s = 0;
-  if (m.dram > 0) {
-    // alpha + n*beta + bytes/B (a calibration fit; alpha = beta = 0 by default). Each of the
-    // instance's GPUs moves its 1/TP share of every block over its own link.
-    s += c_.host_link_latency_s + static_cast<double>(m.dram) * c_.host_link_per_block_s;
-    if (c_.gpu.host_link_bytes_per_s > 0) {
-      s += static_cast<double>(m.dram) * block_bytes_ /
-           (c_.gpu.host_link_bytes_per_s * c_.gpus_per_instance);
-    }
-  }
-  if (m.pool > 0) {
-    s += c_.pool_latency_s;
-    if (c_.pool_bytes_per_s > 0) s += static_cast<double>(m.pool) * block_bytes_ / c_.pool_bytes_per_s;
-  }
+  if (m.dram > 0) s += host_link_.predict(static_cast<double>(m.dram), static_cast<double>(m.dram) * block_bytes_);
+  if (m.pool > 0) s += pool_link_.predict(static_cast<double>(m.pool), static_cast<double>(m.pool) * block_bytes_);
   return s;
 }
 
@@ -33,12 +22,7 @@ double cluster::prefill_s(const match_result& m, std::uint64_t L) const {
 
 double cluster::link_s(std::uint64_t pages) const {
   if (pages == 0) return 0;
-  double s = c_.host_link_latency_s + static_cast<double>(pages) * c_.host_link_per_block_s;
-  if (c_.gpu.host_link_bytes_per_s > 0) {
-    s += static_cast<double>(pages) * page_bytes_ /
-         (c_.gpu.host_link_bytes_per_s * c_.gpus_per_instance);
-  }
-  return s;
+  return host_link_.predict(static_cast<double>(pages), static_cast<double>(pages) * page_bytes_);
 }
 
 }  // namespace kvtk::sim::des::detail

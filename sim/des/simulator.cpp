@@ -15,6 +15,9 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
   page_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * c.sparse.page_tokens;
   if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c.sparse, t.requests());
+  host_link_ = {c.host_link_latency_s, c.host_link_per_block_s,
+                c.gpu.host_link_bytes_per_s * c.gpus_per_instance};
+  pool_link_ = {c.pool_latency_s, 0, c.pool_bytes_per_s};
   flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.efficiency * c.gpus_per_instance;
   p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                              : kvtk::prefix::partial_block::skip;

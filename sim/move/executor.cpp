@@ -1,5 +1,7 @@
 #include "move/executor.hpp"
 
+#include "kvtk/move/timing_fit.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -203,12 +205,11 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
     const double up_bytes = static_cast<double>(m.blocks_up) * bbd;
     const double down_bytes = static_cast<double>(m.blocks_down) * bbd;
     // One copy call per block: calls * (alpha + beta) + bytes / B.
-    const double pred_up =
-        static_cast<double>(m.blocks_up) * (spec.latency_s + spec.read_per_block_s) +
-        (spec.read_bytes_per_s > 0 ? up_bytes / spec.read_bytes_per_s : 0.0);
-    const double pred_down =
-        static_cast<double>(m.blocks_down) * (spec.write_latency_s + spec.write_per_block_s) +
-                             (spec.write_bytes_per_s > 0 ? down_bytes / spec.write_bytes_per_s : 0.0);
+    const kvtk::move::timing_model read{spec.latency_s, spec.read_per_block_s, spec.read_bytes_per_s};
+    const kvtk::move::timing_model write{spec.write_latency_s, spec.write_per_block_s,
+                                         spec.write_bytes_per_s};
+    const double pred_up = read.predict_calls(static_cast<double>(m.blocks_up), up_bytes);
+    const double pred_down = write.predict_calls(static_cast<double>(m.blocks_down), down_bytes);
     links.push_back(
         {{"link", cfg.tiers[u - 1].name + "<->" + spec.name},
          {"blocks_up", m.blocks_up},

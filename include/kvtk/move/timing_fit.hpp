@@ -9,10 +9,18 @@
 
 namespace kvtk::move {
 
+/// The one transfer-time model of kvtk: the simulator's host link and pool, the tier
+/// hierarchy's links, kvtk sparse's recalls and the executors' predictions all use it.
+/// bytes_per_s <= 0 means no bandwidth term.
 struct timing_model {
   double alpha_s = 0, beta_s = 0, bytes_per_s = 0;
+  /// One transfer of n_blocks blocks, bytes in all.
   [[nodiscard]] double predict(double n_blocks, double bytes) const noexcept {
     return alpha_s + n_blocks * beta_s + (bytes_per_s > 0 ? bytes / bytes_per_s : 0.0);
+  }
+  /// `calls` transfers of one block each, bytes in all: calls x (alpha + beta) + bytes / B.
+  [[nodiscard]] double predict_calls(double calls, double bytes) const noexcept {
+    return calls * (alpha_s + beta_s) + (bytes_per_s > 0 ? bytes / bytes_per_s : 0.0);
   }
 };
 

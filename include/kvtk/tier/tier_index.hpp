@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "kvtk/move/timing_fit.hpp"
 #include "kvtk/tier/tier_hierarchy.hpp"
 
 namespace kvtk::tier {
@@ -54,11 +55,12 @@ class tier_index {
     for (std::size_t s = 1; s < h_.tiers(); ++s) {
       if (from[s] == 0) continue;
       const tier_spec& t = cfg.tiers[s];
-      wait += t.latency_s + static_cast<double>(from[s]) * t.read_per_block_s;
-      if (t.read_bytes_per_s > 0 && cfg.block_bytes > 0) {
-        wait += static_cast<double>(from[s]) * static_cast<double>(cfg.block_bytes) /
-                t.read_bytes_per_s;
-      }
+      // The one transfer-time model (kvtk/move/timing_fit.hpp); no bandwidth term without a
+      // block size.
+      const kvtk::move::timing_model link{t.latency_s, t.read_per_block_s,
+                                          cfg.block_bytes > 0 ? t.read_bytes_per_s : 0.0};
+      wait += link.predict(static_cast<double>(from[s]),
+                           static_cast<double>(from[s]) * static_cast<double>(cfg.block_bytes));
     }
     if (wait > 0 || hit > from[0]) {
       load_.total_s += wait;
