@@ -391,3 +391,40 @@ TEST_CASE("layer-ahead recall stall: the first layer's share is exposed, the res
   CHECK(layer_ahead_stall(0.3, 0.01, 5.0, 1) == Approx(0.3));
   CHECK(layer_ahead_stall(0.0, 0.01, 5.0, 8) == 0.0);
 }
+
+TEST_CASE("one tier model: a zero-time simulation equals replay --tiers exactly", "[simulate][tier]") {
+  // The instance's HBM cache and DRAM tier are a tier_hierarchy (inclusive, written through):
+  // with no time for anything (compute, links), one instance sees the requests one after
+  // another, as `kvtk replay --tiers hbm:H:P,dram:D:lru --inclusive --write-policy
+  // write-through` does. Every hit and every DRAM hit must agree.
+  const auto& t = trace("mooncake_fast25_conversation_trace.jsonl");
+  struct shape {
+    std::uint64_t hbm, dram;
+    const char* policy;
+  };
+  for (const shape s : {shape{1000, 3000, "lru"}, shape{2500, 7500, "lru"}, shape{2000, 20000, "s3fifo"},
+                        shape{3000, 3000, "arc"}, shape{5000, 0, "lfu"}, shape{0, 10000, "lru"},
+                        shape{500, 600, "sieve"}}) {
+    INFO(s.hbm << " HBM blocks (" << s.policy << ") over " << s.dram << " DRAM blocks");
+    cluster_config c = zero_time();
+    c.cache_partial_block = false;
+    c.local_cache_blocks = s.hbm;
+    c.local_policy = s.policy;
+    c.dram_blocks = s.dram;
+    c.gpu.host_link_bytes_per_s = 0;
+    const auto sim_res = sim::des::simulate(t, c);
+
+    tier::hierarchy_config h;
+    if (s.hbm > 0) h.tiers.push_back({.name = "hbm", .capacity_blocks = s.hbm, .policy = s.policy});
+    if (s.dram > 0) h.tiers.push_back({.name = "dram", .capacity_blocks = s.dram, .policy = "lru"});
+    h.mode = tier::inclusion::inclusive;
+    h.write.kind = tier::write_policy::write_through;
+    tier::tier_index<> idx(h);
+    const prefix::prefix_counts rep = prefix::replay(t, idx, prefix::partial_block::skip);
+    CHECK(sim_res.summary["block_refs"].get<std::uint64_t>() == rep.block_refs);
+    CHECK(sim_res.summary["block_hits"].get<std::uint64_t>() == rep.block_hits);
+    const std::size_t dram_tier = s.hbm > 0 ? 1 : 0;
+    const std::uint64_t rep_dram = s.dram > 0 ? idx.hierarchy().counters(dram_tier).hits : 0;
+    CHECK(sim_res.summary["dram_block_hits"].get<std::uint64_t>() == rep_dram);
+  }
+}

@@ -46,6 +46,11 @@ using any_cache = variant_of<kvtk::all_policies>::type;
 
 // A cache of `policy` (a registry name) holding `capacity` blocks.
 std::unique_ptr<any_cache> make_cache(const std::string& policy, std::uint64_t capacity);
+// An instance's tiers: HBM (`policy`, hbm blocks) over DRAM (LRU, dram blocks), inclusive and
+// written through; either may be 0 (absent); null when both are. Throws std::invalid_argument
+// when a DRAM tier is smaller than the HBM cache above it (inclusion).
+std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_tiers(const std::string& policy,
+                                                         std::uint64_t hbm, std::uint64_t dram);
 
 template <class F>
 decltype(auto) with(any_cache& c, F&& f) {
@@ -76,8 +81,11 @@ struct event {
 };
 
 struct instance {
-  std::unique_ptr<any_cache> cache;  // null when there is no local cache
-  std::unique_ptr<any_cache> dram;   // per-node host DRAM tier (LRU); null when none
+  // The instance's KV tiers, on the one tier model (kvtk::tier::tier_hierarchy): the HBM cache
+  // (local_policy) over the host-DRAM tier (LRU), inclusive and written through, so a block
+  // computed or loaded into HBM is also in DRAM. Null when there is neither.
+  std::unique_ptr<kvtk::tier::tier_hierarchy<>> tiers;
+  bool hbm = false;  // tier 0 is the HBM cache (else the DRAM tier is alone)
   std::deque<std::uint32_t> queue;   // waiting prefills
   std::vector<std::uint32_t> batch;  // decoding requests
   std::vector<std::uint32_t> stepping;  // the requests of the decode step in progress
@@ -216,6 +224,7 @@ class cluster {
   const kvtk::prefix::prefix_trace_view& t_;
   const cluster_config& c_;
   std::mt19937_64 rng_;
+  std::vector<std::uint8_t> served_;  // tier_hierarchy::process scratch (longest request)
   // The transfer-time model of the host link (a calibration fit, or latency + bytes/B; each of
   // an instance's GPUs moves its 1/TP share of a block over its own link, so B x TP) and of
   // the pool.

@@ -13,8 +13,31 @@ std::unique_ptr<any_cache> make_cache(const std::string& policy, std::uint64_t c
   return c;
 }
 
+std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_tiers(const std::string& policy,
+                                                         std::uint64_t hbm, std::uint64_t dram) {
+  kvtk::tier::hierarchy_config cfg;
+  if (hbm > 0) {
+    kvtk::tier::tier_spec t;
+    t.name = "hbm";
+    t.capacity_blocks = hbm;
+    t.policy = policy;
+    cfg.tiers.push_back(t);
+  }
+  if (dram > 0) {
+    kvtk::tier::tier_spec t;
+    t.name = "dram";
+    t.capacity_blocks = dram;
+    t.policy = "lru";
+    cfg.tiers.push_back(t);
+  }
+  if (cfg.tiers.empty()) return nullptr;
+  cfg.mode = kvtk::tier::inclusion::inclusive;
+  cfg.write.kind = kvtk::tier::write_policy::write_through;
+  return std::make_unique<kvtk::tier::tier_hierarchy<>>(std::move(cfg));
+}
+
 bool cluster::local_has(instance& in, kvtk::block_key k) {
-  return in.cache && with(*in.cache, [&](auto& c) { return c.contains(k); });
+  return in.hbm && in.tiers->holds(0, k);
 }
 
 bool cluster::pool_has(kvtk::block_key k) {
@@ -22,7 +45,9 @@ bool cluster::pool_has(kvtk::block_key k) {
 }
 
 bool cluster::dram_has(instance& in, kvtk::block_key k) {
-  return in.dram && with(*in.dram, [&](auto& c) { return c.contains(k); });
+  if (!in.tiers) return false;
+  const std::size_t dram = in.hbm ? 1 : 0;
+  return dram < in.tiers->tiers() && in.tiers->holds(dram, k);
 }
 
 cluster::match_result cluster::match(instance& in, std::span<const kvtk::block_key> b) {
@@ -63,7 +88,7 @@ void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
   o.inflight_miss_blocks = inflight;
   o.hit_tokens = std::min<std::uint64_t>(h * bt_, L);
   for (std::uint64_t k = 0; k < h; ++k) {
-    if (in.cache && with(*in.cache, [&](auto& c) { return c.pin(b[k]); })) {
+    if (in.hbm && in.tiers->pin(b[k])) {
       st_[r].pinned.push_back(b[k]);
     }
   }

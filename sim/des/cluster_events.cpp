@@ -131,18 +131,21 @@ void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
   in.prefilling = -1;
   const auto b = t_.cacheable(r, p_);
   kvtk::access_hint hint;
+  // The prefill is done: its hits are no longer pinned (unpinned before the update, so the
+  // update evicts as an unpinned replay would), and the instance's tiers take the request as
+  // tier_hierarchy::process does (kvtk replay --tiers's semantics): the blocks enter HBM in
+  // order, written through to DRAM.
+  for (kvtk::block_key k : st_[r].pinned) in.tiers->unpin(k);
+  st_[r].pinned.clear();
+  if (in.tiers) in.tiers->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
   for (std::size_t k = 0; k < b.size(); ++k) {
     hint.depth = static_cast<std::uint32_t>(k);
-    if (in.cache) with(*in.cache, [&](auto& c) { c.access(b[k], hint); });
-    if (in.dram) with(*in.dram, [&](auto& c) { c.access(b[k], hint); });
     if (pool_) {
       const bool had = pool_has(b[k]);
       with(*pool_, [&](auto& c) { c.access(b[k], hint); });
       if (!had) ++pool_write_blocks_;
     }
   }
-  for (kvtk::block_key k : st_[r].pinned) with(*in.cache, [&](auto& c) { c.unpin(k); });
-  st_[r].pinned.clear();
   auto& flying = in_flight(i);
   for (std::size_t k = out_[r].hit_blocks; k < b.size(); ++k) {
     auto it = flying.find(b[k]);

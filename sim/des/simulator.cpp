@@ -38,10 +38,19 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   prefill_.resize(c.prefill_instances);
   route_cost_.resize(c.prefill_instances);
   route_weight_.resize(c.prefill_instances);
-  for (auto& in : prefill_) {
-    if (local > 0) in.cache = make_cache(c.local_policy, local);
-    if (dram > 0) in.dram = make_cache("lru", dram);
+  if (local > 0 && dram > 0 && dram < local) {
+    throw std::invalid_argument(
+        "dram (" + std::to_string(dram) + " blocks) must be at least local_cache (" +
+        std::to_string(local) + " blocks): the DRAM tier is inclusive, it keeps a copy of every "
+        "block in HBM (docs/simulate.md)");
   }
+  for (auto& in : prefill_) {
+    in.tiers = make_tiers(c.local_policy, local, dram);
+    in.hbm = local > 0;
+  }
+  std::size_t longest = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) longest = std::max(longest, t.cacheable(r, p_).size());
+  served_.resize(longest);
   decode_.resize(c.decode_instances);
   if (pool > 0) pool_ = make_cache("lru", pool);
 }

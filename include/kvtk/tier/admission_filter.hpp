@@ -33,7 +33,10 @@ class admission_filter {
   /// Throws: std::bad_alloc.
   explicit admission_filter(const admission& a)
       : a_(a),
-        sketch_(tracker_entries, std::uint64_t{10} * tracker_entries, true),
+        // Only tinylfu reads the sketch: the others get a token one (a few bytes, not the
+        // ~256 KiB of a full one), so a hierarchy per simulated instance stays small.
+        sketch_(a.kind == admission::tinylfu ? tracker_entries : 1,
+                std::uint64_t{10} * tracker_entries, true),
         tracker_(a.kind == admission::frequency || a.kind == admission::decaying ? tracker_entries
                                                                                  : 0) {}
 
