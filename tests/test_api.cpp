@@ -355,8 +355,15 @@ TEST_CASE("trace convert and gen through the library keep users' files", "[api]"
   CHECK_THROWS_AS(kvtk::sim::run(c), kvtk::sim::output_refused);
   c.output = dir + "/gen.kvtb";
   c.to = "";
-  const auto r = kvtk::sim::run(c);
+  std::uint64_t last_done = 0, calls = 0;
+  const auto r = kvtk::sim::run(c, [&](std::uint64_t done, std::uint64_t total) {
+    CHECK(total == 0);  // unknown up front: done counts requests
+    last_done = done;
+    ++calls;
+  });
   CHECK(r.requests == 200);
+  CHECK(calls == 200);
+  CHECK(last_done == 200);
   CHECK(r.to == "kvtb");
   std::filesystem::remove_all(dir);
 }

@@ -173,6 +173,10 @@ TEST_CASE("cluster configs reject unknown keys and impossible values", "[simulat
   bad.router = "nearest";
   CHECK_THROWS_WITH(sim::des::simulate(trace("mooncake_fast25_synthetic_trace.jsonl"), bad),
                     Catch::Contains("unknown router 'nearest'"));
+  // Found by the CI fuzz smoke (tests/fuzz/inputs/fuzz_simulate_config/crash-local-policy-
+  // number.json): a number where a name belongs was an internal error (exit 70), not a usage one.
+  CHECK_THROWS_WITH(from({{"local_policy", 128}}, {}), Catch::Contains("'local_policy' must be a string"));
+  CHECK_THROWS_WITH(from({{"partial_block", 1}}, {}), Catch::Contains("'partial_block' must be"));
 }
 
 TEST_CASE("a per-node DRAM tier serves what HBM lost; SLO admission rejects", "[simulate]") {

@@ -11,7 +11,8 @@ namespace kvtk::sim {
 /// Called as a command advances with (units done, units in all); the unit is the command's own
 /// (block references for replay and mrc). Calls are serialised (never two at once, even when the
 /// command runs on several threads), `done` never decreases, and the last call has done ==
-/// total. An empty function is never called. The callback must not throw.
+/// total, except where the total is unknown (0: trace convert), when `done` simply counts. An
+/// empty function is never called. The callback must not throw.
 using progress_callback = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 namespace detail {
@@ -25,7 +26,8 @@ class progress_relay {
     if (!fn_) return;
     const std::lock_guard<std::mutex> hold(lock_);
     done_ += n;
-    fn_(done_ < total_ ? done_ : total_, total_);
+    // total 0 = unknown (trace convert): report what is done; else never past the total.
+    fn_(total_ == 0 || done_ < total_ ? done_ : total_, total_);
   }
 
  private:

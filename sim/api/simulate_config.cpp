@@ -256,7 +256,11 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   if (j.contains("decode_instances")) {
     c.decode_instances = static_cast<std::uint32_t>(whole(j, "decode_instances", 100000));
   }
-  if (j.contains("local_policy")) c.local_policy = j["local_policy"].get<std::string>();
+  if (j.contains("local_policy")) {
+    // A number here once reached get<std::string>() and ended as an internal error (fuzz smoke).
+    if (!j["local_policy"].is_string()) throw usage_error("config: 'local_policy' must be a string");
+    c.local_policy = j["local_policy"].get<std::string>();
+  }
   if (j.contains("pool_gb_per_s")) c.pool_bytes_per_s = number(j, "pool_gb_per_s") * 1e9;
   if (j.contains("pool_latency_us")) c.pool_latency_s = number(j, "pool_latency_us") * 1e-6;
   if (j.contains("overlap_load")) {
@@ -319,6 +323,9 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   }
   if (j.contains("sparse") && !j["sparse"].is_null()) c.sparse = sparse_from_json(j["sparse"]);
   if (j.contains("partial_block")) {
+    if (!j["partial_block"].is_string()) {
+      throw usage_error("config: 'partial_block' must be \"skip\" or \"cache\"");
+    }
     c.cache_partial_block = cli::parse_partial_block(j["partial_block"].get<std::string>()) == 1;
   }
   return c;
