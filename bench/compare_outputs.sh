@@ -42,6 +42,8 @@ mrc --trace $conv --sample 0.5 --capacity 1000,10000,100000 --json OUT
 replay --trace $conv --capacity 64GiB,3Mtok --model deepseek-v3 --json OUT
 replay --trace $conv --tiers hbm:1000:lru,dram:3000:arc,ssd:20000:lru:0.1 --model qwen2.5-7b --json OUT
 simulate --trace $conv --config sim/configs/sparse_dsa.json --json OUT
+simulate --trace $conv --config sim/configs/sparse_dsa.json --set sparse.prefetch=next-step --json OUT
+simulate --trace $conv --config sim/configs/sparse_dsa.json --set sparse.prefetch=layer-ahead --json OUT
 simulate --trace $conv --config sim/configs/disaggregated.json --set router=conductor --json OUT
 compare --trace $conv --policy all --capacity 1000,10000 --json OUT
 cost --hit-ratio 0.563 --input-tokens 608e9 --output-tokens 168e9 --pricing deepseek-r1 --json OUT

@@ -37,6 +37,7 @@ set(KVTK_COMMANDS_SOURCES
   api/compare.cpp
   api/cost.cpp
   api/sparse.cpp
+  api/sparse_plan.cpp
   api/trace_convert.cpp
   api/trace_gen.cpp
   api/trace_stats.cpp

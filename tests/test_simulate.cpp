@@ -385,7 +385,7 @@ TEST_CASE("the sparse config object: defaults, units and errors", "[simulate]") 
 }
 
 TEST_CASE("layer-ahead recall stall: the first layer's share is exposed, the rest hide", "[simulate]") {
-  using kvtk::sim::des::layer_ahead_stall;
+  using kvtk::sparse::layer_ahead_stall;
   // 1 s transfer with 0.1 s fixed cost over 4 layers of a 0.5 s step: each share 0.325 s, each
   // layer computes 0.125 s, so 0.325 + 3 * 0.2 = 0.925 s.
   CHECK(layer_ahead_stall(1.0, 0.1, 0.5, 4) == Approx(0.925));

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <kvtk/sparse/block_stats.hpp>
+#include <kvtk/sparse/decode_step.hpp>
 #include <kvtk/sparse/pattern_gen.hpp>
 #include <kvtk/sparse/residency.hpp>
 #include <kvtk/sparse/scorers.hpp>
@@ -283,6 +284,69 @@ TEST_CASE("offload manager: prefetch hits, waste and over-budget steps by hand",
   off.step(bad);
   CHECK(off.counters().invalid_selections == 1);
   CHECK_THROWS_AS(offload_recall_manager<>({.max_blocks = 0}), std::invalid_argument);
+}
+
+TEST_CASE("decode clock: recall, layer-ahead and unhidden prefetch by hand", "[sparse]") {
+  // 1 ms per transfer + 1 ms per MB page at 1 GB/s.
+  decode_link link;
+  link.link = {1e-3, 0, 1e9};
+  link.page_bytes = 1e6;
+  CHECK(link.transfer_s(0) == 0.0);
+  CHECK(link.transfer_s(2) == Approx(0.003));
+  decode_clock clock;
+  // Step 0: 2 recalls exposed; a 10-page prefetch (11 ms) behind 5 ms of compute leaves 6 ms.
+  auto t = clock.step(link, 2, 10, 0.005);
+  CHECK(t.stall_s == Approx(0.003));
+  CHECK(t.recall_link_s == Approx(0.003));
+  CHECK(t.prefetch_link_s == Approx(0.011));
+  // Step 1 pays those 6 ms; its own prefetch hides (3 ms behind 5 ms).
+  t = clock.step(link, 0, 2, 0.005);
+  CHECK(t.stall_s == Approx(0.006));
+  t = clock.step(link, 0, 0, 0.005);
+  CHECK(t.stall_s == 0.0);
+  // Layer-ahead over 4 layers of a 4 ms step: 4 recalls (5 ms): each share 1 + 1 = 2 ms, each
+  // layer computes 1 ms, so 2 + 3 * 1 = 5 ms exposed of it.
+  link.layer_ahead = true;
+  link.layers = 4;
+  t = decode_clock{}.step(link, 4, 0, 0.004);
+  CHECK(t.recall_link_s == Approx(0.005));
+  CHECK(t.stall_s == Approx(layer_ahead_stall(0.005, 1e-3, 0.004, 4)));
+  CHECK(t.stall_s == Approx(0.005));
+}
+
+TEST_CASE("decode step: grows the context, counts recalls, prefetches the prediction", "[sparse]") {
+  offload_recall_manager<> m({.max_blocks = 16, .budget = hbm_budget::in_blocks(16),
+                              .prefetch = prefetch_mode::next_step});
+  splitmix64 rng{7};
+  std::vector<std::uint32_t> scratch;
+  const std::uint32_t s0[] = {1, 2}, s1[] = {3, 9};
+  // Context grows to 4 pages (all resident: decode wrote them), then to 10 for the prefetch.
+  const next_selection next{{s1, {}, 10}, 1.0};
+  auto p = decode_step(m, {s0, {}, 4}, &next, rng, scratch);
+  CHECK(m.context_blocks() == 10);
+  CHECK(p.selected == 2);
+  CHECK(p.recalls == 0);
+  CHECK(p.prefetched == 0);  // 3 and 9 were written by decode, so resident
+  // Without prefetch a lossless manager under a tight budget recalls what it evicted.
+  offload_recall_manager<> tight({.max_blocks = 8, .budget = hbm_budget::in_blocks(3),
+                                  .prefetch = prefetch_mode::next_step});
+  const std::uint32_t a[] = {2}, b[] = {3};
+  decode_step(tight, {a, {}, 6}, nullptr, rng, scratch);  // 1, 3, 4 leave HBM
+  const next_selection nb{{b, {}, 6}, 1.0};
+  p = decode_step(tight, {a, {}, 6}, &nb, rng, scratch);
+  CHECK(p.recalls == 0);
+  CHECK(p.prefetched == 1);  // 3, loaded for the next step
+  p = decode_step(tight, {b, {}, 6}, nullptr, rng, scratch);
+  CHECK(p.recalls == 0);  // the prefetch made it a hit
+  CHECK(tight.counters().prefetch_hits == 1);
+  // A predictor of accuracy 0 names random pages, not the true ones (seeded: deterministic).
+  std::vector<std::uint32_t> out1, out2;
+  splitmix64 r1{3}, r2{3};
+  const std::uint32_t truth[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  predict_selection({truth, {}, 1000}, 0.0, r1, out1);
+  predict_selection({truth, {}, 1000}, 0.0, r2, out2);
+  CHECK(out1 == out2);
+  CHECK(out1 != std::vector<std::uint32_t>(std::begin(truth), std::end(truth)));
 }
 
 TEMPLATE_LIST_TEST_CASE("manager invariants over random patterns", "[sparse]", all_scorers::tuple) {

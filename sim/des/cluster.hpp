@@ -36,35 +36,13 @@
 
 namespace kvtk::sim::des::detail {
 
-template <class List>
-struct variant_of;
-template <class... Ps>
-struct variant_of<kvtk::type_list<Ps...>> {
-  using type = std::variant<std::monostate, kvtk::block_cache<Ps>...>;
-};
-using any_cache = variant_of<kvtk::all_policies>::type;
-
-// A cache of `policy` (a registry name) holding `capacity` blocks.
-std::unique_ptr<any_cache> make_cache(const std::string& policy, std::uint64_t capacity);
 // An instance's tiers: HBM (`policy`, hbm blocks) over DRAM (LRU, dram blocks), inclusive and
 // written through; either may be 0 (absent); null when both are. Throws std::invalid_argument
 // when a DRAM tier is smaller than the HBM cache above it (inclusion).
 std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_tiers(const std::string& policy,
                                                          std::uint64_t hbm, std::uint64_t dram);
-
-template <class F>
-decltype(auto) with(any_cache& c, F&& f) {
-  return std::visit(
-      [&](auto& x) -> decltype(auto) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) {
-          throw std::logic_error("empty cache");
-          return f(std::get<1>(c));
-        } else {
-          return f(x);
-        }
-      },
-      c);
-}
+// The cluster-wide pool: one LRU tier of `blocks` blocks (the same tier model as the instances').
+std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_pool(std::uint64_t blocks);
 
 enum kind : int { prefill_done = 0, transfer_done = 1, decode_done = 2, arrival = 3 };
 
@@ -94,7 +72,7 @@ struct instance {
   double busy_s = 0;
   double queued_prefill_s = 0;  // predicted prefill time of the queue (conductor)
   double busy_until = 0;
-  double prefetch_excess_s = 0;  // sparse: prefetch link time the last step could not hide
+  kvtk::sparse::decode_clock decode_clock;  // sparse: the batch's stall and unhidden prefetch
   std::int64_t prefilling = -1;  // chunked prefill in progress (request), or -1
   std::uint64_t prefill_pos = 0;  // tokens of it done
   std::uint64_t queued_tokens = 0;
@@ -207,8 +185,6 @@ class cluster {
 
   void on_transfer_done(std::uint32_t r);
 
-  // Host-link time of n pages (recall or prefetch): alpha + n beta + bytes / (B TP).
-  double link_s(std::uint64_t pages) const;
 
   void start_decode_step(instance& in, std::uint32_t i, bool decode_pool);
 
@@ -234,7 +210,7 @@ class cluster {
   std::vector<request_outcome> out_;
   std::vector<request_state> st_;
   std::vector<instance> prefill_, decode_;
-  std::unique_ptr<any_cache> pool_;
+  std::unique_ptr<kvtk::tier::tier_hierarchy<>> pool_;  // null without a pool
   std::unordered_map<kvtk::block_key, std::uint32_t> pool_in_flight_;
   gap_histogram gaps_;
   std::priority_queue<event, std::vector<event>, std::greater<>> events_;
@@ -245,7 +221,8 @@ class cluster {
   std::uint32_t bt_ = 1;
   // Sparse attention: totals of released managers, and the batch-level stall accounting.
   std::unique_ptr<sparse_decoder> sparse_;  // null for dense decode
-  double page_bytes_ = 0, stall_s_ = 0, decode_kv_read_bytes_ = 0;
+  kvtk::sparse::decode_link sparse_link_;  // host link, page bytes, layer-ahead
+  double stall_s_ = 0, decode_kv_read_bytes_ = 0;
   std::uint64_t sparse_batch_steps_ = 0, stalled_steps_ = 0;
 };
 

@@ -3,16 +3,6 @@
 
 namespace kvtk::sim::des::detail {
 
-std::unique_ptr<any_cache> make_cache(const std::string& policy, std::uint64_t capacity) {
-  auto c = std::make_unique<any_cache>();
-  kvtk::visit_policy(policy, [&]<class P>() {
-    typename kvtk::block_cache<P>::config cfg{};
-    cfg.capacity = capacity;
-    c->template emplace<kvtk::block_cache<P>>(cfg);
-  });
-  return c;
-}
-
 std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_tiers(const std::string& policy,
                                                          std::uint64_t hbm, std::uint64_t dram) {
   kvtk::tier::hierarchy_config cfg;
@@ -36,12 +26,22 @@ std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_tiers(const std::string& poli
   return std::make_unique<kvtk::tier::tier_hierarchy<>>(std::move(cfg));
 }
 
+std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_pool(std::uint64_t blocks) {
+  kvtk::tier::hierarchy_config cfg;
+  kvtk::tier::tier_spec t;
+  t.name = "pool";
+  t.capacity_blocks = blocks;
+  t.policy = "lru";
+  cfg.tiers.push_back(t);
+  return std::make_unique<kvtk::tier::tier_hierarchy<>>(std::move(cfg));
+}
+
 bool cluster::local_has(instance& in, kvtk::block_key k) {
   return in.hbm && in.tiers->holds(0, k);
 }
 
 bool cluster::pool_has(kvtk::block_key k) {
-  return pool_ && with(*pool_, [&](auto& c) { return c.contains(k); });
+  return pool_ && pool_->holds(0, k);
 }
 
 bool cluster::dram_has(instance& in, kvtk::block_key k) {

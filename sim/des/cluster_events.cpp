@@ -138,13 +138,9 @@ void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
   for (kvtk::block_key k : st_[r].pinned) in.tiers->unpin(k);
   st_[r].pinned.clear();
   if (in.tiers) in.tiers->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
-  for (std::size_t k = 0; k < b.size(); ++k) {
-    hint.depth = static_cast<std::uint32_t>(k);
-    if (pool_) {
-      const bool had = pool_has(b[k]);
-      with(*pool_, [&](auto& c) { c.access(b[k], hint); });
-      if (!had) ++pool_write_blocks_;
-    }
+  if (pool_) {  // the prefill's results are shared: every block the pool lacks is written to it
+    for (const kvtk::block_key k : b) pool_write_blocks_ += pool_has(k) ? 0 : 1;
+    pool_->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
   }
   auto& flying = in_flight(i);
   for (std::size_t k = out_[r].hit_blocks; k < b.size(); ++k) {
@@ -188,7 +184,7 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
     if (c_.sparse.enabled) {
       const auto k =
           sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens, st_[r].remaining);
-      kv_bytes += static_cast<double>(k.pages) * page_bytes_;
+      kv_bytes += static_cast<double>(k.pages) * sparse_link_.page_bytes;
       recalls += k.recalls;
       prefetched += k.prefetched;
       out_[r].recalls += k.recalls;
@@ -201,23 +197,17 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
                (c_.gpu.hbm_bytes_per_s * c_.gpu.efficiency * c_.gpus_per_instance) *
                c_.time_scale;
   if (c_.sparse.enabled) {
+    // The batch's recalls and prefetches cross the instance's host link together; the stall is
+    // kvtk::sparse::decode_clock's (kvtk sparse's model, with the batch as the stream).
     decode_kv_read_bytes_ += kv_bytes;
     ++sparse_batch_steps_;
-    const double recall_s =
-        c_.sparse.prefetch_layer_ahead
-            ? layer_ahead_stall(link_s(recalls), c_.host_link_latency_s, dur,
-                                std::max<std::uint32_t>(1, c_.model.layers))
-            : link_s(recalls);
-    const double stall = recall_s + in.prefetch_excess_s;
-    in.prefetch_excess_s = 0;
+    const double stall = in.decode_clock.step(sparse_link_, recalls, prefetched, dur).stall_s;
     if (stall > 0) {
       ++stalled_steps_;
       stall_s_ += stall;
       for (std::uint32_t r : in.stepping) out_[r].stall_s += stall;
     }
     dur += stall;
-    // Prefetches for the next step load during this one; what does not fit stalls the next.
-    in.prefetch_excess_s = std::max(0.0, link_s(prefetched) - dur);
   }
   in.busy = true;
   in.busy_s += dur;

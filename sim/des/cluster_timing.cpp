@@ -20,9 +20,4 @@ double cluster::prefill_s(const match_result& m, std::uint64_t L) const {
   return c_.overlap_load ? std::max(comp, load) : comp + load;
 }
 
-double cluster::link_s(std::uint64_t pages) const {
-  if (pages == 0) return 0;
-  return host_link_.predict(static_cast<double>(pages), static_cast<double>(pages) * page_bytes_);
-}
-
 }  // namespace kvtk::sim::des::detail

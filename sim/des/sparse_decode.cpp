@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "kvtk/detail/engaged_variant.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 
 namespace kvtk::sim::des {
@@ -20,37 +21,37 @@ using any_manager = manager_variant_of<kvtk::sparse::all_scorers>::type;
 
 }  // namespace
 
-// One decoding request's sparse-attention state: its residency manager, its selection pattern,
-// and (prefetch next-step) the next step's selection, generated one step ahead.
+// One decoding request's sparse-attention state: its residency manager, its selection source
+// (a generator, or recorded selections) and, when it prefetches, the selections of this step and
+// the next (a generator's spans last only until its next call, so both are copied).
 struct sparse_request {
   any_manager manager;
   std::unique_ptr<kvtk::sparse::pattern_generator> gen;  // null when replaying records
   const recorded_selection* recorded = nullptr;
   std::size_t record = 0;  // the record in use (recorded)
   std::uint64_t decode_steps = 0;
-  std::vector<std::uint32_t> next_blocks;
-  std::vector<float> next_weights;
+  std::vector<std::uint32_t> cur_blocks, next_blocks, predicted;
+  std::vector<float> cur_weights, next_weights;
   bool has_next = false;
+  kvtk::sparse::splitmix64 rng{0};  // the predictor's (unused at accuracy 1)
 
   template <class F>
   decltype(auto) with_manager(F&& f) {
-    return std::visit(
-        [&](auto& m) -> decltype(auto) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(m)>, std::monostate>) {
-            throw std::logic_error("empty residency manager");
-            return f(std::get<1>(manager));
-          } else {
-            return f(m);
-          }
-        },
-        manager);
+    return kvtk::detail::visit_engaged(manager, f);  // emplaced when the state is created
   }
-  // Appends pages until the manager's context is n pages (decode wrote a new page).
-  void grow_to(std::uint32_t n) {
-    with_manager([&](auto& m) {
-      while (m.context_blocks() < n && m.append_block() != kvtk::sparse::no_block) {
-      }
-    });
+  // The last record at or before step k (the first one before it), from index i on.
+  std::size_t record_at(std::uint64_t k, std::size_t i) const {
+    const auto& steps = recorded->step;
+    while (i + 1 < steps.size() && steps[i + 1] <= k) ++i;
+    return i;
+  }
+  // The generator's next selection, copied into (blocks, weights).
+  kvtk::sparse::step_selection generate_into(std::vector<std::uint32_t>& blocks,
+                                             std::vector<float>& weights) {
+    const auto sel = gen->next();
+    blocks.assign(sel.blocks.begin(), sel.blocks.end());
+    weights.assign(sel.weights.begin(), sel.weights.end());
+    return {blocks, weights, sel.context_blocks};
   }
 };
 
@@ -124,63 +125,49 @@ sparse_request& sparse_decoder::state(std::uint32_t r, std::uint64_t tokens,
   kvtk::sparse::all_scorers::visit(s_.scorer, [&]<class S>() {
     sp->manager.template emplace<kvtk::sparse::offload_recall_manager<S>>(rc);
   });
-  sp->grow_to(context);  // the prefill wrote every prompt page to HBM
+  sp->with_manager([&](auto& m) { kvtk::sparse::grow_context(m, context); });  // the prefill wrote every prompt page to HBM
   return *sp;
 }
 
 sparse_decoder::step_result sparse_decoder::step(std::uint32_t r, std::uint64_t tokens,
                                                  std::uint64_t remaining) {
   sparse_request& sp = state(r, tokens, remaining);
-  step_result out;
-  std::span<const std::uint32_t> blocks;
-  std::span<const float> weights;
   const std::uint64_t k = sp.decode_steps++;
+  const bool prefetch = s_.prefetch_next_step && remaining > 1;
+  kvtk::sparse::step_selection sel;
   if (sp.recorded != nullptr) {
-    // The last record at or before step k (the first one before it).
-    const auto& steps = sp.recorded->step;
-    while (sp.record + 1 < steps.size() && steps[sp.record + 1] <= k) ++sp.record;
-    const auto sel = sp.recorded->pattern.step(sp.record);
-    blocks = sel.blocks;
-    weights = sel.weights;
+    sp.record = sp.record_at(k, sp.record);
+    sel = sp.recorded->pattern.step(sp.record);
+    // The context is at least the request's tokens so far, in pages.
     const auto context = static_cast<std::uint32_t>((tokens + s_.page_tokens - 1) / s_.page_tokens);
-    sp.grow_to(std::max(sel.context_blocks, context));
+    sel.context_blocks = std::max(sel.context_blocks, context);
   } else if (sp.has_next) {
-    blocks = sp.next_blocks;
-    weights = sp.next_weights;
+    std::swap(sp.cur_blocks, sp.next_blocks);
+    std::swap(sp.cur_weights, sp.next_weights);
+    sel = {sp.cur_blocks, sp.cur_weights, sp.gen->context_blocks()};
     sp.has_next = false;
+  } else if (prefetch) {
+    sel = sp.generate_into(sp.cur_blocks, sp.cur_weights);
   } else {
-    const auto sel = sp.gen->next();
-    blocks = sel.blocks;
-    weights = sel.weights;
-    sp.grow_to(sel.context_blocks);
+    sel = sp.gen->next();
   }
-  sp.with_manager([&](auto& m) {
-    m.step(blocks, weights);
-    const auto& c = m.counters();
-    out.recalls = c.last_step_recalls;
-    resident_sum_ += c.resident_blocks;
-    resident_max_ = std::max(resident_max_, c.resident_blocks);
-  });
-  out.pages = blocks.size();
-  if (!s_.prefetch_next_step || remaining <= 1) return out;
   // The next step's selection: the record step k+1 will use, or generated one step ahead.
-  std::span<const std::uint32_t> next;
-  if (sp.recorded != nullptr) {
-    const auto& steps = sp.recorded->step;
-    std::size_t i = sp.record;
-    while (i + 1 < steps.size() && steps[i + 1] <= k + 1) ++i;
-    const auto nsel = sp.recorded->pattern.step(i);
-    sp.grow_to(nsel.context_blocks);
-    next = nsel.blocks;
-  } else {
-    const auto sel = sp.gen->next();
-    sp.next_blocks.assign(sel.blocks.begin(), sel.blocks.end());
-    sp.next_weights.assign(sel.weights.begin(), sel.weights.end());
-    sp.grow_to(sel.context_blocks);
+  kvtk::sparse::next_selection next;
+  if (prefetch && sp.recorded != nullptr) {
+    next.selection = sp.recorded->pattern.step(sp.record_at(k + 1, sp.record));
+  } else if (prefetch) {
+    next.selection = sp.generate_into(sp.next_blocks, sp.next_weights);
     sp.has_next = true;
-    next = sp.next_blocks;
   }
-  sp.with_manager([&](auto& m) { out.prefetched = m.prefetch(next); });
+  step_result out;
+  sp.with_manager([&](auto& m) {
+    const auto pages =
+        kvtk::sparse::decode_step(m, sel, prefetch ? &next : nullptr, sp.rng, sp.predicted);
+    out = {pages.selected, static_cast<std::uint32_t>(pages.recalls), pages.prefetched};
+    const std::uint32_t resident = m.resident_blocks();
+    resident_sum_ += resident;
+    resident_max_ = std::max(resident_max_, resident);
+  });
   return out;
 }
 

@@ -1,7 +1,9 @@
 // sim/des/sparse_decode.hpp — the sparse-attention side of the simulator's decode steps: one
 // offload + recall manager (kvtk/sparse/residency.hpp) and one growing selection pattern
 // (kvtk/sparse/pattern_gen.hpp) per decoding request, created at its first decode step and
-// released when it finishes (semantics: simulator.hpp and docs/simulate.md, "sparse").
+// released when it finishes. Each step is kvtk::sparse::decode_step, the component `kvtk sparse`
+// uses too (kvtk/sparse/decode_step.hpp); the batch's stall is its decode_clock (semantics:
+// simulator.hpp and docs/simulate.md, "sparse").
 #pragma once
 
 #include <algorithm>
@@ -10,23 +12,10 @@
 #include <vector>
 
 #include "des/simulator.hpp"
+#include "kvtk/sparse/decode_step.hpp"
 #include "kvtk/sparse/residency.hpp"
 
 namespace kvtk::sim::des {
-
-/// Recall stall of a decode step whose selected pages load one layer ahead: each layer's share of
-/// the step's recalls loads while the previous layer computes. A share costs
-/// x = alpha + (transfer_s - alpha) / layers (every layer's copy pays the fixed cost); the first
-/// layer's share is exposed, each later one only by what exceeds a layer's compute:
-///   stall = x + (layers - 1) * max(0, x - step_compute_s / layers).
-/// Requires layers >= 1. transfer_s = the whole step's recall transfer (alpha included); 0 -> 0.
-inline double layer_ahead_stall(double transfer_s, double alpha_s, double step_compute_s,
-                                std::uint32_t layers) noexcept {
-  if (transfer_s <= 0) return 0;
-  const double n = layers;
-  const double x = alpha_s + (transfer_s - alpha_s) / n;
-  return x + (n - 1) * std::max(0.0, x - step_compute_s / n);
-}
 
 struct sparse_request;  // per-request state (sparse_decode.cpp)
 

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "kvtk/cache/block_cache.hpp"
+#include "kvtk/detail/engaged_variant.hpp"
 #include "kvtk/registry.hpp"
 #include "kvtk/tier/admission_filter.hpp"
 #include "kvtk/tier/tier_spec.hpp"
@@ -322,16 +323,7 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
 
   template <class F>
   decltype(auto) with(std::size_t t, F&& f) noexcept {
-    return std::visit(
-        [&](auto& c) -> decltype(auto) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(c)>, std::monostate>) {
-            __builtin_unreachable();
-            return f(std::get<1>(*tiers_[0]));
-          } else {
-            return f(c);
-          }
-        },
-        *tiers_[t]);
+    return kvtk::detail::visit_engaged(*tiers_[t], f);  // every tier is emplaced at construction
   }
   template <class F>
   decltype(auto) with(std::size_t t, F&& f) const noexcept {
