@@ -12,7 +12,8 @@ rm -rf build/cuda-stage
 mkdir -p "$out"
 deps=$(${CXX:-g++} -std=c++20 -Iinclude -Isim -I"$cuda_home/include" -M \
          cuda/kv_move_replay.cpp sim/formats/requests.cpp sim/formats/parallel_jsonl.cpp sim/formats/kvtb.cpp \
-         sim/formats/mooncake_flat.cpp sim/formats/flat_traces.cpp sim/util/output_file.cpp |
+         sim/formats/requests_load.cpp sim/formats/mooncake_flat.cpp sim/formats/flat_traces.cpp \
+         sim/util/output_file.cpp |
        tr ' \\' '\n\n' | grep '/boost/' | sort -u)
 n=0
 for f in $deps; do

@@ -12,6 +12,7 @@ set(KVTK_FORMATS_SOURCES
   formats/mooncake_flat.cpp
   formats/flat_traces.cpp
   formats/requests.cpp
+  formats/requests_load.cpp
   formats/parallel_jsonl.cpp
   formats/kvtb.cpp
   formats/writers.cpp
@@ -32,6 +33,7 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
+  api/replay_plan.cpp
   api/move.cpp
   api/mrc.cpp
   api/compare.cpp

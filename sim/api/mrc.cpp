@@ -76,6 +76,54 @@ void validate(mrc_options& o) {
   (void)parse_capacities(o);
 }
 
+namespace {
+
+// The result's "sample" object; warns when the estimated error at some capacity exceeds
+// warn_error.
+nlohmann::json sample_summary(double rate, const sampled_prefix_mrc& sampled,
+                              const std::set<std::uint64_t>& caps, std::uint64_t block_refs,
+                              std::vector<std::string>& warnings) {
+  double worst_error = 0;
+  std::uint64_t worst_at = 0;
+  for (std::uint64_t c : caps) {
+    if (sampled.error_estimate(c) > worst_error) {
+      worst_error = sampled.error_estimate(c);
+      worst_at = c;
+    }
+  }
+  if (worst_error > warn_error) {
+    std::ostringstream m;
+    m << "the sampled curve's estimated error reaches " << worst_error << " (token hit ratio) at "
+      << worst_at << " blocks with " << sampled.sample.block_refs
+      << " sampled block references; raise --sample for a tighter curve";
+    warnings.push_back(m.str());
+  }
+  return {{"rate", rate},
+          {"unit", "block keys"},
+          {"block_refs", sampled.sample.block_refs},
+          {"block_refs_fraction", static_cast<double>(sampled.sample.block_refs) /
+                                      static_cast<double>(std::max<std::uint64_t>(block_refs, 1))},
+          {"max_error_estimate", worst_error},
+          {"error_note",
+           "token_hit_ratio_error = |h1 - h2| / 2 of two half-samples: about one standard error"}};
+}
+
+// The sampled curve; refuses a sample too small to mean anything.
+sampled_prefix_mrc sample_curve(const prefix_trace_view& t, double rate, partial_block pb,
+                                std::uint64_t block_refs) {
+  sampled_prefix_mrc sampled = sampled_prefix_lru_mrc(t, rate, pb, true);
+  if (sampled.sample.block_refs < min_sampled_refs) {
+    std::ostringstream m;
+    m << "--sample " << rate << " kept " << sampled.sample.block_refs << " of " << block_refs
+      << " block references (fewer than " << min_sampled_refs
+      << ", too few for a curve); raise the rate (or use the exact curve, the default)";
+    throw std::runtime_error(m.str());
+  }
+  return sampled;
+}
+
+}  // namespace
+
 mrc_result run(mrc_options o, const progress_callback& progress) {
   validate(o);
   const partial_block pb =
@@ -95,14 +143,7 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
   }
   const bool sampling = o.sample < 1.0;
   if (sampling) {
-    sampled = sampled_prefix_lru_mrc(t, o.sample, pb, true);
-    if (sampled.sample.block_refs < min_sampled_refs) {
-      std::ostringstream m;
-      m << "--sample " << o.sample << " kept " << sampled.sample.block_refs << " of " << block_refs
-        << " block references (fewer than " << min_sampled_refs
-        << ", too few for a curve); raise the rate (or use the exact curve, the default)";
-      throw std::runtime_error(m.str());
-    }
+    sampled = sample_curve(t, o.sample, pb, block_refs);
     saturation = static_cast<std::uint64_t>(
         std::ceil(static_cast<double>(sampled.sample.saturation()) / o.sample));
   } else {
@@ -124,32 +165,7 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
              {"skipped_lines", skipped.skipped_lines},
              {"saturation_blocks", saturation},
              {"span_s", t.arrival_s.size() > 1 ? t.arrival_s.back() - t.arrival_s.front() : 0.0}};
-  if (sampling) {
-    double worst_error = 0;
-    std::uint64_t worst_at = 0;
-    for (std::uint64_t c : caps) {
-      if (sampled.error_estimate(c) > worst_error) {
-        worst_error = sampled.error_estimate(c);
-        worst_at = c;
-      }
-    }
-    r.sample = {
-        {"rate", o.sample},
-        {"unit", "block keys"},
-        {"block_refs", sampled.sample.block_refs},
-        {"block_refs_fraction", static_cast<double>(sampled.sample.block_refs) /
-                                    static_cast<double>(std::max<std::uint64_t>(block_refs, 1))},
-        {"max_error_estimate", worst_error},
-        {"error_note",
-         "token_hit_ratio_error = |h1 - h2| / 2 of two half-samples: about one standard error"}};
-    if (worst_error > warn_error) {
-      std::ostringstream m;
-      m << "the sampled curve's estimated error reaches " << worst_error << " (token hit ratio) at "
-        << worst_at << " blocks with " << sampled.sample.block_refs
-        << " sampled block references; raise --sample for a tighter curve";
-      r.warnings.push_back(m.str());
-    }
-  }
+  if (sampling) r.sample = sample_summary(o.sample, sampled, caps, block_refs, r.warnings);
   r.curve = nlohmann::json::array();
   // The optimum at every capacity shares one next-use pass.
   const std::vector<std::uint64_t> next =

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "api/options_json.hpp"
+#include "api/parallel.hpp"
+#include "api/replay_plan.hpp"
 #include "api/text.hpp"
 #include "cli/common.hpp"
 #include "cli/cost.hpp"
@@ -26,162 +28,11 @@ namespace {
 using namespace kvtk::prefix;
 using cli::usage_error;
 
-struct job {
-  std::string index, policy;
-  std::uint64_t capacity;
-  int hierarchy = -1;          // index into the tier hierarchies (index "tiers")
-  std::string capacity_given;  // the capacity as the user wrote it ("64GiB", "3Mtok", "1000")
-};
-struct outcome {
-  prefix_counts counts;
-  double seconds = 0;
-  nlohmann::json tiers;  // per-tier report of a hierarchy job
-};
-
-// Everything run() derives from the options before it reads the trace.
-struct plan {
-  partial_block pb = partial_block::skip;
-  std::vector<job> jobs;
-  std::vector<kvtk::tier::hierarchy_config> hierarchies;
-  std::vector<nlohmann::json> calibration_reports;
-  std::vector<std::string> price_storage;
-  kvtk::cost::price_table table;
-  bool priced = false;
-};
-
-const std::vector<std::string>& default_capacities() {
-  static const std::vector<std::string> caps = {"1000", "10000", "100000"};
-  return caps;
-}
-
-bool known_for(const std::string& index, const std::string& policy) {
-  if (index == "flat") return is_policy_name(policy);
-  if (index == "radix") {
-    for (auto n : leaf_policy_names) {
-      if (n == policy) return true;
-    }
-    return false;
-  }
-  return index == "hashchain" && policy == "vllm";
-}
-
-std::string known_list(const std::string& index) {
-  std::string out;
-  if (index == "flat") {
-    for (auto n : policy_names) out += " " + std::string(n);
-  } else if (index == "radix") {
-    for (auto n : leaf_policy_names) out += " " + std::string(n);
-  } else {
-    out = " vllm";
-  }
-  return out;
-}
-
-std::vector<std::string> policies_for(const std::string& index, const std::vector<std::string>& asked,
-                                      bool all) {
-  std::vector<std::string> names;
-  if (index == "hashchain") {
-    names = {"vllm"};  // the hash-chain index is vLLM's block pool: one policy
-  } else if (all) {
-    if (index == "flat") {
-      for (auto n : policy_names) names.emplace_back(n);
-    } else {
-      for (auto n : leaf_policy_names) names.emplace_back(n);
-    }
-  } else {
-    for (const auto& p : asked) {
-      if (known_for(index, p)) names.push_back(p);
-    }
-  }
-  return names;
-}
-
-// The tier hierarchies of --tiers / --tier-config, calibrated when asked; one job each.
-void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
-  if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
-    throw usage_error("--inclusive/--exclusive: unknown inclusion '" + o.inclusion + "'");
-  }
-  const cli::tier_flags flags{o.inclusion, o.write_policy, o.admission};
-  for (const auto& spec : o.tiers) {
-    p.hierarchies.push_back(cli::parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token));
-  }
-  for (const auto& file : o.tier_config) {
-    p.hierarchies.push_back(cli::load_tier_config(file, o.block_tokens, bytes_per_token));
-  }
-  if (!o.calibration_mechanism.empty() && o.calibration.empty()) {
-    throw usage_error("--calibration-mechanism needs --calibration");
-  }
-  if (!o.calibration.empty()) {
-    if (p.hierarchies.empty()) throw usage_error("--calibration needs --tiers or --tier-config");
-    try {
-      const auto cal = kvtk::sim::move::calibration::load(o.calibration);
-      for (auto& h : p.hierarchies) {
-        p.calibration_reports.push_back(
-            kvtk::sim::move::apply_calibration(h, cal, o.calibration_mechanism));
-      }
-    } catch (const std::runtime_error& e) {
-      throw usage_error(std::string("--calibration ") + e.what());
-    }
-  }
-  for (std::size_t h = 0; h < p.hierarchies.size(); ++h) {
-    std::uint64_t total = 0;
-    for (const auto& tier : p.hierarchies[h].tiers) total += tier.capacity_blocks;
-    p.jobs.push_back({"tiers", cli::describe(p.hierarchies[h]), total, static_cast<int>(h), ""});
-  }
-}
-
-// Every valid index x policy pair runs: "all" is each index's whole list, and a policy only some
-// of the indexes know runs with those. Only a name that no listed index knows is an error.
-void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
-  const auto& caps_given = o.capacity.empty() ? default_capacities() : o.capacity;
-  std::vector<std::uint64_t> caps;
-  for (const auto& c : caps_given) {
-    if (c.empty()) throw usage_error("--capacity: empty item in the list");
-    caps.push_back(cli::parse_capacity(c, o.block_tokens, bytes_per_token));
-  }
-  if (caps.empty()) throw usage_error("--capacity: empty list");
-  if (o.index.empty()) throw usage_error("--index: empty list");
-  if (o.policy.empty()) throw usage_error("--policy: empty list");
-  for (const auto& i : o.index) {
-    if (i != "radix" && i != "flat" && i != "hashchain") {
-      throw usage_error("--index: unknown index '" + i + "' (known: radix flat hashchain)");
-    }
-  }
-  const bool all = o.policy.size() == 1 && o.policy[0] == "all";
-  for (const auto& pol : o.policy) {
-    if (all) break;
-    bool anywhere = false;
-    for (const auto& i : o.index) anywhere |= i == "hashchain" || known_for(i, pol);
-    if (!anywhere) {
-      std::string known;
-      for (const auto& i : o.index) known += " " + i + ":" + known_list(i) + ";";
-      throw usage_error("--policy: unknown policy '" + pol + "' (known per index:" + known +
-                        " or all)");
-    }
-  }
-  for (const auto& i : o.index) {
-    for (const auto& pol : policies_for(i, o.policy, all)) {
-      for (std::size_t k = 0; k < caps.size(); ++k) {
-        p.jobs.push_back({i, pol, caps[k], -1, caps_given[k]});
-      }
-    }
-  }
-}
-
-plan make_plan(const replay_options& o) {
-  plan p;
-  p.pb = cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
-  if (o.threads == 0 || o.threads > 256) throw usage_error("--threads: must be in [1, 256]");
-  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
-  if (!o.pricing.empty()) {
-    p.table = load_price_table(o.pricing, p.price_storage);
-    p.priced = true;
-  }
-  plan_hierarchies(o, bytes_per_token, p);
-  // With tiers, the index x policy x capacity grid runs only when capacities are given.
-  if (p.hierarchies.empty() || !o.capacity.empty()) plan_grid(o, bytes_per_token, p);
-  return p;
-}
+using replay_detail::job;
+using replay_detail::outcome;
+using replay_detail::plan;
+using replay_detail::make_plan;
+using replay_detail::default_capacities;
 
 // Replays in slices of requests so that a long job reports progress and lets go of the pages of
 // a mapped trace it has passed (loaded_trace::release); the slices add up to one replay
@@ -378,6 +229,87 @@ void validate(replay_options& o) {
   (void)make_plan(o);
 }
 
+namespace {
+
+// Offline policies and the optimum need every reference's next use; nothing else does.
+bool needs_next_use(const replay_options& o, const plan& p) {
+  bool any = o.opt;
+  for (const job& j : p.jobs) {
+    if (j.hierarchy >= 0) continue;
+    if (j.index == "flat") {
+      any |= visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; });
+    } else if (j.index == "radix") {
+      any |= visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; });
+    }
+  }
+  return any;
+}
+
+// The result's "trace" object.
+nlohmann::json trace_summary(const replay_options& o, const plan& p, const prefix_trace_view& t,
+                             const ideal_counts& ideal, const read_report& skipped,
+                             bool ideal_known, std::uint64_t output_tokens, double trace_days) {
+  nlohmann::json j = {{"path", o.trace},
+                      {"format", o.format},
+                      {"requests", t.requests()},
+                      {"block_refs", ideal.counts.block_refs},
+                      {"unique_blocks", ideal.unique_blocks},
+                      {"block_tokens", o.block_tokens},
+                      {"partial_block", p.pb == partial_block::cache ? "cache" : "skip"},
+                      {"skipped_lines", skipped.skipped_lines},
+                      {"ideal_block_hit_ratio", ideal.counts.block_hit_ratio()},
+                      {"ideal_token_hit_ratio", ideal.counts.token_hit_ratio()},
+                      {"output_tokens", output_tokens},
+                      {"span_s", trace_days * 86400.0}};
+  if (!ideal_known) {
+    for (const char* k : {"unique_blocks", "ideal_block_hit_ratio", "ideal_token_hit_ratio"}) {
+      j[k] = nullptr;
+    }
+  }
+  return j;
+}
+
+// The jobs and the optimum at each grid capacity, on o.threads threads.
+struct replayed {
+  std::vector<outcome> results;
+  std::map<std::uint64_t, prefix_counts> optimum;  // empty without --opt
+  double optimum_seconds = 0;                      // summed over capacities
+};
+
+replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace& loaded,
+                     const std::vector<std::uint64_t>& next, std::uint64_t ideal_refs,
+                     double trace_days, const progress_callback& progress) {
+  const prefix_trace_view& t = loaded.view();
+  replayed r;
+  r.results.resize(p.jobs.size());
+  if (o.opt) {
+    for (const job& j : p.jobs) {
+      if (j.hierarchy < 0) r.optimum.emplace(j.capacity, prefix_counts{});
+    }
+  }
+  std::vector<std::uint64_t> opt_caps;
+  for (auto& [c, v] : r.optimum) opt_caps.push_back(c);
+  std::vector<double> optimum_seconds(opt_caps.size());
+  const std::size_t total = p.jobs.size() + opt_caps.size();
+  detail::progress_relay bar(progress, ideal_refs * total);
+  check_job_memory(o, p, t.keys.size(), total);
+  detail::parallel_for(o.threads, total, [&](std::size_t i) {
+    if (i < p.jobs.size()) {
+      r.results[i] = run_job(p.jobs[i], loaded, p, next, bar, trace_days);
+      return;
+    }
+    const std::uint64_t c = opt_caps[i - p.jobs.size()];
+    const auto t0 = std::chrono::steady_clock::now();
+    r.optimum[c] = replay_optimum(t, cli::allocation_capacity(c, t.keys.size()), p.pb, next);
+    bar.add(r.optimum[c].block_refs);
+    optimum_seconds[i - p.jobs.size()] = seconds_since(t0);
+  });
+  for (const double x : optimum_seconds) r.optimum_seconds += x;
+  return r;
+}
+
+}  // namespace
+
 replay_result run(replay_options o, const progress_callback& progress) {
   auto clock = std::make_shared<cli::phase_clock>();
   validate(o);
@@ -387,94 +319,27 @@ replay_result run(replay_options o, const progress_callback& progress) {
                                                   o.skip_invalid, skipped, false, o.threads);
   const prefix_trace_view& t = loaded.view();
   clock->lap("read");
-  // Offline policies and the optimum need every reference's next use; nothing else does.
-  bool any_offline = o.opt;
-  for (const job& j : p.jobs) {
-    if (j.hierarchy >= 0) continue;
-    if (j.index == "flat") {
-      any_offline |= visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; });
-    } else if (j.index == "radix") {
-      any_offline |= visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; });
-    }
-  }
   const std::vector<std::uint64_t> next =
-      any_offline ? next_use_positions(t, p.pb) : std::vector<std::uint64_t>{};
+      needs_next_use(o, p) ? next_use_positions(t, p.pb) : std::vector<std::uint64_t>{};
   clock->lap("next_use");
-  const ideal_counts ideal_pass = ideal_of(loaded, p.pb, next, o.ideal);
-  const prefix_counts& ideal = ideal_pass.counts;
+  const ideal_counts ideal = ideal_of(loaded, p.pb, next, o.ideal);
   clock->lap("ideal");
-
-  std::vector<outcome> results(p.jobs.size());
-  std::map<std::uint64_t, prefix_counts> optimum;
-  if (o.opt) {
-    for (const job& j : p.jobs) {
-      if (j.hierarchy < 0) optimum.emplace(j.capacity, prefix_counts{});
-    }
-  }
-  std::vector<std::uint64_t> opt_caps;
-  for (auto& [c, v] : optimum) opt_caps.push_back(c);
-  std::vector<double> optimum_seconds(opt_caps.size());
-  const std::size_t total = p.jobs.size() + opt_caps.size();
   const double trace_days =
       t.arrival_s.size() > 1 ? (t.arrival_s.back() - t.arrival_s.front()) / 86400.0 : 0.0;
   std::uint64_t output_tokens = 0;
   for (const std::uint64_t out : t.output_length) output_tokens += out;
-  detail::progress_relay bar(progress, ideal.block_refs * total);
-  check_job_memory(o, p, t.keys.size(), total);
-  std::atomic<std::size_t> cursor{0};
-  std::exception_ptr failure;
-  std::mutex failure_lock;
-  auto work = [&] {
-    for (std::size_t i; (i = cursor.fetch_add(1)) < total;) {
-      if (i < p.jobs.size()) {
-        results[i] = run_job(p.jobs[i], loaded, p, next, bar, trace_days);
-      } else {
-        const std::uint64_t c = opt_caps[i - p.jobs.size()];
-        const auto t0 = std::chrono::steady_clock::now();
-        optimum[c] = replay_optimum(t, cli::allocation_capacity(c, t.keys.size()), p.pb, next);
-        bar.add(optimum[c].block_refs);
-        optimum_seconds[i - p.jobs.size()] = seconds_since(t0);
-      }
-    }
-  };
-  auto worker = [&] {
-    try {
-      work();
-    } catch (...) {
-      const std::lock_guard<std::mutex> hold(failure_lock);
-      if (!failure) failure = std::current_exception();
-      cursor = total;  // the other workers stop after their current job
-    }
-  };
-  std::vector<std::thread> pool;
-  for (std::uint32_t w = 1; w < std::min<std::size_t>(o.threads, total); ++w) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  if (failure) std::rethrow_exception(failure);
+  const replayed done =
+      replay_jobs(o, p, loaded, next, ideal.counts.block_refs, trace_days, progress);
   clock->lap("replay");
 
   replay_result r;
-  for (const double x : optimum_seconds) r.optimum_seconds += x;
-  r.trace = {{"path", o.trace},
-             {"format", o.format},
-             {"requests", t.requests()},
-             {"block_refs", ideal.block_refs},
-             {"unique_blocks", ideal_pass.unique_blocks},
-             {"block_tokens", o.block_tokens},
-             {"partial_block", p.pb == partial_block::cache ? "cache" : "skip"},
-             {"skipped_lines", skipped.skipped_lines},
-             {"ideal_block_hit_ratio", ideal.block_hit_ratio()},
-             {"ideal_token_hit_ratio", ideal.token_hit_ratio()},
-             {"output_tokens", output_tokens},
-             {"span_s", trace_days * 86400.0}};
-  if (!o.ideal && next.empty()) {
-    for (const char* k : {"unique_blocks", "ideal_block_hit_ratio", "ideal_token_hit_ratio"}) {
-      r.trace[k] = nullptr;
-    }
-  }
+  r.optimum_seconds = done.optimum_seconds;
+  r.trace = trace_summary(o, p, t, ideal, skipped, o.ideal || !next.empty(), output_tokens,
+                          trace_days);
   r.results = nlohmann::json::array();
   for (std::size_t i = 0; i < p.jobs.size(); ++i) {
-    r.results.push_back(result_row(p.jobs[i], results[i], p, o.opt ? &optimum : nullptr, output_tokens));
+    r.results.push_back(
+        result_row(p.jobs[i], done.results[i], p, o.opt ? &done.optimum : nullptr, output_tokens));
   }
   if (o.timings) {
     r.timings = clock->json({{"optimum_in_replay", r.optimum_seconds}});

@@ -46,6 +46,52 @@ std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max)
   return static_cast<std::uint64_t>(v);
 }
 
+// sparse.budget: pages (a number), "<N>tok" or "<P>%".
+kvtk::sparse::hbm_budget sparse_budget(const nlohmann::json& b) {
+    const char* what =
+      "config: 'sparse.budget' must be pages (a whole number >= 1), \"<N>tok\" "
+      "(N >= 1) or \"<P>%\" (0 < P <= 100)";
+  if (b.is_number()) {
+    const double v = b.get<double>();
+    if (!(v >= 1) || v != std::floor(v) || v > 4e9) throw usage_error(what);
+    return kvtk::sparse::hbm_budget::in_blocks(static_cast<std::uint32_t>(v));
+  } else if (b.is_string()) {
+    const std::string t = b.get<std::string>();
+    const bool tok = t.size() > 3 && t.ends_with("tok"), pct = t.size() > 1 && t.ends_with('%');
+    if (!tok && !pct) throw usage_error(what);
+    const std::string n = t.substr(0, t.size() - (tok ? 3 : 1));
+    double v = 0;
+    std::size_t used = 0;
+    try {
+      v = std::stod(n, &used);
+    } catch (const std::exception&) {
+      throw usage_error(what);
+    }
+    if (used != n.size() || !std::isfinite(v)) throw usage_error(what);
+    if (tok) {
+      if (!(v >= 1) || v != std::floor(v)) throw usage_error(what);
+      return kvtk::sparse::hbm_budget::in_tokens(static_cast<std::uint64_t>(v));
+    } else {
+      if (!(v > 0 && v <= 100)) throw usage_error(what);
+      return kvtk::sparse::hbm_budget::fraction_of_context(v / 100);
+    }
+  } else {
+    throw usage_error(what);
+  }
+}
+
+// Reads j[key] into out when present; another type is a usage error naming the key.
+void read_bool(const nlohmann::json& j, const char* key, bool& out) {
+  if (!j.contains(key)) return;
+  if (!j[key].is_boolean()) throw usage_error(std::string("config: '") + key + "' must be true or false");
+  out = j[key].get<bool>();
+}
+void read_string(const nlohmann::json& j, const char* key, std::string& out) {
+  if (!j.contains(key)) return;
+  if (!j[key].is_string()) throw usage_error(std::string("config: '") + key + "' must be a string");
+  out = j[key].get<std::string>();
+}
+
 // The optional "sparse" object (docs/simulate.md); errors name the key as sparse.<key>.
 des::sparse_config sparse_from_json(const nlohmann::json& s) {
   if (!s.is_object()) throw usage_error("config: 'sparse' must be an object");
@@ -92,39 +138,7 @@ des::sparse_config sparse_from_json(const nlohmann::json& s) {
     c.top_k_pages = static_cast<std::uint32_t>(whole_num("top_k_pages", 1u << 20));
     if (c.top_k_pages == 0) throw usage_error("config: 'sparse.top_k_pages' must be >= 1");
   }
-  if (s.contains("budget")) {
-    const auto& b = s["budget"];
-    const char* what =
-        "config: 'sparse.budget' must be pages (a whole number >= 1), \"<N>tok\" "
-        "(N >= 1) or \"<P>%\" (0 < P <= 100)";
-    if (b.is_number()) {
-      const double v = b.get<double>();
-      if (!(v >= 1) || v != std::floor(v) || v > 4e9) throw usage_error(what);
-      c.budget = kvtk::sparse::hbm_budget::in_blocks(static_cast<std::uint32_t>(v));
-    } else if (b.is_string()) {
-      const std::string t = b.get<std::string>();
-      const bool tok = t.size() > 3 && t.ends_with("tok"), pct = t.size() > 1 && t.ends_with('%');
-      if (!tok && !pct) throw usage_error(what);
-      const std::string n = t.substr(0, t.size() - (tok ? 3 : 1));
-      double v = 0;
-      std::size_t used = 0;
-      try {
-        v = std::stod(n, &used);
-      } catch (const std::exception&) {
-        throw usage_error(what);
-      }
-      if (used != n.size() || !std::isfinite(v)) throw usage_error(what);
-      if (tok) {
-        if (!(v >= 1) || v != std::floor(v)) throw usage_error(what);
-        c.budget = kvtk::sparse::hbm_budget::in_tokens(static_cast<std::uint64_t>(v));
-      } else {
-        if (!(v > 0 && v <= 100)) throw usage_error(what);
-        c.budget = kvtk::sparse::hbm_budget::fraction_of_context(v / 100);
-      }
-    } else {
-      throw usage_error(what);
-    }
-  }
+  if (s.contains("budget")) c.budget = sparse_budget(s["budget"]);
   if (s.contains("scorer")) c.scorer = text("scorer");
   if (kvtk::sparse::all_scorers::index_of(c.scorer) == kvtk::sparse::all_scorers::npos) {
     std::string names;
@@ -155,11 +169,8 @@ des::sparse_config sparse_from_json(const nlohmann::json& s) {
   return c;
 }
 
-}  // namespace
-
-des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
-                                             const std::vector<std::string>& overrides) {
-  if (!j.is_object()) throw usage_error("config: must be a JSON object");
+// --set key=value (a JSON value, or else a string); "sparse.<key>" sets one key of "sparse".
+void apply_overrides(nlohmann::json& j, const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) throw usage_error("--set: '" + o + "' is not key=value");
@@ -177,122 +188,67 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
       j[key] = v;
     }
   }
-  for (const auto& [key, v] : j.items()) {
-    if (std::find(std::begin(known_keys), std::end(known_keys), key) == std::end(known_keys)) {
-      throw usage_error("config: unknown key '" + key + "'");
+}
+
+// "model": a preset name or an object with layers, hidden, active_params, kv_bytes_per_token.
+des::model_profile model_from_json(const nlohmann::json& m) {
+  des::model_profile model;
+  if (m.is_string()) {
+    const auto it = des::model_presets().find(m.get<std::string>());
+    if (it == des::model_presets().end()) {
+      throw usage_error("config: unknown model '" + m.get<std::string>() +
+                        "' (deepseek-v3 llama-3-70b qwen2.5-7b qwen3-235b-a22b, or an object)");
     }
-  }
-  des::cluster_config c;
-  if (j.contains("model")) {
-    if (j["model"].is_string()) {
-      const auto it = des::model_presets().find(j["model"].get<std::string>());
-      if (it == des::model_presets().end()) {
-        throw usage_error("config: unknown model '" + j["model"].get<std::string>() +
-                          "' (deepseek-v3 llama-3-70b qwen2.5-7b qwen3-235b-a22b, or an object)");
-      }
-      c.model = it->second;
-    } else if (j["model"].is_object()) {
-      const auto& m = j["model"];
+    model = it->second;
+  } else if (m.is_object()) {
       for (const char* k : {"layers", "hidden", "active_params", "kv_bytes_per_token"}) {
-        if (!m.contains(k)) throw usage_error(std::string("config: model lacks '") + k + "'");
-      }
-      c.model.name = m.value("name", "custom");
-      c.model.layers = static_cast<std::uint32_t>(whole(m, "layers", 100000));
-      c.model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
-      c.model.active_params = number(m, "active_params");
-      c.model.kv_bytes_per_token = whole(m, "kv_bytes_per_token", 1ull << 40);
-    } else {
-      throw usage_error("config: 'model' must be a preset name or an object");
+      if (!m.contains(k)) throw usage_error(std::string("config: model lacks '") + k + "'");
     }
+    model.name = m.value("name", "custom");
+    model.layers = static_cast<std::uint32_t>(whole(m, "layers", 100000));
+    model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
+    model.active_params = number(m, "active_params");
+    model.kv_bytes_per_token = whole(m, "kv_bytes_per_token", 1ull << 40);
+  } else {
+    throw usage_error("config: 'model' must be a preset name or an object");
   }
-  if (j.contains("gpu")) {
-    if (j["gpu"].is_string()) {
-      const auto it = des::gpu_presets().find(j["gpu"].get<std::string>());
-      if (it == des::gpu_presets().end()) {
-        throw usage_error("config: unknown gpu '" + j["gpu"].get<std::string>() +
-                          "' (h100 h200 h800 a800, or an object)");
-      }
-      c.gpu = it->second;
-    } else if (j["gpu"].is_object()) {
-      const auto& g = j["gpu"];
+  return model;
+}
+
+// "gpu": a preset name or an object with tflops, hbm_gb_per_s, hbm_gb, host_link_gb_per_s.
+des::gpu_profile gpu_from_json(const nlohmann::json& g) {
+  des::gpu_profile gpu;
+  if (g.is_string()) {
+    const auto it = des::gpu_presets().find(g.get<std::string>());
+    if (it == des::gpu_presets().end()) {
+      throw usage_error("config: unknown gpu '" + g.get<std::string>() +
+                        "' (h100 h200 h800 a800, or an object)");
+    }
+    gpu = it->second;
+  } else if (g.is_object()) {
       for (const char* k : {"tflops", "hbm_gb_per_s", "hbm_gb", "host_link_gb_per_s"}) {
-        if (!g.contains(k)) throw usage_error(std::string("config: gpu lacks '") + k + "'");
-      }
-      c.gpu.name = g.value("name", "custom");
-      c.gpu.tflops = number(g, "tflops");
-      c.gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;
-      c.gpu.hbm_bytes = number(g, "hbm_gb") * 1e9;
-      c.gpu.host_link_bytes_per_s = number(g, "host_link_gb_per_s") * 1e9;
-      if (g.contains("efficiency")) c.gpu.efficiency = number(g, "efficiency");
-    } else {
-      throw usage_error("config: 'gpu' must be a preset name or an object");
+      if (!g.contains(k)) throw usage_error(std::string("config: gpu lacks '") + k + "'");
     }
+    gpu.name = g.value("name", "custom");
+    gpu.tflops = number(g, "tflops");
+    gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;
+    gpu.hbm_bytes = number(g, "hbm_gb") * 1e9;
+    gpu.host_link_bytes_per_s = number(g, "host_link_gb_per_s") * 1e9;
+    if (g.contains("efficiency")) gpu.efficiency = number(g, "efficiency");
+  } else {
+    throw usage_error("config: 'gpu' must be a preset name or an object");
   }
-  auto capacity = [&](const char* key) -> std::uint64_t {
-    if (!j.contains(key)) return 0;
-    const std::string text = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-    if (text == "0") return 0;
-    try {
-      return cli::parse_capacity(text, block_tokens, c.model.kv_bytes_per_token);
-    } catch (const usage_error& e) {
-      throw usage_error(std::string("config: '") + key + "': " + e.what());
-    }
-  };
-  c.local_cache_blocks = capacity("local_cache");
-  c.pool_blocks = capacity("pool");
-  c.dram_blocks = capacity("dram");
-  if (j.contains("reject_over_slo")) {
-    if (!j["reject_over_slo"].is_boolean()) {
-      throw usage_error("config: 'reject_over_slo' must be true or false");
-    }
-    c.reject_over_slo = j["reject_over_slo"].get<bool>();
-  }
-  if (j.contains("gpus_per_instance")) {
-    c.gpus_per_instance = static_cast<std::uint32_t>(whole(j, "gpus_per_instance", 1024));
-  }
-  if (j.contains("prefill_instances")) {
-    c.prefill_instances = static_cast<std::uint32_t>(whole(j, "prefill_instances", 100000));
-  }
-  if (j.contains("decode_instances")) {
-    c.decode_instances = static_cast<std::uint32_t>(whole(j, "decode_instances", 100000));
-  }
-  if (j.contains("local_policy")) {
-    // A number here once reached get<std::string>() and ended as an internal error (fuzz smoke).
-    if (!j["local_policy"].is_string()) throw usage_error("config: 'local_policy' must be a string");
-    c.local_policy = j["local_policy"].get<std::string>();
-  }
-  if (j.contains("pool_gb_per_s")) c.pool_bytes_per_s = number(j, "pool_gb_per_s") * 1e9;
-  if (j.contains("pool_latency_us")) c.pool_latency_s = number(j, "pool_latency_us") * 1e-6;
-  if (j.contains("overlap_load")) {
-    if (!j["overlap_load"].is_boolean()) throw usage_error("config: 'overlap_load' must be true or false");
-    c.overlap_load = j["overlap_load"].get<bool>();
-  }
-  if (j.contains("pd_link_gb_per_s")) c.pd_link_bytes_per_s = number(j, "pd_link_gb_per_s") * 1e9;
-  if (j.contains("max_batch")) c.max_batch = static_cast<std::uint32_t>(whole(j, "max_batch", 1u << 20));
-  if (j.contains("chunk_tokens")) c.chunk_tokens = whole(j, "chunk_tokens", 1ull << 32);
-  if (j.contains("max_output_tokens")) {
-    c.max_output_tokens = static_cast<std::int64_t>(whole(j, "max_output_tokens", 1ull << 40));
-  }
-  if (j.contains("time_scale")) {
-    c.time_scale = number(j, "time_scale");
-    // 0 is "no time" (order-only, as kvtk replay); above 1e6 every duration overflows the
-    // reported figures to null.
-    if (c.time_scale > 1e6) throw usage_error("config: 'time_scale' must be in [0, 1e6]");
-  }
-  if (j.contains("router")) {
-    if (!j["router"].is_string()) throw usage_error("config: 'router' must be a string");
-    c.router = j["router"].get<std::string>();
-  }
-  if (j.contains("router_prefill_weight")) c.router_prefill_weight = number(j, "router_prefill_weight");
-  if (j.contains("router_temperature")) c.router_temperature = number(j, "router_temperature");
-  if (j.contains("ttft_slo_ms")) c.ttft_slo_s = number(j, "ttft_slo_ms") * 1e-3;
-  if (j.contains("tbt_slo_ms")) c.tbt_slo_s = number(j, "tbt_slo_ms") * 1e-3;
-  if (j.contains("seed")) c.seed = whole(j, "seed", ~0ull >> 11);
+  return gpu;
+}
+
+// "calibration" (+ "calibration_mechanism"): the DRAM tier's host link from a measured
+// dram->hbm fit (cuda/validate.sh's h2d).
+void calibrate_host_link(const nlohmann::json& j, std::uint32_t block_tokens,
+                         des::cluster_config& c) {
   if (j.contains("calibration_mechanism") && !j.contains("calibration")) {
     throw usage_error("config: 'calibration_mechanism' needs 'calibration'");
   }
   if (j.contains("calibration")) {
-    // The DRAM tier's host link from a measured dram->hbm fit (cuda/validate.sh's h2d).
     if (!j["calibration"].is_string()) throw usage_error("config: 'calibration' must be a file name");
     std::string mech;
     if (j.contains("calibration_mechanism")) {
@@ -321,6 +277,69 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
       throw usage_error(std::string("config 'calibration': ") + e.what());
     }
   }
+}
+
+}  // namespace
+
+des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
+                                             const std::vector<std::string>& overrides) {
+  if (!j.is_object()) throw usage_error("config: must be a JSON object");
+  apply_overrides(j, overrides);
+  for (const auto& [key, v] : j.items()) {
+    if (std::find(std::begin(known_keys), std::end(known_keys), key) == std::end(known_keys)) {
+      throw usage_error("config: unknown key '" + key + "'");
+    }
+  }
+  des::cluster_config c;
+  if (j.contains("model")) c.model = model_from_json(j["model"]);
+  if (j.contains("gpu")) c.gpu = gpu_from_json(j["gpu"]);
+  auto capacity = [&](const char* key) -> std::uint64_t {
+    if (!j.contains(key)) return 0;
+    const std::string text = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+    if (text == "0") return 0;
+    try {
+      return cli::parse_capacity(text, block_tokens, c.model.kv_bytes_per_token);
+    } catch (const usage_error& e) {
+      throw usage_error(std::string("config: '") + key + "': " + e.what());
+    }
+  };
+  c.local_cache_blocks = capacity("local_cache");
+  c.pool_blocks = capacity("pool");
+  c.dram_blocks = capacity("dram");
+  read_bool(j, "reject_over_slo", c.reject_over_slo);
+  if (j.contains("gpus_per_instance")) {
+    c.gpus_per_instance = static_cast<std::uint32_t>(whole(j, "gpus_per_instance", 1024));
+  }
+  if (j.contains("prefill_instances")) {
+    c.prefill_instances = static_cast<std::uint32_t>(whole(j, "prefill_instances", 100000));
+  }
+  if (j.contains("decode_instances")) {
+    c.decode_instances = static_cast<std::uint32_t>(whole(j, "decode_instances", 100000));
+  }
+  // A number here once reached get<std::string>() and ended as an internal error (fuzz smoke).
+  read_string(j, "local_policy", c.local_policy);
+  if (j.contains("pool_gb_per_s")) c.pool_bytes_per_s = number(j, "pool_gb_per_s") * 1e9;
+  if (j.contains("pool_latency_us")) c.pool_latency_s = number(j, "pool_latency_us") * 1e-6;
+  read_bool(j, "overlap_load", c.overlap_load);
+  if (j.contains("pd_link_gb_per_s")) c.pd_link_bytes_per_s = number(j, "pd_link_gb_per_s") * 1e9;
+  if (j.contains("max_batch")) c.max_batch = static_cast<std::uint32_t>(whole(j, "max_batch", 1u << 20));
+  if (j.contains("chunk_tokens")) c.chunk_tokens = whole(j, "chunk_tokens", 1ull << 32);
+  if (j.contains("max_output_tokens")) {
+    c.max_output_tokens = static_cast<std::int64_t>(whole(j, "max_output_tokens", 1ull << 40));
+  }
+  if (j.contains("time_scale")) {
+    c.time_scale = number(j, "time_scale");
+    // 0 is "no time" (order-only, as kvtk replay); above 1e6 every duration overflows the
+    // reported figures to null.
+    if (c.time_scale > 1e6) throw usage_error("config: 'time_scale' must be in [0, 1e6]");
+  }
+  read_string(j, "router", c.router);
+  if (j.contains("router_prefill_weight")) c.router_prefill_weight = number(j, "router_prefill_weight");
+  if (j.contains("router_temperature")) c.router_temperature = number(j, "router_temperature");
+  if (j.contains("ttft_slo_ms")) c.ttft_slo_s = number(j, "ttft_slo_ms") * 1e-3;
+  if (j.contains("tbt_slo_ms")) c.tbt_slo_s = number(j, "tbt_slo_ms") * 1e-3;
+  if (j.contains("seed")) c.seed = whole(j, "seed", ~0ull >> 11);
+  calibrate_host_link(j, block_tokens, c);
   if (j.contains("sparse") && !j["sparse"].is_null()) c.sparse = sparse_from_json(j["sparse"]);
   if (j.contains("partial_block")) {
     if (!j["partial_block"].is_string()) {

@@ -30,151 +30,190 @@
 namespace kvtk::sim {
 namespace {
 
-struct session {
-  std::vector<std::uint64_t> content;  // content ids of the blocks sent so far
-  std::uint64_t tokens = 0;            // tokens sent so far
-  int turns_left = 0;
-  int kind = 0;                     // 0 chat, 1 agent
-  std::uint32_t append_tokens = 0;  // agent: tokens appended per step
-  std::uint64_t id = 0;
+constexpr int prompts = 8;
+constexpr std::uint32_t prompt_tokens[prompts] = {2048, 1536, 3072, 1024, 4096, 768, 2560, 512};
+
+// Draws i in [0, n) with weight 1 / (i + 1) (Zipf-like), from u uniform in [0, 1).
+int zipf_pick(int n, double u) {
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += 1.0 / (i + 1);
+  double x = u * total;
+  for (int i = 0; i < n; ++i) {
+    x -= 1.0 / (i + 1);
+    if (x <= 0) return i;
+  }
+  return n - 1;
+}
+
+// Gamma(k, 1/k) inter-arrivals have mean 1 and a CV of 1/sqrt(k).
+double gamma_shape(double cv) { return 1.0 / (cv * cv); }
+
+// One request's fields, before they become a request_record.
+struct drawn {
+  std::uint64_t input = 0, output = 0, session = 0;
   std::uint32_t tenant = 0;
+};
+
+// The generator's state; the order of its random draws is the trace (same seed, same trace), so
+// the steps below keep one fixed order.
+class generator {
+ public:
+  explicit generator(const gen_options& o)
+      : o_(o),
+        rng_(o.seed),
+        tenant_rng_(o.seed ^ 0x5DEECE66Dull),  // separate: tenants never change requests
+        burst_gap_(gamma_shape(o.burst_cv), 1.0 / gamma_shape(o.burst_cv)),
+        bt_(o.block_tokens),
+        // Share of requests that continue a live session (the rest start new work). "mixed" is
+        // tuned so its ideal token hit ratio lands near DeepSeek's published 56.3 % (tests check
+        // 0.53-0.60).
+        p_continue_(o.profile == "chat" ? 0.7 : o.profile == "agent" ? 0.85 : 0.22) {}
+
+  // Arrival: Poisson (or Gamma-bursty) with a rate modulated by a day/night curve.
+  double next_arrival_ms() {
+    constexpr double day_ms = 24.0 * 3600 * 1000;
+    const double rate = o_.rate_per_s * (1.0 + 0.5 * std::sin(2 * M_PI * t_ms_ / day_ms));
+    const double unit_gap = o_.arrivals == "bursty" ? burst_gap_(rng_) : -std::log(1.0 - u01_(rng_));
+    t_ms_ += unit_gap / rate * 1000.0;
+    return t_ms_;
+  }
+
+  // The next request: a live session continues, or new work starts. Its keys land in keys().
+  drawn next_request() {
+    const bool api_only = o_.profile == "api";
+    if (!api_only && !live_.empty() && u01_(rng_) < p_continue_) return continue_session();
+    return start_work(api_only);
+  }
+
+  [[nodiscard]] const std::vector<std::uint64_t>& keys() const noexcept { return keys_; }
+
+ private:
+  struct session {
+    std::vector<std::uint64_t> content;  // content ids of the blocks sent so far
+    std::uint64_t tokens = 0;            // tokens sent so far
+    int turns_left = 0;
+    int kind = 0;                     // 0 chat, 1 agent
+    std::uint32_t append_tokens = 0;  // agent: tokens appended per step
+    std::uint64_t id = 0;
+    std::uint32_t tenant = 0;
+  };
+
+  std::uint32_t pick_tenant() {
+    if (o_.tenants == 0) return 0;
+    return static_cast<std::uint32_t>(zipf_pick(
+        static_cast<int>(o_.tenants), std::uniform_real_distribution<double>(0.0, 1.0)(tenant_rng_)));
+  }
+
+  // Appends `tokens` tokens; a partial last block is completed by the next append (its content
+  // id is replaced, as the block's text changes). prompt_base != 0: a shared system prompt.
+  void push_tokens(session& s, std::uint64_t tokens, std::uint64_t prompt_base) {
+    const std::uint64_t before_blocks = (s.tokens + bt_ - 1) / bt_;
+    s.tokens += tokens;
+    const std::uint64_t after_blocks = (s.tokens + bt_ - 1) / bt_;
+    if (s.tokens - tokens > 0 && (s.tokens - tokens) % bt_ != 0 && !s.content.empty()) {
+      s.content.back() = prompt_base ? prompt_base : next_content_++;  // the partial block changed
+    }
+    for (std::uint64_t b = before_blocks; b < after_blocks; ++b) {
+      s.content.push_back(prompt_base ? prompt_base * 4096 + b : next_content_++);
+    }
+  }
+
+  void push_prompt(session& s) {
+    const int p = zipf_pick(prompts, u01_(rng_));
+    push_tokens(s, prompt_tokens[p], static_cast<std::uint64_t>(p + 1));
+  }
+
+  // The session's request: its keys, and (chat) the answer joins the history.
+  drawn send(session& s) {
+    drawn d{s.tokens, 0, s.id, s.tenant};
+    keys_.resize(s.content.size());
+    prefix::chain_keys(s.content, keys_);
+    d.output = s.kind == 0 ? 100 + rng_() % 600 : 20 + rng_() % 200;
+    if (s.kind == 0) push_tokens(s, d.output, 0);
+    return d;
+  }
+
+  drawn continue_session() {
+    const std::size_t i = static_cast<std::size_t>(rng_() % live_.size());
+    session& s = live_[i];
+    if (s.kind == 0) {
+      push_tokens(s, 50 + rng_() % 400, 0);  // the new user message
+    } else {
+      push_tokens(s, s.append_tokens, 0);  // a tool result
+    }
+    const drawn d = send(s);
+    if (--s.turns_left <= 0) live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+    return d;
+  }
+
+  drawn start_work(bool api_only) {
+    const double p_chat = o_.profile == "chat" ? 1.0 : o_.profile == "agent" ? 0.0 : 0.35;
+    const double p_agent = o_.profile == "agent" ? 1.0 : o_.profile == "chat" ? 0.0 : 0.05;
+    const double x = u01_(rng_) * (p_chat + p_agent + (api_only ? 1.0 : 0.60));
+    session s;
+    s.id = next_session_++;
+    s.tenant = pick_tenant();
+    if (api_only || x >= p_chat + p_agent) return api_request(s);
+    s.kind = x < p_chat ? 0 : 1;
+    push_prompt(s);
+    if (s.kind == 0) {
+      s.turns_left = 1 + static_cast<int>(rng_() % 12);
+      push_tokens(s, 50 + rng_() % 400, 0);
+    } else {
+      s.turns_left = 5 + static_cast<int>(rng_() % 36);
+      s.append_tokens = 100 + static_cast<std::uint32_t>(rng_() % 700);
+      push_tokens(s, 4000 + rng_() % 28000, 0);  // the task's document or code
+    }
+    const drawn d = send(s);
+    if (--s.turns_left > 0) {
+      live_.push_back(std::move(s));
+      if (live_.size() > 2000) live_.pop_front();  // bounded memory
+    }
+    return d;
+  }
+
+  drawn api_request(session& s) {  // a one-off request, perhaps behind a system prompt
+    if (u01_(rng_) < 0.4) push_prompt(s);
+    push_tokens(s, 100 + rng_() % 3000, 0);
+    drawn d{s.tokens, 0, s.id, s.tenant};
+    keys_.resize(s.content.size());
+    prefix::chain_keys(s.content, keys_);
+    d.output = 50 + rng_() % 500;
+    return d;
+  }
+
+  const gen_options& o_;
+  std::mt19937_64 rng_, tenant_rng_;
+  std::gamma_distribution<double> burst_gap_;  // Gamma(k, 1/k): mean 1, CV 1/sqrt(k)
+  std::uniform_real_distribution<double> u01_{0.0, 1.0};
+  std::uint32_t bt_;
+  double p_continue_;
+  double t_ms_ = 0;
+  std::uint64_t next_content_ = 1'000'000;  // ids below are system prompts
+  std::uint64_t next_session_ = 1;
+  std::deque<session> live_;
+  std::vector<std::uint64_t> keys_;
 };
 
 }  // namespace
 
 void generate_trace(const gen_options& o, const request_sink& sink) {
-  std::mt19937_64 rng(o.seed);
-  std::mt19937_64 tenant_rng(o.seed ^ 0x5DEECE66Dull);  // separate: tenants never change requests
   std::vector<std::string> tenant_names;
   for (std::uint32_t i = 0; i < o.tenants; ++i) tenant_names.push_back("t" + std::to_string(i));
-  auto pick_tenant = [&]() -> std::uint32_t {
-    if (o.tenants == 0) return 0;
-    double total = 0;
-    for (std::uint32_t i = 0; i < o.tenants; ++i) total += 1.0 / (i + 1);
-    double x = std::uniform_real_distribution<double>(0.0, total)(tenant_rng);
-    for (std::uint32_t i = 0; i < o.tenants; ++i) {
-      x -= 1.0 / (i + 1);
-      if (x <= 0) return i;
-    }
-    return o.tenants - 1;
-  };
-  std::uint64_t next_session = 1;
-  // Gamma(k, mean/k) inter-arrivals have the requested mean and a CV of 1/sqrt(k).
-  const double shape = 1.0 / (o.burst_cv * o.burst_cv);
-  std::gamma_distribution<double> burst_gap(shape, 1.0 / shape);
-  std::uniform_real_distribution<double> u01(0.0, 1.0);
-  const std::uint32_t bt = o.block_tokens;
-  std::uint64_t next_content = 1'000'000;  // ids below are system prompts
-  auto fresh = [&] { return next_content++; };
-  constexpr int prompts = 8;
-  const std::uint32_t prompt_tokens[prompts] = {2048, 1536, 3072, 1024, 4096, 768, 2560, 512};
-  auto popular_prompt = [&] {  // Zipf-like: prompt i with weight 1/(i+1)
-    double total = 0;
-    for (int i = 0; i < prompts; ++i) total += 1.0 / (i + 1);
-    double x = u01(rng) * total;
-    for (int i = 0; i < prompts; ++i) {
-      x -= 1.0 / (i + 1);
-      if (x <= 0) return i;
-    }
-    return prompts - 1;
-  };
-  auto push_tokens = [&](session& s, std::uint64_t tokens, std::uint64_t prompt_base) {
-    // Appends `tokens` tokens; a partial last block is completed by the next append (its content
-    // id is replaced, as the block's text changes).
-    const std::uint64_t before_blocks = (s.tokens + bt - 1) / bt;
-    s.tokens += tokens;
-    const std::uint64_t after_blocks = (s.tokens + bt - 1) / bt;
-    if (s.tokens - tokens > 0 && (s.tokens - tokens) % bt != 0 && !s.content.empty()) {
-      s.content.back() = prompt_base ? prompt_base : fresh();  // the partial block changed
-    }
-    for (std::uint64_t b = before_blocks; b < after_blocks; ++b) {
-      s.content.push_back(prompt_base ? prompt_base * 4096 + b : fresh());
-    }
-  };
-  // Share of requests that continue a live session (the rest start new work). "mixed" is tuned so
-  // its ideal token hit ratio lands near DeepSeek's published 56.3 % (tests check 0.53-0.60).
-  const double p_continue = o.profile == "chat" ? 0.7 : o.profile == "agent" ? 0.85 : 0.22;
-  std::deque<session> live;
-  std::vector<std::uint64_t> keys;
-  double t_ms = 0;
-  const double day_ms = 24.0 * 3600 * 1000;
+  generator g(o);
   for (std::uint64_t r = 0; r < o.requests; ++r) {
-    // Arrival: Poisson, rate modulated by a day/night curve.
-    const double rate = o.rate_per_s * (1.0 + 0.5 * std::sin(2 * M_PI * t_ms / day_ms));
-    const double unit_gap = o.arrivals == "bursty" ? burst_gap(rng) : -std::log(1.0 - u01(rng));
-    t_ms += unit_gap / rate * 1000.0;
-    const double p_mix_chat = o.profile == "chat" ? 1.0 : o.profile == "agent" ? 0.0 : 0.35;
-    const double p_mix_agent = o.profile == "agent" ? 1.0 : o.profile == "chat" ? 0.0 : 0.05;
-    const bool api_only = o.profile == "api";
-    // Continue a live session with probability 0.7 (if any), else start new work.
-    std::uint64_t input = 0, output = 0, session_id = 0;
-    std::uint32_t tenant = 0;
-    if (!api_only && !live.empty() && u01(rng) < p_continue) {
-      const std::size_t i = static_cast<std::size_t>(rng() % live.size());
-      session& s = live[i];
-      session_id = s.id;
-      tenant = s.tenant;
-      if (s.kind == 0) {
-        push_tokens(s, 50 + rng() % 400, 0);  // the new user message
-      } else {
-        push_tokens(s, s.append_tokens, 0);  // a tool result
-      }
-      input = s.tokens;
-      keys.resize(s.content.size());
-      prefix::chain_keys(s.content, keys);
-      output = s.kind == 0 ? 100 + rng() % 600 : 20 + rng() % 200;
-      if (s.kind == 0) push_tokens(s, output, 0);  // the answer joins the history
-      if (--s.turns_left <= 0) live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      const double x = u01(rng) * (p_mix_chat + p_mix_agent + (api_only ? 1.0 : 0.60));
-      session s;
-      s.id = next_session++;
-      s.tenant = pick_tenant();
-      session_id = s.id;
-      tenant = s.tenant;
-      if (!api_only && x < p_mix_chat + p_mix_agent) {
-        s.kind = x < p_mix_chat ? 0 : 1;
-        const int p = popular_prompt();
-        push_tokens(s, prompt_tokens[p], static_cast<std::uint64_t>(p + 1));
-        if (s.kind == 0) {
-          s.turns_left = 1 + static_cast<int>(rng() % 12);
-          push_tokens(s, 50 + rng() % 400, 0);
-        } else {
-          s.turns_left = 5 + static_cast<int>(rng() % 36);
-          s.append_tokens = 100 + static_cast<std::uint32_t>(rng() % 700);
-          push_tokens(s, 4000 + rng() % 28000, 0);  // the task's document or code
-        }
-        input = s.tokens;
-        keys.resize(s.content.size());
-        prefix::chain_keys(s.content, keys);
-        output = s.kind == 0 ? 100 + rng() % 600 : 20 + rng() % 200;
-        if (s.kind == 0) push_tokens(s, output, 0);
-        if (--s.turns_left > 0) {
-          live.push_back(std::move(s));
-          if (live.size() > 2000) live.pop_front();  // bounded memory
-        }
-      } else {  // a one-off API request
-        if (u01(rng) < 0.4) {
-          const int p = popular_prompt();
-          push_tokens(s, prompt_tokens[p], static_cast<std::uint64_t>(p + 1));
-        }
-        push_tokens(s, 100 + rng() % 3000, 0);
-        input = s.tokens;
-        keys.resize(s.content.size());
-        prefix::chain_keys(s.content, keys);
-        output = 50 + rng() % 500;
-      }
-    }
+    const double t_ms = g.next_arrival_ms();
+    const drawn d = g.next_request();
     request_record rec;
-    rec.keys = keys;
-    rec.input_length = input;
-    rec.block_tokens = bt;
+    rec.keys = g.keys();
+    rec.input_length = d.input;
+    rec.block_tokens = o.block_tokens;
     rec.line = r + 1;
     // Millisecond arrival times, as Mooncake writes them (whole ms keep both formats exact).
     rec.arrival_s = std::floor(t_ms) / 1000.0;
-    rec.output_length = output;
-    rec.session = session_id;
-    if (o.tenants > 0) rec.tenant = tenant_names[tenant];
+    rec.output_length = d.output;
+    rec.session = d.session;
+    if (o.tenants > 0) rec.tenant = tenant_names[d.tenant];
     sink(rec);
   }
 }

@@ -126,30 +126,28 @@ void validate(const trace_stats_options& o) {
   (void)cli::parse_partial_block(o.partial_block);
 }
 
-trace_stats_result run(trace_stats_options o) {
-  using namespace kvtk::prefix;
-  validate(o);
-  const partial_block pb =
-      cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
-  trace_stats_result r;
-  auto clock = std::make_shared<cli::phase_clock>();
-  read_report skipped;
-  const loaded_trace loaded = cli::load_trace_for("trace stats", o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped);
-  const prefix_trace_view& t = loaded.view();
+namespace {
 
-  clock->lap("read");
+using kvtk::prefix::partial_block;
+using kvtk::prefix::prefix_counts;
+using kvtk::prefix::prefix_trace_view;
 
-  // One pass: lengths, and per reference its key's previous position (reuse time, distinct
-  // blocks, and whether an earlier request had it: the ideal hit).
-  std::vector<std::uint64_t> input, output, reuse;
+struct reference_pass {
+  std::vector<std::uint64_t> input, output, reuse;  // tokens per request; reuse distances
+  std::uint64_t refs = 0, unique = 0;               // block references, distinct blocks
+  prefix_counts ideal;                              // every distinct block fits
+};
+
+// One pass: lengths, and per reference its key's previous position (reuse time, distinct
+// blocks, and whether an earlier request had it: the ideal hit).
+reference_pass pass_over(const prefix_trace_view& t, partial_block pb) {
+  reference_pass out;
+  auto& [input, output, reuse, refs, unique, ideal] = out;
   input.reserve(t.requests());
   if (!t.output_length.empty()) output.reserve(t.requests());
   kvtk::detail::key_map<std::uint64_t> last(
       kvtk::detail::key_map<std::uint64_t>::expected_for_refs(t.keys.size()));
   constexpr std::size_t ahead = kvtk::detail::key_map<std::uint64_t>::prefetch_distance;
-  std::uint64_t refs = 0;
-  prefix_counts ideal;
   for (std::size_t r = 0; r < t.requests(); ++r) {
     const std::uint64_t L = t.input_tokens(r);
     input.push_back(L);
@@ -183,6 +181,43 @@ trace_stats_result run(trace_stats_options o) {
     ideal.token_refs += L;
     ideal.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
   }
+  unique = last.size();
+  return out;
+}
+
+// Burstiness: Poisson arrivals have a coefficient of variation of 1; bursty traffic more.
+double inter_arrival_cv(const prefix_trace_view& t) {
+  double sum = 0, sq = 0;
+  std::size_t n = 0;
+  for (std::size_t r = 1; r < t.requests(); ++r) {
+    const double gap = t.arrival_s[r] - t.arrival_s[r - 1];
+    if (std::isnan(gap)) continue;
+    sum += gap;
+    sq += gap * gap;
+    ++n;
+  }
+  const double mean = n ? sum / static_cast<double>(n) : 0.0;
+  const double var = n ? sq / static_cast<double>(n) - mean * mean : 0.0;
+  return mean > 0 ? std::sqrt(std::max(var, 0.0)) / mean : 0.0;
+}
+
+}  // namespace
+
+trace_stats_result run(trace_stats_options o) {
+  using namespace kvtk::prefix;
+  validate(o);
+  const partial_block pb =
+      cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+  trace_stats_result r;
+  auto clock = std::make_shared<cli::phase_clock>();
+  read_report skipped;
+  const loaded_trace loaded = cli::load_trace_for("trace stats", o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped);
+  const prefix_trace_view& t = loaded.view();
+
+  clock->lap("read");
+
+  reference_pass ref = pass_over(t, pb);
   clock->lap("pass");
 
   nlohmann::json& out = r.stats;
@@ -197,28 +232,14 @@ trace_stats_result run(trace_stats_options o) {
     out["span_s"] = span;
     out["arrival_rate_per_s"] = span > 0 ? static_cast<double>(t.requests() - 1) / span : 0.0;
   }
-  out["input_tokens"] = distribution(std::move(input));
-  out["output_tokens"] = distribution(std::move(output));
-  out["block_refs"] = refs;
-  out["unique_blocks"] = last.size();
-  out["ideal_block_hit_ratio"] = ideal.block_hit_ratio();
-  out["ideal_token_hit_ratio"] = ideal.token_hit_ratio();
-  out["reuse_distance_block_refs"] = distribution(std::move(reuse));
-  if (!t.arrival_s.empty() && t.requests() > 2) {
-    // Burstiness: Poisson arrivals have a coefficient of variation of 1; bursty traffic more.
-    double sum = 0, sq = 0;
-    std::size_t n = 0;
-    for (std::size_t r = 1; r < t.requests(); ++r) {
-      const double gap = t.arrival_s[r] - t.arrival_s[r - 1];
-      if (std::isnan(gap)) continue;
-      sum += gap;
-      sq += gap * gap;
-      ++n;
-    }
-    const double mean = n ? sum / static_cast<double>(n) : 0.0;
-    const double var = n ? sq / static_cast<double>(n) - mean * mean : 0.0;
-    out["inter_arrival_cv"] = mean > 0 ? std::sqrt(std::max(var, 0.0)) / mean : 0.0;
-  }
+  out["input_tokens"] = distribution(std::move(ref.input));
+  out["output_tokens"] = distribution(std::move(ref.output));
+  out["block_refs"] = ref.refs;
+  out["unique_blocks"] = ref.unique;
+  out["ideal_block_hit_ratio"] = ref.ideal.block_hit_ratio();
+  out["ideal_token_hit_ratio"] = ref.ideal.token_hit_ratio();
+  out["reuse_distance_block_refs"] = distribution(std::move(ref.reuse));
+  if (!t.arrival_s.empty() && t.requests() > 2) out["inter_arrival_cv"] = inter_arrival_cv(t);
   out["sessions"] = session_stats(t);
   if (!t.tenant.empty()) {
     std::map<std::string, std::uint64_t> per_tenant;

@@ -12,29 +12,33 @@
 
 namespace kvtk::sim {
 
-// The command line of `kvtk replay` over the library call (api/replay.hpp): argv -> options,
-// run, then the results in the forms asked for.
-int run_replay(const std::vector<std::string>& args) {
-  namespace po = boost::program_options;
-  using namespace kvtk::sim::cli;
+namespace {
+
+namespace po = boost::program_options;
+
+// The options that are lists or files on the command line, before they reach replay_options.
+struct replay_args {
+  std::string indexes, policies, capacities, json_out, csv_out;
+};
+
+// `kvtk replay`'s options, bound to o and l.
+po::options_description describe(replay_options& o, replay_args& l) {
   po::options_description opts(
       "kvtk replay: replay a request trace through prefix-cache indexes, policies and capacities\n"
       "(order-only; semantics in include/kvtk/prefix/replay.hpp). Every (index, policy, capacity)\n"
       "combination runs on the same trace; results do not depend on --threads.\nOptions");
-  replay_options o;
-  std::string indexes, policies, capacities, json_out, csv_out;
   opts.add_options()("help,h", "show this help")("trace", po::value(&o.trace)->required(),
                                                  "trace file (any format below)")(
       "format", po::value(&o.format)->default_value("auto"),
       "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto (detected from content)")(
       "block-tokens", po::value(&o.block_tokens)->default_value(0),
       "tokens per block (0 = the trace's: kvtb/kvtk header, else 512 Mooncake, 16 Bailian, 64 "
-      "kvtk, 1 flat)")("index", po::value(&indexes)->default_value("radix"),
+      "kvtk, 1 flat)")("index", po::value(&l.indexes)->default_value("radix"),
                        "radix | flat | hashchain (a list)")(
-      "policy", po::value(&policies)->default_value("lru"),
+      "policy", po::value(&l.policies)->default_value("lru"),
       "policies (a list, or all): radix leaf orders, flat core policies, vllm for hashchain; "
       "each runs with every listed index that knows it")(
-      "capacity", po::value(&capacities)->default_value("1000,10000,100000"),
+      "capacity", po::value(&l.capacities)->default_value("1000,10000,100000"),
       "capacities (a list): blocks (1000), tokens (3Mtok) or bytes (64GiB, needs --model)")(
       "model", po::value(&o.model),
       "model preset for byte capacities: deepseek-v3, llama-3-70b, "
@@ -44,8 +48,8 @@ int run_replay(const std::vector<std::string>& args) {
       "published hit ratios count)")(
       "threads", po::value(&o.threads)->default_value(1),
       "worker threads (also parse JSONL traces in parallel; results do not depend on it)")(
-      "json", po::value(&json_out), "write JSON results to a file, or - for stdout")(
-      "csv", po::value(&csv_out), "write CSV results to a file, or - for stdout")(
+      "json", po::value(&l.json_out), "write JSON results to a file, or - for stdout")(
+      "csv", po::value(&l.csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(
       "no-ideal",
       "skip the ideal (infinite-cache) ratios and the distinct-block count, whose set costs 16 "
@@ -74,26 +78,40 @@ int run_replay(const std::vector<std::string>& args) {
       "timings",
       "report where the time went (read, next_use, ideal, replay incl. optimum, output, write) "
       "and the peak RSS: a \"timings\" object in the JSON and a line on stderr");
+  return opts;
+}
+
+// The flags and lists that parse_command's check turns into options.
+void finish_options(const po::variables_map& vm, const replay_args& l, replay_options& o) {
+  using cli::usage_error;
+  if (vm.count("inclusive") && vm.count("exclusive")) {
+    throw usage_error("--inclusive and --exclusive contradict each other");
+  }
+  if (vm.count("inclusive")) o.inclusion = "inclusive";
+  o.index = cli::split_list(l.indexes, "--index");
+  o.policy = cli::split_list(l.policies, "--policy");
+  if (!vm["capacity"].defaulted()) {
+    o.capacity = cli::split_list(l.capacities, "--capacity");
+    if (o.capacity.empty()) throw usage_error("--capacity: empty list");
+  }
+  o.opt = vm.count("no-opt") == 0;
+  o.ideal = vm.count("no-ideal") == 0;
+  o.skip_invalid = vm.count("skip-invalid") != 0;
+  o.timings = vm.count("timings") != 0;
+  validate(o);
+}
+
+}  // namespace
+
+// The command line of `kvtk replay` over the library call (api/replay.hpp): argv -> options,
+// run, then the results in the forms asked for.
+int run_replay(const std::vector<std::string>& args) {
+  using namespace kvtk::sim::cli;
+  replay_options o;
+  replay_args l;
+  po::options_description opts = describe(o, l);
   po::variables_map vm;
-  if (const int rc = parse_command("replay", opts, args, vm,
-                                   [&] {
-                                     if (vm.count("inclusive") && vm.count("exclusive")) {
-                                       throw usage_error(
-                                           "--inclusive and --exclusive contradict each other");
-                                     }
-                                     if (vm.count("inclusive")) o.inclusion = "inclusive";
-                                     o.index = split_list(indexes, "--index");
-                                     o.policy = split_list(policies, "--policy");
-                                     if (!vm["capacity"].defaulted()) {
-                                       o.capacity = split_list(capacities, "--capacity");
-                                       if (o.capacity.empty()) throw usage_error("--capacity: empty list");
-                                     }
-                                     o.opt = vm.count("no-opt") == 0;
-                                     o.ideal = vm.count("no-ideal") == 0;
-                                     o.skip_invalid = vm.count("skip-invalid") != 0;
-                                     o.timings = vm.count("timings") != 0;
-                                     validate(o);
-                                   });
+  if (const int rc = parse_command("replay", opts, args, vm, [&] { finish_options(vm, l, o); });
       rc >= 0) {
     return rc;
   }
@@ -112,8 +130,8 @@ int run_replay(const std::vector<std::string>& args) {
     out["timings"] = r.clock->json({{"optimum_in_replay", r.optimum_seconds}});
   }
   try {
-    if (vm.count("json")) write_to(json_out, out.dump(2) + "\n");
-    if (vm.count("csv")) write_to(csv_out, csv);
+    if (vm.count("json")) write_to(l.json_out, out.dump(2) + "\n");
+    if (vm.count("csv")) write_to(l.csv_out, csv);
   } catch (const std::exception& e) {
     std::cerr << "kvtk replay: " << e.what() << "\n";
     return 1;

@@ -92,7 +92,16 @@ std::uint32_t header_block_tokens(std::span<const unsigned char> bytes, const st
   return bt;
 }
 
-image parse(std::span<const unsigned char> bytes, const std::string& name, const mapping* mapped) {
+namespace {
+
+// The counts a kvtb header gives (after check_header has validated them against the file).
+struct header_counts {
+  std::uint32_t bt;
+  std::uint64_t n, k, cols, tenant_bytes;
+};
+
+// Checks the header (magic, alignment, checksum, version, counts, sizes); returns its counts.
+header_counts check_header(std::span<const unsigned char> bytes, const std::string& name) {
   auto fail = [&](const std::string& why) { return trace_error(name, 0, "kvtb: " + why); };
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), magic, 8) != 0) {
     throw fail("bad magic (not a kvtb file)");
@@ -132,43 +141,63 @@ image parse(std::span<const unsigned char> bytes, const std::string& name, const
     throw fail("size " + std::to_string(bytes.size()) + " does not match the counts (" +
                std::to_string(want) + " expected)");
   }
-  {
-    // In slices, each dropped once summed (mapped files): the check reads the whole file, and
-    // without this it would all stay resident (bench/RESULTS.md, "End to end").
-    checksum sum;
-    constexpr std::size_t slice = std::size_t{8} << 20;  // a multiple of 8
-    for (std::size_t at = header_bytes; at < bytes.size(); at += slice) {
-      const std::size_t len = std::min(slice, bytes.size() - at);
-      sum.update({reinterpret_cast<const std::uint64_t*>(b + at), len / 8});
-      if (mapped != nullptr) mapped->drop(bytes.subspan(at, len));
-    }
-    if (sum.digest() != read_u64(b + 56)) throw fail("payload checksum mismatch (corrupt)");
+  return {bt, n, k, cols, tenant_bytes};
+}
+
+// Checks the payload checksum (header field at byte 56) over everything after the header.
+void check_payload(std::span<const unsigned char> bytes, const std::string& name,
+                   const mapping* mapped) {
+  // In slices, each dropped once summed (mapped files): the check reads the whole file, and
+  // without this it would all stay resident (bench/RESULTS.md, "End to end").
+  const unsigned char* b = bytes.data();
+  checksum sum;
+  constexpr std::size_t slice = std::size_t{8} << 20;  // a multiple of 8
+  for (std::size_t at = header_bytes; at < bytes.size(); at += slice) {
+    const std::size_t len = std::min(slice, bytes.size() - at);
+    sum.update({reinterpret_cast<const std::uint64_t*>(b + at), len / 8});
+    if (mapped != nullptr) mapped->drop(bytes.subspan(at, len));
   }
-  image im;
+  if (sum.digest() != read_u64(b + 56)) {
+    throw trace_error(name, 0, "kvtb: payload checksum mismatch (corrupt)");
+  }
+}
+
+// Points `im`'s columns into the image `b` and reads its tenant table.
+void map_columns(image& im, const unsigned char* b, const header_counts& h,
+                 const std::string& name) {
   auto& v = im.view;
-  v.block_tokens = bt;
+  v.block_tokens = h.bt;
   std::size_t at = header_bytes;
   auto take = [&]<class T>(std::span<const T>& out, std::uint64_t count) {
     out = {reinterpret_cast<const T*>(b + at), count};
     at += padded(count * sizeof(T));
   };
-  take(v.offsets, n + 1);
-  take(v.input_length, n);
-  take(v.keys, k);
-  if (cols & 1) take(v.arrival_s, n);
-  if (cols & 2) take(v.output_length, n);
-  if (cols & 4) take(v.priority, n);
-  if (cols & 8) take(v.session, n);
-  if (cols & 16) take(v.tenant, n);
-  if (cols & 32) take(v.request_block_tokens, n);
-  const std::string_view names(reinterpret_cast<const char*>(b + at), tenant_bytes);
+  take(v.offsets, h.n + 1);
+  take(v.input_length, h.n);
+  take(v.keys, h.k);
+  if (h.cols & 1) take(v.arrival_s, h.n);
+  if (h.cols & 2) take(v.output_length, h.n);
+  if (h.cols & 4) take(v.priority, h.n);
+  if (h.cols & 8) take(v.session, h.n);
+  if (h.cols & 16) take(v.tenant, h.n);
+  if (h.cols & 32) take(v.request_block_tokens, h.n);
+  const std::string_view names(reinterpret_cast<const char*>(b + at), h.tenant_bytes);
   for (std::size_t s = 0; s < names.size();) {
     const std::size_t e = names.find('\n', s);
-    if (e == std::string_view::npos) throw fail("tenant table not '\\n'-terminated");
+    if (e == std::string_view::npos) {
+      throw trace_error(name, 0, "kvtb: tenant table not '\\n'-terminated");
+    }
     im.tenants.emplace_back(names.substr(s, e - s));
     s = e + 1;
   }
-  if (v.offsets[0] != 0 || v.offsets[n] != k) throw fail("offsets do not span the keys");
+}
+
+// Checks the columns' contents: offsets, tenant indices, block sizes and per-request limits.
+void check_columns(const image& im, const header_counts& h, const std::string& name) {
+  auto fail = [&](const std::string& why) { return trace_error(name, 0, "kvtb: " + why); };
+  const auto& v = im.view;
+  const std::uint64_t n = h.n;
+  if (v.offsets[0] != 0 || v.offsets[n] != h.k) throw fail("offsets do not span the keys");
   for (std::uint64_t r = 0; r < n; ++r) {
     if (v.offsets[r + 1] < v.offsets[r]) {
       throw fail("offsets decrease at request " + std::to_string(r));
@@ -184,7 +213,7 @@ image parse(std::span<const unsigned char> bytes, const std::string& name, const
   // another program is held to what kvtk's own readers would have accepted.
   double last_time = 0;
   for (std::uint64_t r = 0; r < n; ++r) {
-    const std::uint32_t rbt = v.request_block_tokens.empty() ? bt : v.request_block_tokens[r];
+    const std::uint32_t rbt = v.request_block_tokens.empty() ? h.bt : v.request_block_tokens[r];
     std::optional<double> t;
     if (!v.arrival_s.empty()) t = v.arrival_s[r];
     std::optional<std::uint64_t> out;
@@ -199,6 +228,16 @@ image parse(std::span<const unsigned char> bytes, const std::string& name, const
       last_time = *t;
     }
   }
+}
+
+}  // namespace
+
+image parse(std::span<const unsigned char> bytes, const std::string& name, const mapping* mapped) {
+  const header_counts h = check_header(bytes, name);
+  check_payload(bytes, name, mapped);
+  image im;
+  map_columns(im, bytes.data(), h, name);
+  check_columns(im, h, name);
   if (mapped != nullptr) mapped->drop(bytes.subspan(header_bytes));  // checked: let pages go
   return im;
 }

@@ -175,6 +175,64 @@ void append(kvtk::prefix::prefix_trace& a, kvtk::prefix::prefix_trace&& b) {
   b = {};  // free b's memory before the next append
 }
 
+// Parses range i (bytes [cuts[i], cuts[i + 1]) of the file `fd`, `size` bytes) into `c`,
+// catching its first error.
+void parse_chunk(chunk_result& c, int fd, const std::vector<std::uint64_t>& cuts, std::size_t i,
+                 std::uint64_t size, const std::string& path, trace_format f, std::uint32_t bt,
+                 const read_options& opts) {
+  // Chunk 0 starts at line 1 (the kvtk header's place); a later chunk's lines are numbered
+  // from 2, so none is taken for a header, and fixed up (throw_first_error) only if a message
+  // needs them.
+  const std::uint64_t first_line = i == 0 ? 1 : 2;
+  trace_builder b(bt);
+  // Chunk 0 is the one the others are appended to: it gets room for the whole file.
+  const auto [requests, keys] = estimate_size(fd, cuts[i], i == 0 ? size : cuts[i + 1]);
+  b.reserve(requests, keys);
+  range_streambuf buf(fd, cuts[i], cuts[i + 1]);
+  std::istream in(&buf);
+  try {
+    for_each_request(
+        in, path, f, bt, opts, &c.report,
+        [&](const request_record& r) {
+          if (r.arrival_s) {
+            if (!c.first_time) c.first_time.emplace(r.line, *r.arrival_s);
+            c.last_time = *r.arrival_s;
+          }
+          b.add(r);
+        },
+        first_line);
+    if (buf.failed()) throw trace_error(path, 0, "read error");
+  } catch (const trace_error& e) {
+    c.error = e.what();
+    c.error_line = e.line();
+    const std::string prefix = path + ":" + std::to_string(e.line()) + ": ";
+    if (c.error.rfind(prefix, 0) == 0) c.error.erase(0, prefix.size());  // keep the reason
+  }
+  c.trace = b.finish();
+}
+
+// Throws the first error of the parsed chunks in file order, with its line in the file.
+void throw_first_error(std::vector<chunk_result>& chunks, int fd,
+                       const std::vector<std::uint64_t>& cuts, const std::string& path) {
+  // Join in file order: the first error (a chunk's own, or time going backwards across a
+  // boundary, whichever line comes first) is the sequential reader's, with its line number.
+  std::optional<double> last_time;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    chunk_result& c = chunks[i];
+    auto file_line = [&](std::uint64_t local) {
+      if (i == 0 || local == 0) return local;
+      return count_lines(fd, 0, cuts[i]) + local - 1;
+    };
+    const bool backwards = last_time && c.first_time && c.first_time->second < *last_time;
+    if (backwards && (c.error.empty() || c.first_time->first < c.error_line)) {
+      throw trace_error(path, file_line(c.first_time->first),
+                        "timestamp goes backwards (the format is in arrival order)");
+    }
+    if (!c.error.empty()) throw trace_error(path, file_line(c.error_line), c.error);
+    if (c.first_time) last_time = c.last_time;
+  }
+}
+
 }  // namespace
 
 kvtk::prefix::prefix_trace parse_jsonl_parallel(const std::string& path, trace_format f,
@@ -203,57 +261,13 @@ kvtk::prefix::prefix_trace parse_jsonl_parallel(const std::string& path, trace_f
   std::vector<chunk_result> chunks(parts);
   std::vector<std::thread> pool;
   auto parse = [&](std::size_t i) {
-    chunk_result& c = chunks[i];
-    // Chunk 0 starts at line 1 (the kvtk header's place); a later chunk's lines are numbered
-    // from 2, so none is taken for a header, and fixed up below only if a message needs them.
-    const std::uint64_t first_line = i == 0 ? 1 : 2;
-    trace_builder b(bt);
-    // Chunk 0 is the one the others are appended to: it gets room for the whole file.
-    const auto [requests, keys] = estimate_size(fd.fd, cuts[i], i == 0 ? size : cuts[i + 1]);
-    b.reserve(requests, keys);
-    range_streambuf buf(fd.fd, cuts[i], cuts[i + 1]);
-    std::istream in(&buf);
-    try {
-      for_each_request(
-          in, path, f, bt, opts, &c.report,
-          [&](const request_record& r) {
-            if (r.arrival_s) {
-              if (!c.first_time) c.first_time.emplace(r.line, *r.arrival_s);
-              c.last_time = *r.arrival_s;
-            }
-            b.add(r);
-          },
-          first_line);
-      if (buf.failed()) throw trace_error(path, 0, "read error");
-    } catch (const trace_error& e) {
-      c.error = e.what();
-      c.error_line = e.line();
-      const std::string prefix = path + ":" + std::to_string(e.line()) + ": ";
-      if (c.error.rfind(prefix, 0) == 0) c.error.erase(0, prefix.size());  // keep the reason
-    }
-    c.trace = b.finish();
+    parse_chunk(chunks[i], fd.fd, cuts, i, size, path, f, bt, opts);
   };
   for (std::size_t i = 1; i < parts; ++i) pool.emplace_back(parse, i);
   parse(0);
   for (auto& t : pool) t.join();
 
-  // Join in file order: the first error (a chunk's own, or time going backwards across a
-  // boundary, whichever line comes first) is the sequential reader's, with its line number.
-  std::optional<double> last_time;
-  for (std::size_t i = 0; i < parts; ++i) {
-    chunk_result& c = chunks[i];
-    auto file_line = [&](std::uint64_t local) {
-      if (i == 0 || local == 0) return local;
-      return count_lines(fd.fd, 0, cuts[i]) + local - 1;
-    };
-    const bool backwards = last_time && c.first_time && c.first_time->second < *last_time;
-    if (backwards && (c.error.empty() || c.first_time->first < c.error_line)) {
-      throw trace_error(path, file_line(c.first_time->first),
-                        "timestamp goes backwards (the format is in arrival order)");
-    }
-    if (!c.error.empty()) throw trace_error(path, file_line(c.error_line), c.error);
-    if (c.first_time) last_time = c.last_time;
-  }
+  throw_first_error(chunks, fd.fd, cuts, path);
   kvtk::prefix::prefix_trace out = std::move(chunks[0].trace);
   std::uint64_t decode_records = chunks[0].report.decode_records;
   for (std::size_t i = 1; i < parts; ++i) {

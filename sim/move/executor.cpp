@@ -121,24 +121,26 @@ void executor_observer::copied(std::size_t from, std::uint32_t from_slot, std::s
   ++s.links[to].blocks_down;
 }
 
-nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
-                       const kvtk::tier::hierarchy_config& cfg, std::uint64_t block_bytes,
-                       kvtk::prefix::partial_block partial, const std::string& file_dir) {
-  executor_state st;
-  st.block_bytes = block_bytes;
-  kvtk::move::kv_layout l;
-  l.layers = l.parts = l.heads = l.tokens = l.dtype_bytes = 1;
-  l.head_dim = static_cast<std::uint32_t>(block_bytes);
-  struct cleanup {
-    executor_state& st;
-    ~cleanup() {
-      for (auto& s : st.tiers) {
-        s.file.reset();
-        std::error_code ec;
-        if (!s.file_path.empty()) std::filesystem::remove(s.file_path, ec);
-      }
+namespace {
+
+using hierarchy = kvtk::tier::tier_hierarchy<kvtk::all_policies, executor_observer>;
+
+// Removes the tiers' files when the run ends (also when it throws).
+struct remove_tier_files {
+  executor_state& st;
+  ~remove_tier_files() {
+    for (auto& s : st.tiers) {
+      s.file.reset();
+      std::error_code ec;
+      if (!s.file_path.empty()) std::filesystem::remove(s.file_path, ec);
     }
-  } remove_files{st};
+  }
+};
+
+// Creates each tier's storage in `st` (a file in `file_dir` for a file kind below the top, else a
+// DRAM pool of layout `l`); returns the "storage" report.
+nlohmann::json open_tiers(executor_state& st, const kvtk::tier::hierarchy_config& cfg,
+                          const kvtk::move::kv_layout& l, const std::string& file_dir) {
   nlohmann::json storage = nlohmann::json::array();
   for (std::size_t i = 0; i < cfg.tiers.size(); ++i) {
     const auto& tier = cfg.tiers[i];
@@ -148,7 +150,7 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
                      ("kvtk_move_" + std::to_string(::getpid()) + "_" + tier.name + "_" +
                       std::to_string(i)))
                         .string();
-      s.file = std::make_unique<file_pool>(s.file_path, block_bytes, tier.capacity_blocks, true);
+      s.file = std::make_unique<file_pool>(s.file_path, st.block_bytes, tier.capacity_blocks, true);
       storage.push_back({{"tier", tier.name}, {"storage", "file"}, {"o_direct", s.file->direct()}});
     } else {
       s.memory = std::make_unique<host_pool>(l, tier.capacity_blocks);
@@ -156,16 +158,15 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
     }
     st.tiers.push_back(std::move(s));
   }
-  st.links.resize(cfg.tiers.size());
-  std::size_t longest = 0;
-  for (std::size_t r = 0; r < t.requests(); ++r) longest = std::max(longest, t.cacheable(r, partial).size());
-  st.staging = std::make_unique<host_pool>(l, std::max<std::size_t>(longest, 1));
-  st.bounce = std::make_unique<host_pool>(l, 1);
-  using hierarchy = kvtk::tier::tier_hierarchy<kvtk::all_policies, executor_observer>;
-  hierarchy h(cfg, executor_observer{&st});
-  std::vector<std::uint8_t> served(std::max<std::size_t>(longest, 1));
+  return storage;
+}
+
+// Replays every request of `t` through `h` (which moves the bytes); returns the hit counts.
+kvtk::prefix::prefix_counts replay_requests(hierarchy& h, executor_state& st,
+                                            const kvtk::prefix::prefix_trace_view& t,
+                                            kvtk::prefix::partial_block partial,
+                                            std::vector<std::uint8_t>& served) {
   kvtk::prefix::prefix_counts c;
-  const auto t0 = clock_type::now();
   for (std::size_t r = 0; r < t.requests(); ++r) {
     const auto b = t.cacheable(r, partial);
     const std::uint64_t L = t.input_tokens(r), bt = t.block_tokens_of(r);
@@ -181,27 +182,36 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
     c.token_refs += L;
     c.token_hits += std::min<std::uint64_t>(hit * bt, L);
   }
-  const double wall = since(t0);
+  return c;
+}
+
+// Checks every block resident in any of the `tiers` tiers; returns {blocks checked, corrupted}.
+std::pair<std::uint64_t, std::uint64_t> check_at_rest(hierarchy& h, executor_state& st,
+                                                      std::size_t tiers) {
   // At rest: every block resident anywhere must still hold its own bytes.
   std::uint64_t at_rest = 0, at_rest_bad = 0;
-  for (std::size_t tier = 0; tier < cfg.tiers.size(); ++tier) {
+  for (std::size_t tier = 0; tier < tiers; ++tier) {
     h.for_each_resident(tier, [&](kvtk::block_key key, std::uint32_t slot) {
       std::byte* buf = st.bounce->piece(0, 0);
       ++at_rest;
       // A failed read is already an integrity failure (guarded counts it); a read block that
       // does not match is one more.
       if (guarded(st, [&] { read_block(st, tier, slot, buf); }) &&
-          !kvtk::move::check_pattern(buf, key, 0, block_bytes)) {
+          !kvtk::move::check_pattern(buf, key, 0, st.block_bytes)) {
         ++at_rest_bad;
       }
     });
   }
-  st.failures += at_rest_bad;
+  return {at_rest, at_rest_bad};
+}
+
+// The "links" report: per link, the blocks moved and the measured vs the predicted copy time.
+nlohmann::json link_report(const executor_state& st, const kvtk::tier::hierarchy_config& cfg) {
   nlohmann::json links = nlohmann::json::array();
   for (std::size_t u = 1; u < cfg.tiers.size(); ++u) {
     const auto& m = st.links[u];
     const auto& spec = cfg.tiers[u];
-    const double bbd = static_cast<double>(block_bytes);
+    const double bbd = static_cast<double>(st.block_bytes);
     const double up_bytes = static_cast<double>(m.blocks_up) * bbd;
     const double down_bytes = static_cast<double>(m.blocks_down) * bbd;
     // One copy call per block: calls * (alpha + beta) + bytes / B.
@@ -223,6 +233,33 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
          {"predicted_over_measured_up", m.seconds_up > 0 ? pred_up / m.seconds_up : 0.0},
          {"predicted_over_measured_down", m.seconds_down > 0 ? pred_down / m.seconds_down : 0.0}});
   }
+  return links;
+}
+
+}  // namespace
+
+nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
+                       const kvtk::tier::hierarchy_config& cfg, std::uint64_t block_bytes,
+                       kvtk::prefix::partial_block partial, const std::string& file_dir) {
+  executor_state st;
+  st.block_bytes = block_bytes;
+  kvtk::move::kv_layout l;
+  l.layers = l.parts = l.heads = l.tokens = l.dtype_bytes = 1;
+  l.head_dim = static_cast<std::uint32_t>(block_bytes);
+  remove_tier_files remove_files{st};
+  const nlohmann::json storage = open_tiers(st, cfg, l, file_dir);
+  st.links.resize(cfg.tiers.size());
+  std::size_t longest = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) longest = std::max(longest, t.cacheable(r, partial).size());
+  st.staging = std::make_unique<host_pool>(l, std::max<std::size_t>(longest, 1));
+  st.bounce = std::make_unique<host_pool>(l, 1);
+  hierarchy h(cfg, executor_observer{&st});
+  std::vector<std::uint8_t> served(std::max<std::size_t>(longest, 1));
+  const auto t0 = clock_type::now();
+  const kvtk::prefix::prefix_counts c = replay_requests(h, st, t, partial, served);
+  const double wall = since(t0);
+  const auto [at_rest, at_rest_bad] = check_at_rest(h, st, cfg.tiers.size());
+  st.failures += at_rest_bad;
   nlohmann::json out = {{"requests", c.requests},
                         {"block_refs", c.block_refs},
                         {"block_hits", c.block_hits},
@@ -238,7 +275,7 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
                         {"integrity_failures", st.failures},
                         {"verified", st.failures == 0},
                         {"audit", h.audit()},
-                        {"links", links},
+                        {"links", link_report(st, cfg)},
                         {"wall_seconds", wall}};
   if (!st.first_error.empty()) out["first_io_error"] = st.first_error;
   return out;

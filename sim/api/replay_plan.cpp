@@ -1,0 +1,152 @@
+// sim/api/replay_plan.cpp — `kvtk replay`'s options checked and turned into a plan
+// (api/replay_plan.hpp).
+#include "api/replay_plan.hpp"
+
+#include "cli/common.hpp"
+#include "cli/cost.hpp"
+#include "cli/tiers.hpp"
+#include "move/calibration.hpp"
+
+namespace kvtk::sim::replay_detail {
+namespace {
+
+using namespace kvtk::prefix;
+using cli::usage_error;
+
+bool known_for(const std::string& index, const std::string& policy) {
+  if (index == "flat") return is_policy_name(policy);
+  if (index == "radix") {
+    for (auto n : leaf_policy_names) {
+      if (n == policy) return true;
+    }
+    return false;
+  }
+  return index == "hashchain" && policy == "vllm";
+}
+
+std::string known_list(const std::string& index) {
+  std::string out;
+  if (index == "flat") {
+    for (auto n : policy_names) out += " " + std::string(n);
+  } else if (index == "radix") {
+    for (auto n : leaf_policy_names) out += " " + std::string(n);
+  } else {
+    out = " vllm";
+  }
+  return out;
+}
+
+std::vector<std::string> policies_for(const std::string& index, const std::vector<std::string>& asked,
+                                      bool all) {
+  std::vector<std::string> names;
+  if (index == "hashchain") {
+    names = {"vllm"};  // the hash-chain index is vLLM's block pool: one policy
+  } else if (all) {
+    if (index == "flat") {
+      for (auto n : policy_names) names.emplace_back(n);
+    } else {
+      for (auto n : leaf_policy_names) names.emplace_back(n);
+    }
+  } else {
+    for (const auto& p : asked) {
+      if (known_for(index, p)) names.push_back(p);
+    }
+  }
+  return names;
+}
+
+// The tier hierarchies of --tiers / --tier-config, calibrated when asked; one job each.
+void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
+  if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
+    throw usage_error("--inclusive/--exclusive: unknown inclusion '" + o.inclusion + "'");
+  }
+  const cli::tier_flags flags{o.inclusion, o.write_policy, o.admission};
+  for (const auto& spec : o.tiers) {
+    p.hierarchies.push_back(cli::parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token));
+  }
+  for (const auto& file : o.tier_config) {
+    p.hierarchies.push_back(cli::load_tier_config(file, o.block_tokens, bytes_per_token));
+  }
+  if (!o.calibration_mechanism.empty() && o.calibration.empty()) {
+    throw usage_error("--calibration-mechanism needs --calibration");
+  }
+  if (!o.calibration.empty()) {
+    if (p.hierarchies.empty()) throw usage_error("--calibration needs --tiers or --tier-config");
+    try {
+      const auto cal = kvtk::sim::move::calibration::load(o.calibration);
+      for (auto& h : p.hierarchies) {
+        p.calibration_reports.push_back(
+            kvtk::sim::move::apply_calibration(h, cal, o.calibration_mechanism));
+      }
+    } catch (const std::runtime_error& e) {
+      throw usage_error(std::string("--calibration ") + e.what());
+    }
+  }
+  for (std::size_t h = 0; h < p.hierarchies.size(); ++h) {
+    std::uint64_t total = 0;
+    for (const auto& tier : p.hierarchies[h].tiers) total += tier.capacity_blocks;
+    p.jobs.push_back({"tiers", cli::describe(p.hierarchies[h]), total, static_cast<int>(h), ""});
+  }
+}
+
+// Every valid index x policy pair runs: "all" is each index's whole list, and a policy only some
+// of the indexes know runs with those. Only a name that no listed index knows is an error.
+void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
+  const auto& caps_given = o.capacity.empty() ? default_capacities() : o.capacity;
+  std::vector<std::uint64_t> caps;
+  for (const auto& c : caps_given) {
+    if (c.empty()) throw usage_error("--capacity: empty item in the list");
+    caps.push_back(cli::parse_capacity(c, o.block_tokens, bytes_per_token));
+  }
+  if (caps.empty()) throw usage_error("--capacity: empty list");
+  if (o.index.empty()) throw usage_error("--index: empty list");
+  if (o.policy.empty()) throw usage_error("--policy: empty list");
+  for (const auto& i : o.index) {
+    if (i != "radix" && i != "flat" && i != "hashchain") {
+      throw usage_error("--index: unknown index '" + i + "' (known: radix flat hashchain)");
+    }
+  }
+  const bool all = o.policy.size() == 1 && o.policy[0] == "all";
+  for (const auto& pol : o.policy) {
+    if (all) break;
+    bool anywhere = false;
+    for (const auto& i : o.index) anywhere |= i == "hashchain" || known_for(i, pol);
+    if (!anywhere) {
+      std::string known;
+      for (const auto& i : o.index) known += " " + i + ":" + known_list(i) + ";";
+      throw usage_error("--policy: unknown policy '" + pol + "' (known per index:" + known +
+                        " or all)");
+    }
+  }
+  for (const auto& i : o.index) {
+    for (const auto& pol : policies_for(i, o.policy, all)) {
+      for (std::size_t k = 0; k < caps.size(); ++k) {
+        p.jobs.push_back({i, pol, caps[k], -1, caps_given[k]});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& default_capacities() {
+  static const std::vector<std::string> caps = {"1000", "10000", "100000"};
+  return caps;
+}
+
+plan make_plan(const replay_options& o) {
+  plan p;
+  p.pb = cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+  if (o.threads == 0 || o.threads > 256) throw usage_error("--threads: must be in [1, 256]");
+  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  if (!o.pricing.empty()) {
+    p.table = load_price_table(o.pricing, p.price_storage);
+    p.priced = true;
+  }
+  plan_hierarchies(o, bytes_per_token, p);
+  // With tiers, the index x policy x capacity grid runs only when capacities are given.
+  if (p.hierarchies.empty() || !o.capacity.empty()) plan_grid(o, bytes_per_token, p);
+  return p;
+}
+
+}  // namespace kvtk::sim::replay_detail

@@ -1,0 +1,46 @@
+// sim/api/replay_plan.hpp — what `kvtk replay` (api/replay.hpp) derives from its options before
+// it reads the trace: the jobs (index x policy x capacity grid and tier hierarchies), the partial-
+// block rule and the price table. Internal to kvtk_sim.
+#pragma once
+
+#include <cstdint>
+#include <kvtk/kvtk.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "api/replay.hpp"
+#include "kvtk/cost/pricing.hpp"
+
+namespace kvtk::sim::replay_detail {
+
+struct job {
+  std::string index, policy;
+  std::uint64_t capacity;
+  int hierarchy = -1;          // index into the tier hierarchies (index "tiers")
+  std::string capacity_given;  // the capacity as the user wrote it ("64GiB", "3Mtok", "1000")
+};
+struct outcome {
+  kvtk::prefix::prefix_counts counts;
+  double seconds = 0;
+  nlohmann::json tiers;  // per-tier report of a hierarchy job
+};
+
+// Everything run() derives from the options before it reads the trace.
+struct plan {
+  kvtk::prefix::partial_block pb = kvtk::prefix::partial_block::skip;
+  std::vector<job> jobs;
+  std::vector<kvtk::tier::hierarchy_config> hierarchies;
+  std::vector<nlohmann::json> calibration_reports;
+  std::vector<std::string> price_storage;
+  kvtk::cost::price_table table;
+  bool priced = false;
+};
+
+/// The capacities replayed when none are given (blocks).
+const std::vector<std::string>& default_capacities();
+
+/// Throws cli::usage_error naming the first bad option.
+plan make_plan(const replay_options& o);
+
+}  // namespace kvtk::sim::replay_detail
