@@ -1,0 +1,183 @@
+"""kvtk: KV-cache policy toolkit from Python.
+
+Every command is the C++ library's own ``run()`` (sim/api), reached through the ``kvtk._kvtk``
+extension: options go in by the same names as the CLI's options (snake_case), results come back
+with the same fields as the CLI's ``--json``. Long commands (replay, mrc, compare) release the
+GIL, take an optional ``progress(done, total)`` callable, and stop with KeyboardInterrupt at
+their next progress report after Ctrl-C. See docs/python.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Iterable, Optional, Union
+
+from . import _kvtk
+from ._kvtk import BlockCache, Trace
+
+__version__: str = _kvtk.__version__
+
+__all__ = [
+    "__version__", "BlockCache", "Trace", "TraceError", "load_trace", "replay", "mrc", "compare", "simulate",
+    "cost", "sparse", "trace_stats", "results_frame",
+]
+
+Progress = Optional[Callable[[int, int], Any]]
+TraceLike = Union[Trace, str, "os.PathLike[str]"]
+
+
+class TraceError(ValueError):
+    """A malformed or unreadable trace: ``path`` and ``line`` (1-based; 0 when not a line)."""
+
+    def __init__(self, message: str, path: str = "", line: int = 0):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+def load_trace(path: Union[str, "os.PathLike[str]"], format: str = "auto",
+               block_tokens: Optional[int] = None, skip_invalid: bool = False,
+               threads: int = 1) -> Trace:
+    """Loads a request trace: mooncake, bailian, kvtk or ids JSONL/text, oracle-general, kvtb.
+
+    ``format="auto"`` detects it from the content; ``block_tokens=None`` takes the trace's own
+    (kvtb/kvtk header, else 512 Mooncake, 16 Bailian, 64 kvtk, 1 flat). A ``.kvtb`` file is
+    mapped, so its numpy views cost no copy. Raises TraceError for a bad trace.
+    """
+    return _kvtk.load_trace(os.fspath(path), format, block_tokens or 0, skip_invalid, threads)
+
+
+_defaults: dict[str, dict] = {}
+
+
+def _options(command: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The options JSON of `command`: None means "the default"; a list option accepts one value
+    or an iterable; list items and list-of-string capacities may be numbers."""
+    if command not in _defaults:
+        _defaults[command] = json.loads(_kvtk.default_options(command))
+    defaults = _defaults[command]
+    out: dict[str, Any] = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        default = defaults.get(key)
+        if isinstance(default, list) and not isinstance(value, (list, tuple)):
+            value = [value] if isinstance(value, (str, int, float)) else list(value)
+        if isinstance(default, list) and isinstance(value, (list, tuple)):
+            value = [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+                     for v in value]
+        out[key] = value
+    return out
+
+
+def _with_trace(trace: Optional[TraceLike], options: dict[str, Any]) -> dict[str, Any]:
+    if trace is None:
+        return options
+    if isinstance(trace, Trace):
+        options["trace"] = trace.path
+        options.setdefault("format", trace.format)
+        options.setdefault("block_tokens", trace.block_tokens)
+    else:
+        options["trace"] = os.fspath(trace)
+    return options
+
+
+def _run(command: str, trace: Optional[TraceLike], given: dict[str, Any],
+         progress: Progress = None) -> dict:
+    options = _with_trace(trace, _options(command, given))
+    return json.loads(_kvtk.run_command(command, json.dumps(options), progress))
+
+
+def replay(trace: TraceLike, index: Union[str, Iterable[str]] = "radix",
+           policy: Union[str, Iterable[str]] = "lru",
+           capacity: Union[None, int, str, Iterable[Union[int, str]]] = None,
+           partial_block: Optional[str] = None, threads: int = 1, opt: bool = True,
+           tiers: Union[None, str, Iterable[str]] = None, pricing: Optional[str] = None,
+           progress: Progress = None, **options: Any) -> list[dict]:
+    """``kvtk replay``: every index x policy x capacity (and each tier hierarchy) on the trace.
+
+    capacity: blocks (1000), tokens ("3Mtok") or bytes ("64GiB", with model=...); None = the
+    CLI's default grid. policy "all" runs every policy an index knows. Further options by their
+    CLI names in snake_case (model, ideal, tier_config, inclusion, write_policy, admission,
+    calibration, skip_invalid, ...). Returns the CLI's JSON "results" (one dict per job).
+    """
+    given = dict(index=index, policy=policy, capacity=capacity, partial_block=partial_block,
+                 threads=threads, opt=opt, tiers=tiers, pricing=pricing, **options)
+    return _run("replay", trace, given, progress)["results"]
+
+
+def mrc(trace: TraceLike, capacity: Union[None, int, str, Iterable[Union[int, str]]] = None,
+        points: Optional[int] = None, partial_block: Optional[str] = None,
+        sample: Optional[float] = None, opt: bool = False, progress: Progress = None,
+        **options: Any) -> dict:
+    """``kvtk mrc``: the exact LRU miss-ratio curve of the prefix cache (or a sampled one),
+    optionally with the offline optimum at each point. Returns the CLI's JSON (trace, curve,
+    sample, warnings)."""
+    given = dict(capacity=capacity, points=points, partial_block=partial_block, sample=sample,
+                 opt=opt, **options)
+    return _run("mrc", trace, given, progress)
+
+
+def compare(trace: TraceLike, policy: Union[str, Iterable[str]] = "all",
+            capacity: Union[None, int, str, Iterable[Union[int, str]]] = None,
+            progress: Progress = None, **options: Any) -> dict:
+    """``kvtk compare``: flat policies side by side (libCacheSim's view: miss ratios)."""
+    return _run("compare", trace, dict(policy=policy, capacity=capacity, **options), progress)
+
+
+def trace_stats(trace: TraceLike, partial_block: Optional[str] = None, **options: Any) -> dict:
+    """``kvtk trace stats``: lengths, reuse distances, ideal hit ratios, sessions, arrivals."""
+    return _run("trace_stats", trace, dict(partial_block=partial_block, **options))
+
+
+def cost(**options: Any) -> dict:
+    """``kvtk cost``: the bill and saving of a hit ratio (hit_ratio=..., input_tokens=...,
+    pricing=..., or from_result=<a replay/mrc/simulate result dict>). Returns the estimate."""
+    return _run("cost", None, options)
+
+
+def sparse(trace: Optional[TraceLike] = None, **options: Any) -> dict:
+    """``kvtk sparse``: decode-step selections (recorded in a kvtk JSONL trace, or generated:
+    pattern, steps, requests, ...) against a per-request HBM budget (manager, scorer, budget,
+    prefetch lists run as a grid)."""
+    return _run("sparse", trace, options)
+
+
+def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"] = None,
+             **overrides: Any) -> dict:
+    """``kvtk simulate``: the discrete-event simulation of a serving cluster.
+
+    config: a dict of config keys (docs/simulate.md) or a config file path; overrides: config
+    keys given as arguments (``local_cache="20GiB"``), applied last like ``--set``. Returns the
+    CLI's JSON with ``requests``: per-request outcomes as numpy arrays (arrival_s, first_token_s,
+    done_s, hit_blocks, ...).
+    """
+    options: dict[str, Any] = {}
+    if isinstance(config, dict):
+        options["config"] = config
+    elif config is not None:
+        options["config_file"] = os.fspath(config)
+    for key in ("calibration", "pricing", "skip_invalid", "format", "block_tokens"):
+        if key in overrides:
+            options[key] = overrides.pop(key)
+    options["set"] = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
+    options = _with_trace(trace, options)
+    text, columns = _kvtk.simulate(json.dumps(options))
+    out = json.loads(text)
+    out["requests"] = dict(columns)
+    return out
+
+
+def results_frame(results: Union[list, dict]):
+    """A pandas DataFrame of a list of results (replay's list, an mrc curve, compare's results):
+    nested objects become dotted columns. pandas is imported here only (pip install kvtk[frames])."""
+    import pandas as pd  # optional dependency
+
+    if isinstance(results, dict):
+        for key in ("results", "curve"):
+            if key in results:
+                results = results[key]
+                break
+    return pd.json_normalize(results)

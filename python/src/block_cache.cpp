@@ -1,0 +1,116 @@
+// python/src/block_cache.cpp — kvtk._kvtk.BlockCache: kvtk::any_block_cache (a cache of any
+// online policy, chosen by name) for engines written in Python. A batched access takes a numpy
+// array of uint64 keys and runs without the GIL; evictions during it are collected and handed to
+// the Python on_evict callable after the batch, in eviction order.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "kvtk/cache/any_block_cache.hpp"
+
+namespace kvtk::python {
+namespace {
+
+class py_block_cache {
+ public:
+  py_block_cache(const std::string& policy, std::uint64_t capacity, std::uint32_t max_entries,
+                 nb::object on_evict)
+      : on_evict_(std::move(on_evict)) {
+    try {
+      cache_.emplace(policy, kvtk::any_block_cache::config{capacity, max_entries},
+                     [this](kvtk::block_key k, std::uint32_t) { evicted_.push_back(k); });
+    } catch (...) {
+      raise_python(std::current_exception());
+    }
+  }
+
+  // hits[i] = whether keys[i] was resident when accessed (then it is, unless rejected).
+  nb::ndarray<nb::numpy, bool, nb::ndim<1>> access(
+      nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> keys) {
+    const std::size_t n = keys.shape(0);
+    auto* hits = new std::vector<std::uint8_t>(n);
+    nb::capsule owner(hits, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
+    {
+      nb::gil_scoped_release release;
+      const std::uint64_t* k = keys.data();
+      for (std::size_t i = 0; i < n; ++i) {
+        (*hits)[i] = cache_->access(k[i]).result == kvtk::access_result::hit;
+      }
+    }
+    deliver_evictions();
+    return {reinterpret_cast<bool*>(hits->data()), {n}, owner};
+  }
+  bool access_one(std::uint64_t key) {
+    const bool hit = cache_->access(key).result == kvtk::access_result::hit;
+    deliver_evictions();
+    return hit;
+  }
+  // True when the key is resident afterwards (admitted now or before).
+  bool insert(std::uint64_t key) {
+    const bool in = cache_->insert(key).result != kvtk::access_result::rejected;
+    deliver_evictions();
+    return in;
+  }
+  bool contains(std::uint64_t key) const { return cache_->contains(key); }
+  bool erase(std::uint64_t key) { return cache_->erase(key) == kvtk::erase_result::erased; }
+  bool pin(std::uint64_t key) { return cache_->pin(key); }
+  bool unpin(std::uint64_t key) { return cache_->unpin(key); }
+  std::size_t size() const { return cache_->size(); }
+  std::uint64_t capacity() const { return cache_->capacity(); }
+  std::string policy() const { return std::string(cache_->policy()); }
+  nb::dict stats() const {
+    nb::dict d;
+    d["hits"] = cache_->stats().hits;
+    d["misses"] = cache_->stats().misses;
+    return d;
+  }
+
+ private:
+  // Calls on_evict(key) for each eviction since the last call (with the GIL held).
+  void deliver_evictions() {
+    if (evicted_.empty()) return;
+    std::vector<kvtk::block_key> keys;
+    keys.swap(evicted_);
+    if (on_evict_.is_none()) return;
+    for (const kvtk::block_key k : keys) on_evict_(k);
+  }
+
+  nb::object on_evict_;
+  std::vector<kvtk::block_key> evicted_;
+  std::optional<kvtk::any_block_cache> cache_;
+};
+
+}  // namespace
+
+void bind_block_cache(nb::module_& m) {
+  nb::class_<py_block_cache>(m, "BlockCache",
+                             "A block cache of any online kvtk policy (lru, arc, s3fifo, ...).")
+      .def(nb::init<const std::string&, std::uint64_t, std::uint32_t, nb::object>(),
+           nb::arg("policy"), nb::arg("capacity"), nb::arg("max_entries") = 0,
+           nb::arg("on_evict").none() = nb::none())
+      .def("access", &py_block_cache::access, nb::arg("keys"),
+           "Accesses each key in order (a hit updates the policy, a miss admits the key); "
+           "returns whether each was a hit. Runs without the GIL.")
+      .def("access_one", &py_block_cache::access_one, nb::arg("key"))
+      .def("insert", &py_block_cache::insert, nb::arg("key"),
+           "Admits a missing key without counting a miss; True when it is resident afterwards.")
+      .def("contains", &py_block_cache::contains, nb::arg("key"))
+      .def("__contains__", &py_block_cache::contains, nb::arg("key"))
+      .def("erase", &py_block_cache::erase, nb::arg("key"), "False when missing or pinned.")
+      .def("pin", &py_block_cache::pin, nb::arg("key"), "A pinned key is never evicted.")
+      .def("unpin", &py_block_cache::unpin, nb::arg("key"))
+      .def("__len__", &py_block_cache::size)
+      .def_prop_ro("capacity", &py_block_cache::capacity)
+      .def_prop_ro("policy", &py_block_cache::policy)
+      .def_prop_ro("stats", &py_block_cache::stats);
+}
+
+}  // namespace kvtk::python

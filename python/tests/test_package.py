@@ -1,0 +1,214 @@
+"""The kvtk Python package against the CLI it mirrors: same results, same errors, and the
+behaviour of long calls (progress, Ctrl-C, the GIL)."""
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kvtk
+from conftest import CONVERSATION, FORMATS, ROOT
+
+
+def cli_json(kvtk_bin, *args):
+    out = subprocess.run([kvtk_bin, *args, "--json", "-"], check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out)
+
+
+def without_time(rows):
+    return [{k: v for k, v in r.items() if k not in ("seconds", "block_refs_per_second")}
+            for r in rows]
+
+
+def test_version_equals_cli(kvtk_bin):
+    out = subprocess.run([kvtk_bin, "--version"], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == f"kvtk {kvtk.__version__}"
+
+
+def test_trace_views_are_consistent_and_read_only():
+    t = kvtk.load_trace(CONVERSATION)
+    assert len(t) == 12031
+    assert t.format == "mooncake" and t.block_tokens == 512
+    assert t.block_offsets[0] == 0 and t.block_offsets[-1] == t.block_refs == len(t.block_keys)
+    assert len(t.input_tokens) == len(t.output_tokens) == len(t.arrival_s) == len(t)
+    assert t.block_keys.dtype == np.uint64 and not t.block_keys.flags.writeable
+    with pytest.raises(ValueError):
+        t.block_keys[0] = 1
+    # Views keep the trace alive after the Trace object itself is gone.
+    keys = t.block_keys
+    first = int(keys[0])
+    del t
+    assert int(keys[0]) == first
+
+
+def test_kvtb_and_jsonl_load_the_same_trace():
+    a = kvtk.load_trace(FORMATS / "small.kvtb")
+    b = kvtk.load_trace(FORMATS / "small.kvtk.jsonl")
+    assert a.format == "kvtb" and b.format == "kvtk"
+    for col in ("block_keys", "block_offsets", "input_tokens", "output_tokens", "arrival_s"):
+        assert np.array_equal(getattr(a, col), getattr(b, col)), col
+
+
+def test_replay_equals_cli(kvtk_bin):
+    t = kvtk.load_trace(CONVERSATION)
+    py = kvtk.replay(t, index=["radix", "flat"], policy=["lru", "s3fifo"], capacity=[1000, "5000"])
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--index", "radix,flat",
+                   "--policy", "lru,s3fifo", "--capacity", "1000,5000")["results"]
+    assert len(py) == 8
+    assert without_time(py) == without_time(cli)
+
+
+def test_mrc_and_trace_stats_equal_cli(kvtk_bin):
+    py = kvtk.mrc(CONVERSATION, points=6, opt=True)
+    cli = cli_json(kvtk_bin, "mrc", "--trace", str(CONVERSATION), "--points", "6", "--opt")
+    assert py["curve"] == cli["curve"] and py["trace"] == cli["trace"]
+    assert kvtk.trace_stats(CONVERSATION) == cli_json(kvtk_bin, "trace", "stats",
+                                                      str(CONVERSATION))
+
+
+def test_simulate_equals_cli_and_has_request_columns(kvtk_bin):
+    t = kvtk.load_trace(CONVERSATION)
+    config = ROOT / "sim" / "configs" / "fig10_local.json"
+    s = kvtk.simulate(t, config, router="cache-aware")
+    cli = cli_json(kvtk_bin, "simulate", "--trace", str(CONVERSATION), "--config", str(config),
+                   "--set", "router=cache-aware")
+    assert s["result"] == cli["result"]
+    req = s["requests"]
+    assert len(req["arrival_s"]) == len(t)
+    assert req["rejected"].dtype == np.bool_
+    assert np.all(req["first_token_s"] >= req["arrival_s"])
+    assert np.all(req["hit_blocks"] <= req["blocks"])
+    # The override reached the config, as --set router=cache-aware does.
+    assert s["config"]["router"] == "cache-aware"
+    # A dict config is the same as the file.
+    with open(config) as f:
+        inline = kvtk.simulate(t, json.load(f), router="cache-aware")
+    assert inline["result"] == s["result"]
+
+
+def test_bad_options_raise_value_error_with_the_cli_message():
+    with pytest.raises(ValueError, match="unknown policy 'nope'"):
+        kvtk.replay(CONVERSATION, policy="nope")
+    with pytest.raises(ValueError, match="unknown key 'bogus'"):
+        kvtk.replay(CONVERSATION, bogus=1)
+    with pytest.raises(ValueError, match="--sample"):
+        kvtk.mrc(CONVERSATION, sample=2.0)
+
+
+def test_bad_trace_raises_trace_error_with_path_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 1, "input_length": 10, "hash_ids": [1]}\n{"timestamp": x}\n')
+    with pytest.raises(kvtk.TraceError) as e:
+        kvtk.load_trace(bad)
+    assert e.value.path == str(bad) and e.value.line == 2
+    with pytest.raises(kvtk.TraceError):
+        kvtk.replay(bad)
+    with pytest.raises(kvtk.TraceError):
+        kvtk.load_trace(tmp_path / "missing.jsonl")
+
+
+def test_progress_reaches_the_total_and_its_errors_stop_the_run():
+    calls = []
+    kvtk.replay(CONVERSATION, capacity=1000, progress=lambda d, n: calls.append((d, n)))
+    assert calls and calls[-1][0] == calls[-1][1]
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))
+
+    def stop(done, total):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        kvtk.replay(CONVERSATION, capacity=[1000, 2000], progress=stop)
+
+
+def test_ctrl_c_stops_a_long_replay_within_a_second():
+    # SIGINT lands while the main thread is inside C++ with the GIL released; the next progress
+    # report (replay reports in slices of requests) raises KeyboardInterrupt.
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        kvtk.replay(CONVERSATION, index=["radix", "flat", "hashchain"], policy="all",
+                    capacity=[1000, 2000, 5000, 10000, 20000, 50000] * 4)
+    assert time.monotonic() - start < 1.3
+
+
+def test_long_calls_release_the_gil():
+    ticks = 0
+    done = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        kvtk.replay(CONVERSATION, policy="all", capacity=[1000, 5000, 10000])
+    finally:
+        done.set()
+        counter.join()
+    assert ticks > 20
+
+
+def test_results_frame():
+    pd = pytest.importorskip("pandas")
+    rows = kvtk.replay(CONVERSATION, policy=["lru", "fifo"], capacity=[1000, 2000])
+    frame = kvtk.results_frame(rows)
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 4
+    assert list(frame["capacity_blocks"]) == [r["capacity_blocks"] for r in rows]
+    curve = kvtk.results_frame(kvtk.mrc(CONVERSATION, points=5))
+    assert len(curve) == 5
+
+
+def test_cost_and_sparse():
+    c = kvtk.cost(hit_ratio=0.563, input_tokens=608e9, output_tokens=168e9, pricing="deepseek-r1")
+    assert 0 < c["saving_usd"] < c["bill_without_cache_usd"]
+    s = kvtk.sparse(steps=200, scorer=["selection-lru", "h2o"], budget=128)
+    assert [r["scorer"] for r in s["results"]] == ["selection-lru", "h2o"]
+
+
+def test_block_cache_lru_equals_a_reference_lru():
+    from collections import OrderedDict
+
+    rng = np.random.default_rng(5)
+    keys = (rng.zipf(1.2, 20000) % 5000).astype(np.uint64)
+    evicted = []
+    cache = kvtk.BlockCache("lru", 100, on_evict=evicted.append)
+    hits = cache.access(keys[:15000])
+    hits_one = [cache.access_one(int(k)) for k in keys[15000:]]
+    ref, ref_hits, ref_evicted = OrderedDict(), [], []
+    for k in keys.tolist():
+        if k in ref:
+            ref.move_to_end(k)
+            ref_hits.append(True)
+        else:
+            ref_hits.append(False)
+            ref[k] = None
+            if len(ref) > 100:
+                ref_evicted.append(ref.popitem(last=False)[0])
+    assert hits.dtype == np.bool_
+    assert hits.tolist() + hits_one == ref_hits
+    assert evicted == ref_evicted
+    assert len(cache) == 100 and cache.capacity == 100 and cache.policy == "lru"
+    assert cache.stats["hits"] == sum(ref_hits)
+
+
+def test_block_cache_pins_and_errors():
+    cache = kvtk.BlockCache("s3fifo", 4)
+    assert cache.insert(1) and 1 in cache
+    assert cache.pin(1)
+    cache.access(np.arange(100, 200, dtype=np.uint64))
+    assert 1 in cache  # pinned: never evicted
+    assert not cache.erase(1)  # pinned
+    assert cache.unpin(1) and cache.erase(1) and 1 not in cache
+    with pytest.raises(ValueError, match="s3fifo"):
+        kvtk.BlockCache("nope", 4)  # the message lists the valid names
+    with pytest.raises(ValueError, match="offline"):
+        kvtk.BlockCache("belady", 4)
