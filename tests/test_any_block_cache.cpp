@@ -74,3 +74,41 @@ TEST_CASE("any_block_cache refuses unknown names, listing the valid ones", "[any
   }
   CHECK_THROWS_AS(kvtk::any_block_cache("lru", {.capacity = 0}), std::invalid_argument);
 }
+
+TEMPLATE_LIST_TEST_CASE("evict(n): n unpinned victims in policy order, or nothing",
+                        "[any_block_cache][conformance]", kvtk::all_policies::tuple) {
+  using P = TestType;
+  if constexpr (!kvtk::is_offline_policy<P>) {
+    std::vector<kvtk::block_key> victims;
+    auto on_evict = [&](kvtk::block_key k, std::uint32_t) { victims.push_back(k); };
+    kvtk::block_cache<P, decltype(on_evict)> c({.capacity = 32}, on_evict);
+    for (kvtk::block_key k = 0; k < 32; ++k) c.access(k);
+    for (kvtk::block_key k = 0; k < 32; k += 2) REQUIRE(c.pin(k));  // 16 pinned
+    CHECK_FALSE(c.evict(17));  // all or nothing
+    CHECK(c.size() == 32);
+    CHECK(victims.empty());
+    REQUIRE(c.evict(10));
+    CHECK(c.size() == 22);
+    CHECK(victims.size() == 10);
+    for (kvtk::block_key v : victims) {
+      CHECK(v % 2 == 1);  // never a pinned key
+      CHECK_FALSE(c.contains(v));
+    }
+    CHECK(c.stats().evictions == 10);
+    REQUIRE(c.evict(6));
+    CHECK_FALSE(c.evict(1));  // only pinned entries remain
+    CHECK(c.evict(0));
+    // The freed room is usable.
+    for (kvtk::block_key k = 100; k < 116; ++k) CHECK(c.access(k).result == kvtk::access_result::inserted);
+  }
+}
+
+TEST_CASE("evict(n) takes LRU's victims in recency order", "[any_block_cache]") {
+  std::vector<kvtk::block_key> victims;
+  kvtk::any_block_cache c("lru", {.capacity = 8},
+                          [&](kvtk::block_key k, std::uint32_t) { victims.push_back(k); });
+  for (kvtk::block_key k : {1, 2, 3, 4, 5}) c.access(k);
+  c.access(2);  // 2 is now the most recent
+  REQUIRE(c.evict(3));
+  CHECK(victims == std::vector<kvtk::block_key>{1, 3, 4});
+}

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import _kvtk
-from ._kvtk import BlockCache, Trace
+from ._kvtk import BlockCache, PrefixTree, Trace
 
 __version__: str = _kvtk.__version__
 
 __all__ = [
-    "__version__", "BlockCache", "Trace", "TraceError", "load_trace", "replay", "mrc", "compare", "simulate",
+    "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "compare", "simulate",
     "cost", "sparse", "trace_stats", "results_frame",
 ]
 
@@ -72,11 +73,17 @@ def _options(command: str, given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _with_trace(trace: Optional[TraceLike], options: dict[str, Any]) -> dict[str, Any]:
+def _with_trace(trace: Optional[TraceLike], options: dict[str, Any], scratch: str) -> dict[str, Any]:
+    """Names the trace in the options; a Trace built from arrays (no file) is saved to a .kvtb
+    file in `scratch` first, since every command reads its trace from a file."""
     if trace is None:
         return options
     if isinstance(trace, Trace):
-        options["trace"] = trace.path
+        path = trace.path
+        if not path:
+            path = os.path.join(scratch, "trace.kvtb")
+            trace.save(path, "kvtb")
+        options["trace"] = path
         options.setdefault("format", trace.format)
         options.setdefault("block_tokens", trace.block_tokens)
     else:
@@ -86,8 +93,9 @@ def _with_trace(trace: Optional[TraceLike], options: dict[str, Any]) -> dict[str
 
 def _run(command: str, trace: Optional[TraceLike], given: dict[str, Any],
          progress: Progress = None) -> dict:
-    options = _with_trace(trace, _options(command, given))
-    return json.loads(_kvtk.run_command(command, json.dumps(options), progress))
+    with tempfile.TemporaryDirectory(prefix="kvtk-") as scratch:
+        options = _with_trace(trace, _options(command, given), scratch)
+        return json.loads(_kvtk.run_command(command, json.dumps(options), progress))
 
 
 def replay(trace: TraceLike, index: Union[str, Iterable[str]] = "radix",
@@ -163,8 +171,9 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
         if key in overrides:
             options[key] = overrides.pop(key)
     options["set"] = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
-    options = _with_trace(trace, options)
-    text, columns = _kvtk.simulate(json.dumps(options))
+    with tempfile.TemporaryDirectory(prefix="kvtk-") as scratch:
+        options = _with_trace(trace, options, scratch)
+        text, columns = _kvtk.simulate(json.dumps(options))
     out = json.loads(text)
     out["requests"] = dict(columns)
     return out

@@ -5,11 +5,13 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string_view.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,32 @@ class py_block_cache {
     deliver_evictions();
     return in;
   }
+  // Evicts n unpinned entries in the policy's victim order, never one of `protect`, and returns
+  // their keys; all or nothing (RuntimeError when fewer than n can go).
+  nb::ndarray<nb::numpy, std::uint64_t, nb::ndim<1>> evict(
+      std::size_t n,
+      std::optional<nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>
+          protect) {
+    std::vector<kvtk::block_key> held;  // protected keys pinned for the call
+    if (protect) {
+      for (std::size_t i = 0; i < protect->shape(0); ++i) {
+        if (cache_->pin(protect->data()[i])) held.push_back(protect->data()[i]);
+      }
+    }
+    const bool done = cache_->evict(n);
+    for (const kvtk::block_key k : held) cache_->unpin(k);
+    if (!done) {
+      throw std::runtime_error("BlockCache.evict: cannot free " + std::to_string(n) +
+                               " entries without evicting pinned or protected ones");
+    }
+    auto* victims = new std::vector<std::uint64_t>();
+    victims->swap(evicted_);
+    nb::capsule owner(victims, [](void* p) noexcept { delete static_cast<std::vector<std::uint64_t>*>(p); });
+    if (!on_evict_.is_none()) {
+      for (const kvtk::block_key k : *victims) on_evict_(k);
+    }
+    return {victims->data(), {victims->size()}, owner};
+  }
   bool contains(std::uint64_t key) const { return cache_->contains(key); }
   bool erase(std::uint64_t key) { return cache_->erase(key) == kvtk::erase_result::erased; }
   bool pin(std::uint64_t key) { return cache_->pin(key); }
@@ -102,6 +130,10 @@ void bind_block_cache(nb::module_& m) {
       .def("access_one", &py_block_cache::access_one, nb::arg("key"))
       .def("insert", &py_block_cache::insert, nb::arg("key"),
            "Admits a missing key without counting a miss; True when it is resident afterwards.")
+      .def("evict", &py_block_cache::evict, nb::arg("n"), nb::arg("protected").none() = nb::none(),
+           "Evicts n unpinned entries in the policy's victim order (never one of the "
+           "`protected` keys) and returns their keys; all or nothing: RuntimeError when fewer "
+           "than n can go.")
       .def("contains", &py_block_cache::contains, nb::arg("key"))
       .def("__contains__", &py_block_cache::contains, nb::arg("key"))
       .def("erase", &py_block_cache::erase, nb::arg("key"), "False when missing or pinned.")

@@ -8,6 +8,7 @@
 #include "bindings.hpp"
 #include "cli/common.hpp"
 #include "formats/trace_error.hpp"
+#include "util/output_file.hpp"
 
 namespace kvtk::python {
 
@@ -24,6 +25,13 @@ void raise_python(std::exception_ptr e) {
     throw nb::python_error();
   } catch (const std::invalid_argument& i) {
     throw nb::value_error(i.what());
+  } catch (const kvtk::sim::output_refused& r) {
+    // Refused before anything was written (exists without force, names an input, ...): a usage
+    // problem, as the CLI's exit 2.
+    throw nb::value_error(r.what());
+  } catch (const kvtk::sim::output_error& o) {
+    PyErr_SetString(PyExc_OSError, o.what());
+    throw nb::python_error();
   }
 }
 
@@ -35,4 +43,5 @@ NB_MODULE(_kvtk, m) {
   kvtk::python::bind_trace(m);
   kvtk::python::bind_commands(m);
   kvtk::python::bind_block_cache(m);
+  kvtk::python::bind_prefix_tree(m);
 }

@@ -4,15 +4,20 @@
 // alive; they are read-only. Columns a trace does not have are empty arrays.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
+#include "formats/writers.hpp"
 
 namespace kvtk::python {
 namespace {
@@ -57,6 +62,84 @@ trace load_trace(std::string path, std::string format, std::uint32_t block_token
   return t;
 }
 
+template <class T>
+using column = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// Copies an optional per-request column, checking its length.
+template <class T>
+std::vector<T> per_request(const std::optional<column<T>>& a, std::size_t n, const char* name) {
+  if (!a) return {};
+  if (a->shape(0) != n) {
+    throw nb::value_error((std::string("Trace.from_arrays: ") + name + " has " +
+                           std::to_string(a->shape(0)) + " entries for " + std::to_string(n) +
+                           " requests").c_str());
+  }
+  return {a->data(), a->data() + n};
+}
+
+// A trace from numpy arrays (copied): request r's prefix keys are
+// block_keys[block_offsets[r]:block_offsets[r+1]], used as given.
+trace from_arrays(column<std::uint64_t> keys, column<std::uint64_t> offsets,
+                  column<std::uint64_t> input_tokens, std::optional<column<double>> arrival_s,
+                  std::optional<column<std::uint64_t>> output_tokens,
+                  std::optional<column<std::uint64_t>> session, std::uint32_t block_tokens) {
+  const std::size_t n = input_tokens.shape(0);
+  if (block_tokens == 0) throw nb::value_error("Trace.from_arrays: block_tokens must be >= 1");
+  if (offsets.shape(0) != n + 1 || offsets.data()[0] != 0 || offsets.data()[n] != keys.shape(0)) {
+    throw nb::value_error("Trace.from_arrays: block_offsets must have len(input_tokens) + 1 "
+                          "entries, from 0 to len(block_keys)");
+  }
+  kvtk::prefix::prefix_trace p;
+  p.block_tokens = block_tokens;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::uint64_t a = offsets.data()[r], b = offsets.data()[r + 1];
+    if (b < a) throw nb::value_error("Trace.from_arrays: block_offsets must not decrease");
+    p.add({keys.data() + a, keys.data() + b}, input_tokens.data()[r]);
+  }
+  p.arrival_s = per_request(arrival_s, n, "arrival_s");
+  p.output_length = per_request(output_tokens, n, "output_tokens");
+  p.session = per_request(session, n, "session");
+  trace t;
+  t.format = "kvtb";  // what a command reads it as (saved to a temporary .kvtb)
+  t.block_tokens = block_tokens;
+  t.loaded = sim::loaded_trace(std::move(p));
+  return t;
+}
+
+// Writes the trace in `format` (kvtb, kvtk, mooncake, ids, oracle-general) through the same
+// writers as `kvtk trace convert`: a temporary beside `path`, renamed when complete; an existing
+// file needs force.
+void save(const trace& t, const std::filesystem::path& file, const std::string& format,
+          bool force) {
+  const std::string path = file.string();
+  const auto f = sim::parse_format_name(format);
+  if (!f || *f == sim::trace_format::bailian) {
+    throw nb::value_error(("Trace.save: cannot write format '" + format +
+                           "' (kvtb kvtk mooncake ids oracle-general)").c_str());
+  }
+  try {
+    nb::gil_scoped_release release;
+    const auto& v = t.loaded.view();
+    const auto w = sim::trace_writer::open(path, *f, t.block_tokens, force);
+    for (std::size_t r = 0; r < v.requests(); ++r) {
+      sim::request_record rec;
+      rec.keys = v.blocks(r);
+      rec.input_length = v.input_tokens(r);
+      rec.block_tokens = v.block_tokens_of(r);
+      rec.line = r + 1;
+      if (!v.arrival_s.empty()) rec.arrival_s = v.arrival_s[r];
+      if (!v.output_length.empty()) rec.output_length = v.output_length[r];
+      if (!v.session.empty()) rec.session = v.session[r];
+      if (!v.priority.empty()) rec.priority = v.priority[r];
+      if (!v.tenant.empty() && v.tenant[r] != 0) rec.tenant = t.loaded.tenant_names()[v.tenant[r]];
+      w->add(rec);
+    }
+    w->finish();
+  } catch (...) {
+    raise_python(std::current_exception());
+  }
+}
+
 }  // namespace
 
 void bind_trace(nb::module_& m) {
@@ -91,7 +174,15 @@ void bind_trace(nb::module_& m) {
       .def_prop_ro("arrival_s", [](const trace& t) { return view(t, t.loaded.view().arrival_s); },
                    "arrival time per request in seconds (empty when the trace has none)")
       .def_prop_ro("session", [](const trace& t) { return view(t, t.loaded.view().session); },
-                   "session id per request (empty when the trace has none)");
+                   "session id per request (empty when the trace has none)")
+      .def_static("from_arrays", &from_arrays, nb::arg("block_keys"), nb::arg("block_offsets"),
+                  nb::arg("input_tokens"), nb::arg("arrival_s").none() = nb::none(),
+                  nb::arg("output_tokens").none() = nb::none(),
+                  nb::arg("session").none() = nb::none(), nb::arg("block_tokens") = 512,
+                  "A trace from numpy arrays (copied); keys are prefix keys, used as given.")
+      .def("save", &save, nb::arg("path"), nb::arg("format") = "kvtb", nb::arg("force") = false,
+           "Writes the trace (kvtb, kvtk, mooncake, ids, oracle-general); an existing file "
+           "needs force=True.");
   m.def("load_trace", &load_trace, nb::arg("path"), nb::arg("format") = "auto",
         nb::arg("block_tokens") = 0, nb::arg("skip_invalid") = false, nb::arg("threads") = 1,
         "Loads a request trace (any format kvtk reads; block_tokens 0 = the trace's default).");

@@ -212,3 +212,73 @@ def test_block_cache_pins_and_errors():
         kvtk.BlockCache("nope", 4)  # the message lists the valid names
     with pytest.raises(ValueError, match="offline"):
         kvtk.BlockCache("belady", 4)
+
+
+def test_block_cache_evict_is_all_or_nothing_and_respects_protection():
+    evicted = []
+    cache = kvtk.BlockCache("lru", 8, on_evict=evicted.append)
+    cache.access(np.arange(1, 9, dtype=np.uint64))  # LRU order 1..8
+    cache.pin(1)
+    victims = cache.evict(3, protected=np.array([2], dtype=np.uint64))
+    assert victims.tolist() == [3, 4, 5] and evicted == [3, 4, 5]
+    assert 1 in cache and 2 in cache and len(cache) == 5
+    with pytest.raises(RuntimeError, match="cannot free 5"):
+        cache.evict(5, protected=np.array([2], dtype=np.uint64))  # only 6, 7, 8 may go
+    assert len(cache) == 5  # nothing was evicted
+    assert cache.unpin(1)
+
+
+def test_trace_from_arrays_round_trips_and_runs(tmp_path, kvtk_bin):
+    t = kvtk.load_trace(CONVERSATION)
+    copy = kvtk.Trace.from_arrays(t.block_keys, t.block_offsets, t.input_tokens,
+                                  arrival_s=t.arrival_s, output_tokens=t.output_tokens,
+                                  block_tokens=t.block_tokens)
+    assert len(copy) == len(t) and copy.path == ""
+    # Commands take it (saved to a temporary .kvtb) and give the same results as the file.
+    assert without_time(kvtk.replay(copy, capacity=[1000, 10000])) == \
+        without_time(kvtk.replay(t, capacity=[1000, 10000]))
+    out = tmp_path / "copy.kvtb"
+    copy.save(out)
+    back = kvtk.load_trace(out)
+    for col in ("block_keys", "block_offsets", "input_tokens", "output_tokens", "arrival_s"):
+        assert np.array_equal(getattr(back, col), getattr(t, col)), col
+    with pytest.raises(ValueError, match="exists"):
+        copy.save(out)  # no overwrite without force
+    copy.save(out, force=True)
+    jsonl = tmp_path / "copy.jsonl"
+    copy.save(jsonl, "kvtk")
+    cli = cli_json(kvtk_bin, "trace", "stats", str(jsonl), "--partial-block", "cache")
+    assert cli["requests"] == len(t) and cli["block_refs"] == t.block_refs
+    with pytest.raises(ValueError, match="block_offsets"):
+        kvtk.Trace.from_arrays(t.block_keys, t.block_offsets[:-1], t.input_tokens)
+
+
+def test_prefix_tree_requests_equal_radix_replay():
+    # A request at a time through the engine-shaped API gives replay's radix-LRU hits exactly.
+    t = kvtk.load_trace(CONVERSATION)
+    keys, offsets, inputs = t.block_keys, t.block_offsets, t.input_tokens
+    for capacity in (1000, 10000):
+        tree = kvtk.PrefixTree("lru", capacity)
+        hits = 0
+        for r in range(len(t)):
+            full = min(int(inputs[r]) // t.block_tokens, int(offsets[r + 1] - offsets[r]))
+            hits += tree.insert(keys[offsets[r]:offsets[r] + full])
+        row = kvtk.replay(t, index="radix", policy="lru", capacity=capacity, opt=False)[0]
+        assert hits == row["block_hits"], capacity
+        assert len(tree) == capacity
+
+
+def test_prefix_tree_locks_protect_a_running_request():
+    evicted = []
+    tree = kvtk.PrefixTree("lru", 4, on_evict=evicted.append)
+    a = np.array([1, 2, 3], dtype=np.uint64)
+    assert tree.insert(a) == 0 and tree.match(a) == 3
+    assert tree.lock(a) == 3  # the request using 1, 2, 3 runs
+    b = np.array([10, 11], dtype=np.uint64)
+    tree.insert(b)  # only 1 free slot and a, b's own path locked while inserting: b is cut short
+    assert tree.match(a) == 3 and evicted == []
+    assert tree.unlock(a)
+    tree.insert(np.array([20, 21, 22], dtype=np.uint64))
+    assert evicted  # now a's leaves may go
+    with pytest.raises(ValueError, match="radix leaf policy"):
+        kvtk.PrefixTree("nope", 4)

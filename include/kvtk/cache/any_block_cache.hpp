@@ -115,6 +115,8 @@ class any_block_cache {
   bool pin(block_key key) noexcept { return with([&](auto& c) { return c.pin(key); }); }
   bool unpin(block_key key) noexcept { return with([&](auto& c) { return c.unpin(key); }); }
   erase_result erase(block_key key) noexcept { return with([&](auto& c) { return c.erase(key); }); }
+  /// As block_cache::evict: n unpinned entries in victim order, or nothing.  Throws: nothing.
+  bool evict(std::size_t n) noexcept { return with([&](auto& c) { return c.evict(n); }); }
 
   [[nodiscard]] std::size_t size() const noexcept { return with([](const auto& c) { return c.size(); }); }
   [[nodiscard]] std::uint64_t capacity() const noexcept {

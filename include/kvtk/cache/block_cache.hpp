@@ -233,6 +233,24 @@ class block_cache {
     return erase_result::erased;
   }
 
+  /// Effects: evicts n resident, unpinned entries in the policy's victim order, calling OnEvict
+  /// for each (as a capacity eviction would), and returns true; or, when fewer than n entries are
+  /// unpinned (pinned and hidden entries are never victims), evicts nothing and returns false:
+  /// all or nothing, as an engine freeing n blocks for a new request needs (vLLM's offloading
+  /// manager asks exactly this of its eviction policy).
+  /// Complexity: n times the policy's victim search.  Throws: nothing.
+  bool evict(std::size_t n) noexcept {
+    if (table_.size() - pinned_entries_ < n) return false;
+    for (std::size_t i = 0; i < n; ++i) {
+      node_type* v = pinned_entries_ == 0 ? policy_.evict(any_node{}) : policy_.evict(unpinned{});
+      const auto s = static_cast<std::uint32_t>(v - nodes_.data());
+      release(*v, s);
+      ++stats_.evictions;
+      on_evict_(v->key, s);
+    }
+    return true;
+  }
+
   [[nodiscard]] std::uint64_t capacity() const noexcept { return capacity_; }
   /// Size units in use.
   [[nodiscard]] std::uint64_t used() const noexcept { return used_; }
