@@ -282,3 +282,19 @@ def test_prefix_tree_locks_protect_a_running_request():
     assert evicted  # now a's leaves may go
     with pytest.raises(ValueError, match="radix leaf policy"):
         kvtk.PrefixTree("nope", 4)
+
+
+def test_vllm_adapter_without_vllm_says_what_it_needs():
+    pytest.importorskip("numpy")
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vLLM is installed here: tools/engine-check/vllm_offload.sh checks the adapter")
+    except ImportError:
+        pass
+    from kvtk.integrations import vllm as adapter
+    with pytest.raises(ImportError, match="needs vLLM"):
+        adapter.KvtkS3FIFO(cache_capacity=8)
+    with pytest.raises(ValueError, match="unknown policy"):
+        adapter.make_policy_class("nope")
+    assert adapter.offload_key_to_u64(b"abc") == adapter.offload_key_to_u64(b"abc")
+    assert adapter.offload_key_to_u64(b"abc") != adapter.offload_key_to_u64(b"abd")

@@ -1,0 +1,1 @@
+"""Adapters that put kvtk policies inside serving engines (see docs/python.md)."""
