@@ -1,11 +1,12 @@
-"""Helpers the kvtk notebooks share: find the built `kvtk` binary, run it, read its JSON/CSV.
+"""Helpers the kvtk notebooks share: paths, saved results and figures.
 
-The notebooks never simulate anything in Python: every number comes from the `kvtk` command.
-This module only locates the binary, runs it, parses what it writes and saves figures.
+The notebooks never simulate anything in Python: every number comes from the kvtk library,
+called through its Python package (`import kvtk`: the same `run()` functions as the `kvtk`
+executable; `scripts/python` installs it into build/nbvenv). This module only locates the
+bundled data, keeps a JSON copy of each result and saves figures.
 
 Environment:
-  KVTK_BIN     the kvtk executable (default: build/release/sim/kvtk, then build/dev/sim/kvtk)
-  KVTK_NB_OUT  folder for outputs: JSON/CSV written by kvtk, generated traces, figures/
+  KVTK_NB_OUT  folder for outputs: the results as JSON, generated traces, figures/
                (default: build/notebooks under the repository root)
 """
 
@@ -13,21 +14,18 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+import kvtk
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO / "traces"
 CONFIGS = REPO / "sim" / "configs"
 
-BUILD_HINT = "cmake --preset release && cmake --build --preset release --target kvtk_cli"
-
 
 class KvtkError(RuntimeError):
-    """A kvtk command failed (non-zero exit) or could not be found."""
+    """Bundled data is missing."""
 
 
 def _use_agg_when_headless() -> None:
@@ -43,25 +41,6 @@ def _use_agg_when_headless() -> None:
 
 
 _use_agg_when_headless()
-
-
-def kvtk_bin() -> Path:
-    """The kvtk executable: $KVTK_BIN, else build/release/sim/kvtk, else build/dev/sim/kvtk."""
-    env = os.environ.get("KVTK_BIN")
-    if env:
-        p = Path(env).expanduser()
-        if p.is_file() and os.access(p, os.X_OK):
-            return p.resolve()
-        raise KvtkError(f"KVTK_BIN={env} is not an executable file")
-    for rel in ("build/release/sim/kvtk", "build/dev/sim/kvtk"):
-        p = REPO / rel
-        if p.is_file() and os.access(p, os.X_OK):
-            return p
-    raise KvtkError(
-        "kvtk binary not found (looked at $KVTK_BIN, build/release/sim/kvtk, build/dev/sim/kvtk). "
-        f"Build it from the repository root with:\n    {BUILD_HINT}\n"
-        "or point KVTK_BIN at an existing kvtk executable."
-    )
 
 
 def out_dir(*parts: str) -> Path:
@@ -90,82 +69,33 @@ def config(name: str) -> Path:
     return p
 
 
-def _fmt(args) -> list[str]:
-    out = []
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            out.append(",".join(str(x) for x in a))
-        else:
-            out.append(str(a))
-    return out
-
-
-VERBOSE = os.environ.get("KVTK_NB_VERBOSE", "") not in ("", "0")
-
-
-def run(*args, check: bool = True) -> subprocess.CompletedProcess:
-    """Run `kvtk ARGS...` (lists become comma-separated values); raise KvtkError on failure."""
-    cmd = [str(kvtk_bin())] + _fmt(args)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    dt = time.perf_counter() - t0
-    if VERBOSE:
-        print(f"[{dt:.2f}s] kvtk {shlex.join(cmd[1:])}", file=sys.stderr)
-    if check and proc.returncode != 0:
-        raise KvtkError(
-            f"kvtk exited with {proc.returncode}: {shlex.join(cmd)}\n"
-            f"stderr:\n{proc.stderr.strip()}"
-        )
-    return proc
-
-
-def run_json(name: str, *args) -> dict:
-    """Run kvtk with `--json KVTK_NB_OUT/data/NAME.json` appended and return the parsed JSON."""
-    path = out_dir("data") / f"{name}.json"
-    run(*args, "--json", path, "--force")  # the notebook's own output: replaced on a rerun
-    with open(path) as f:
-        return json.load(f)
-
-
-def run_csv(name: str, *args):
-    """Run kvtk with `--csv KVTK_NB_OUT/data/NAME.csv` appended and return a pandas DataFrame."""
-    import pandas as pd
-
-    path = out_dir("data") / f"{name}.csv"
-    run(*args, "--csv", path, "--force")
-    return pd.read_csv(path)
-
-
-def run_json_csv(name: str, *args):
-    """Run kvtk writing both --json and --csv under KVTK_NB_OUT/data/; return (dict, DataFrame)."""
-    import pandas as pd
-
-    jpath, cpath = out_dir("data") / f"{name}.json", out_dir("data") / f"{name}.csv"
-    run(*args, "--json", jpath, "--csv", cpath, "--force")
-    with open(jpath) as f:
-        return json.load(f), pd.read_csv(cpath)
-
-
 def data_path(name: str) -> Path:
-    """A path under KVTK_NB_OUT/data/ for a file kvtk writes (a generated trace, a JSON)."""
+    """A path under KVTK_NB_OUT/data/ (a generated trace, a config written for kvtk)."""
     return out_dir("data") / name
 
 
+def keep(name: str, result):
+    """Saves a result as KVTK_NB_OUT/data/NAME.json (the notebook's record of what kvtk gave)
+    and returns it unchanged. replay()'s list is saved as its whole JSON."""
+    whole = getattr(result, "result", result)
+    serialisable = {k: v for k, v in whole.items() if k != "requests"} if isinstance(whole, dict) else whole
+    with open(data_path(f"{name}.json"), "w") as f:
+        json.dump(serialisable, f, indent=1)
+    return result
+
+
 def gen_trace(name: str, **opts) -> Path:
-    """`kvtk trace gen` into KVTK_NB_OUT/data/NAME (options as keyword arguments, _ -> -)."""
+    """kvtk.trace_gen into KVTK_NB_OUT/data/NAME (replaced on a rerun)."""
     path = data_path(name)
-    args = ["trace", "gen", "-o", path, "--force"]
-    for k, v in opts.items():
-        args += [f"--{k.replace('_', '-')}", v]
-    run(*args)
+    kvtk.trace_gen(path, force=True, **opts)
     return path
 
 
-def replay_frame(result: dict):
-    """The `results` list of a kvtk replay JSON as a DataFrame (nested objects left as dicts)."""
+def replay_frame(result):
+    """replay()'s rows as a DataFrame (nested objects left as dicts)."""
     import pandas as pd
 
-    return pd.DataFrame(result["results"])
+    return pd.DataFrame(list(result))
 
 
 def savefig(fig, name: str) -> Path:
@@ -176,5 +106,5 @@ def savefig(fig, name: str) -> Path:
 
 
 def version_line() -> str:
-    """Which kvtk binary the notebook uses (printed at the top of each notebook)."""
-    return f"kvtk binary: {kvtk_bin()}\noutputs:     {out_dir()}"
+    """Which kvtk the notebook uses (printed at the top of each notebook)."""
+    return f"kvtk {kvtk.__version__} (Python package: {Path(kvtk.__file__).parent})\noutputs:     {out_dir()}"

@@ -20,7 +20,7 @@ __version__: str = _kvtk.__version__
 
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "compare", "simulate",
-    "cost", "sparse", "trace_stats", "results_frame",
+    "cost", "sparse", "trace_stats", "trace_gen", "results_frame", "ReplayResults",
 ]
 
 Progress = Optional[Callable[[int, int], Any]]
@@ -67,7 +67,8 @@ def _options(command: str, given: dict[str, Any]) -> dict[str, Any]:
         if isinstance(default, list) and not isinstance(value, (list, tuple)):
             value = [value] if isinstance(value, (str, int, float)) else list(value)
         if isinstance(default, list) and isinstance(value, (list, tuple)):
-            value = [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else
+                     str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
                      for v in value]
         out[key] = value
     return out
@@ -98,22 +99,35 @@ def _run(command: str, trace: Optional[TraceLike], given: dict[str, Any],
         return json.loads(_kvtk.run_command(command, json.dumps(options), progress))
 
 
+class ReplayResults(list):
+    """replay()'s list of result rows (one dict per job), with the rest of the CLI's JSON:
+    ``.trace`` (the trace summary), ``.timings`` (None unless asked) and ``.result`` (the whole
+    JSON, e.g. for ``cost(from_result=...)``)."""
+
+    def __init__(self, result: dict):
+        super().__init__(result["results"])
+        self.result = result
+        self.trace = result["trace"]
+        self.timings = result.get("timings")
+
+
 def replay(trace: TraceLike, index: Union[str, Iterable[str]] = "radix",
            policy: Union[str, Iterable[str]] = "lru",
            capacity: Union[None, int, str, Iterable[Union[int, str]]] = None,
            partial_block: Optional[str] = None, threads: int = 1, opt: bool = True,
            tiers: Union[None, str, Iterable[str]] = None, pricing: Optional[str] = None,
-           progress: Progress = None, **options: Any) -> list[dict]:
+           progress: Progress = None, **options: Any) -> ReplayResults:
     """``kvtk replay``: every index x policy x capacity (and each tier hierarchy) on the trace.
 
     capacity: blocks (1000), tokens ("3Mtok") or bytes ("64GiB", with model=...); None = the
     CLI's default grid. policy "all" runs every policy an index knows. Further options by their
     CLI names in snake_case (model, ideal, tier_config, inclusion, write_policy, admission,
-    calibration, skip_invalid, ...). Returns the CLI's JSON "results" (one dict per job).
+    calibration, skip_invalid, ...). Returns the CLI's JSON "results" (one dict per job) as a
+    list, with the trace summary as ``.trace`` (ReplayResults).
     """
     given = dict(index=index, policy=policy, capacity=capacity, partial_block=partial_block,
                  threads=threads, opt=opt, tiers=tiers, pricing=pricing, **options)
-    return _run("replay", trace, given, progress)["results"]
+    return ReplayResults(_run("replay", trace, given, progress))
 
 
 def mrc(trace: TraceLike, capacity: Union[None, int, str, Iterable[Union[int, str]]] = None,
@@ -142,8 +156,23 @@ def trace_stats(trace: TraceLike, partial_block: Optional[str] = None, **options
 
 def cost(**options: Any) -> dict:
     """``kvtk cost``: the bill and saving of a hit ratio (hit_ratio=..., input_tokens=...,
-    pricing=..., or from_result=<a replay/mrc/simulate result dict>). Returns the estimate."""
+    pricing=..., or from_result=<a replay/mrc/simulate result: a dict or replay()'s list>;
+    ``**{"from": path}`` for a result file). Returns the estimate."""
+    if isinstance(options.get("from_result"), ReplayResults):
+        options["from_result"] = options["from_result"].result
     return _run("cost", None, options)
+
+
+def trace_gen(output: Union[str, "os.PathLike[str]"], profile: str = "mixed",
+              requests: Optional[int] = None, seed: Optional[int] = None,
+              rate: Optional[float] = None, to: Optional[str] = None, force: bool = False,
+              **options: Any) -> dict:
+    """``kvtk trace gen``: a synthetic trace (chat, agent, api or mixed sessions) written to
+    `output` (kvtk JSONL, kvtb or mooncake by `to` or the name). Existing files need force=True.
+    Returns requests, output, format and warnings."""
+    given = dict(output=os.fspath(output), profile=profile, requests=requests, seed=seed,
+                 rate=rate, to=to, force=force, **options)
+    return _run("trace_gen", None, given)
 
 
 def sparse(trace: Optional[TraceLike] = None, **options: Any) -> dict:

@@ -19,6 +19,7 @@
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
+#include "api/trace_gen.hpp"
 #include "api/trace_stats.hpp"
 #include "bindings.hpp"
 
@@ -96,8 +97,13 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
   if (command == "cost") return sim::to_json(sim::run(sim::cost_options_from_json(j)));
   if (command == "sparse") return sim::to_json(sim::run(sim::sparse_options_from_json(j)));
   if (command == "trace_stats") return sim::to_json(sim::run(sim::trace_stats_options_from_json(j)));
+  if (command == "trace_gen") {
+    const sim::trace_gen_result r = sim::run(sim::trace_gen_options_from_json(j));
+    return {{"requests", r.requests}, {"output", r.output}, {"format", r.format},
+            {"warnings", r.warnings}};
+  }
   throw nb::value_error(("unknown command '" + command +
-                         "' (replay mrc compare cost sparse trace_stats simulate)").c_str());
+                         "' (replay mrc compare cost sparse trace_stats trace_gen simulate)").c_str());
 }
 
 // A numpy array that owns `values` (moved to the heap, freed with the array). bool columns are
@@ -151,6 +157,7 @@ std::string default_options(const std::string& command) {
   if (command == "sparse") return sim::to_json(sim::sparse_options{}).dump();
   if (command == "trace_stats") return sim::to_json(sim::trace_stats_options{}).dump();
   if (command == "simulate") return sim::to_json(sim::simulate_options{}).dump();
+  if (command == "trace_gen") return sim::to_json(sim::trace_gen_options{}).dump();
   throw nb::value_error(("unknown command '" + command + "'").c_str());
 }
 
@@ -177,7 +184,7 @@ std::pair<std::string, nb::dict> simulate(const std::string& options) {
 void bind_commands(nb::module_& m) {
   m.def("run_command", &run_command, nb::arg("command"), nb::arg("options"),
         nb::arg("progress").none() = nb::none(),
-        "Runs a kvtk command (replay, mrc, compare, cost, sparse, trace_stats) from its options "
+        "Runs a kvtk command (replay, mrc, compare, cost, sparse, trace_stats, trace_gen) from its options "
         "as JSON text; returns the result's JSON text (the CLI's --json).");
   m.def("default_options", &default_options, nb::arg("command"),
         "A command's options with their defaults, as JSON text.");
