@@ -183,13 +183,14 @@ def sparse(trace: Optional[TraceLike] = None, **options: Any) -> dict:
 
 
 def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"] = None,
-             **overrides: Any) -> dict:
+             progress: Progress = None, **overrides: Any) -> dict:
     """``kvtk simulate``: the discrete-event simulation of a serving cluster.
 
     config: a dict of config keys (docs/simulate.md) or a config file path; overrides: config
     keys given as arguments (``local_cache="20GiB"``), applied last like ``--set``. Returns the
     CLI's JSON with ``requests``: per-request outcomes as numpy arrays (arrival_s, first_token_s,
-    done_s, hit_blocks, ...).
+    done_s, hit_blocks, ...). progress(ended, total) counts requests that finished or were
+    rejected; Ctrl-C stops the simulation at its next report (about every 1/256 of the trace).
     """
     options: dict[str, Any] = {}
     if isinstance(config, dict):
@@ -202,7 +203,7 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
     options["set"] = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     with tempfile.TemporaryDirectory(prefix="kvtk-") as scratch:
         options = _with_trace(trace, options, scratch)
-        text, columns = _kvtk.simulate(json.dumps(options))
+        text, columns = _kvtk.simulate(json.dumps(options), progress)
     out = json.loads(text)
     out["requests"] = dict(columns)
     return out

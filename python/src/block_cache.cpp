@@ -23,11 +23,11 @@ namespace {
 
 class py_block_cache {
  public:
-  py_block_cache(const std::string& policy, std::uint64_t capacity, std::uint32_t max_entries,
-                 nb::object on_evict)
+  py_block_cache(const std::string& policy, std::uint64_t capacity,
+                 std::optional<std::uint32_t> max_entries, nb::object on_evict)
       : on_evict_(std::move(on_evict)) {
     try {
-      cache_.emplace(policy, kvtk::any_block_cache::config{capacity, max_entries},
+      cache_.emplace(policy, kvtk::any_block_cache::config{capacity, max_entries.value_or(0)},
                      [this](kvtk::block_key k, std::uint32_t) { evicted_.push_back(k); });
     } catch (...) {
       raise_python(std::current_exception());
@@ -121,8 +121,8 @@ class py_block_cache {
 void bind_block_cache(nb::module_& m) {
   nb::class_<py_block_cache>(m, "BlockCache",
                              "A block cache of any online kvtk policy (lru, arc, s3fifo, ...).")
-      .def(nb::init<const std::string&, std::uint64_t, std::uint32_t, nb::object>(),
-           nb::arg("policy"), nb::arg("capacity"), nb::arg("max_entries") = 0,
+      .def(nb::init<const std::string&, std::uint64_t, std::optional<std::uint32_t>, nb::object>(),
+           nb::arg("policy"), nb::arg("capacity"), nb::arg("max_entries").none() = nb::none(),
            nb::arg("on_evict").none() = nb::none())
       .def("access", &py_block_cache::access, nb::arg("keys"),
            "Accesses each key in order (a hit updates the policy, a miss admits the key); "

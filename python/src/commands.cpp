@@ -168,12 +168,13 @@ std::string run_command(const std::string& command, const std::string& options, 
   return run_released(bridge, [&] { return dispatch(command, j, cb); }).dump();
 }
 
-std::pair<std::string, nb::dict> simulate(const std::string& options) {
+std::pair<std::string, nb::dict> simulate(const std::string& options, nb::object progress) {
   const json j = options_json(options);
-  progress_bridge bridge{nb::none()};
+  progress_bridge bridge(std::move(progress));
+  const auto cb = bridge.callback();
   sim::simulate_result r;
   const json out = run_released(bridge, [&] {
-    r = sim::run(sim::simulate_options_from_json(j));
+    r = sim::run(sim::simulate_options_from_json(j), cb);
     return sim::to_json(r);
   });
   return {out.dump(), request_columns(r.requests)};
@@ -188,7 +189,7 @@ void bind_commands(nb::module_& m) {
         "as JSON text; returns the result's JSON text (the CLI's --json).");
   m.def("default_options", &default_options, nb::arg("command"),
         "A command's options with their defaults, as JSON text.");
-  m.def("simulate", &simulate, nb::arg("options"),
+  m.def("simulate", &simulate, nb::arg("options"), nb::arg("progress").none() = nb::none(),
         "Runs kvtk simulate from its options as JSON text; returns (result JSON text, "
         "per-request columns as numpy arrays).");
 }

@@ -298,3 +298,18 @@ def test_vllm_adapter_without_vllm_says_what_it_needs():
         adapter.make_policy_class("nope")
     assert adapter.offload_key_to_u64(b"abc") == adapter.offload_key_to_u64(b"abc")
     assert adapter.offload_key_to_u64(b"abc") != adapter.offload_key_to_u64(b"abd")
+
+
+def test_simulate_reports_progress_and_stops_on_its_errors():
+    calls = []
+    config = ROOT / "sim" / "configs" / "fig10_local.json"
+    kvtk.simulate(CONVERSATION, config, progress=lambda d, n: calls.append((d, n)))
+    assert calls[-1] == (12031, 12031) and len(calls) >= 100
+
+    def stop(done, total):
+        if done > total // 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kvtk.simulate(CONVERSATION, config, progress=stop)
+    assert kvtk.BlockCache("lru", 100, max_entries=None).capacity == 100

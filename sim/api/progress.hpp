@@ -12,7 +12,8 @@ namespace kvtk::sim {
 /// (block references for replay and mrc). Calls are serialised (never two at once, even when the
 /// command runs on several threads), `done` never decreases, and the last call has done ==
 /// total, except where the total is unknown (0: trace convert), when `done` simply counts. An
-/// empty function is never called. The callback must not throw.
+/// empty function is never called. The callback may throw to cancel the command: it stops at
+/// that report and the exception propagates out of run().
 using progress_callback = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 namespace detail {

@@ -108,7 +108,7 @@ void validate(simulate_options& o) {
   }
 }
 
-simulate_result run(simulate_options o) {
+simulate_result run(simulate_options o, const progress_callback& progress) {
   validate(o);
   simulate_result r;
   r.config = config_json(o);
@@ -123,7 +123,7 @@ simulate_result run(simulate_options o) {
   }
   des::simulation_result res;
   try {
-    res = des::simulate(loaded.view(), cfg);
+    res = des::simulate(loaded.view(), cfg, progress);
   } catch (const std::invalid_argument& e) {
     throw usage_error(e.what());
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "api/progress.hpp"
 #include "des/simulator.hpp"
 
 namespace kvtk::sim {
@@ -58,7 +59,8 @@ struct simulate_result {
 /// Effects: loads the trace (and its decode records when sparse), simulates the cluster.
 /// Throws: as validate(); cli::usage_error for an impossible config or bad decode-record ids;
 /// std::runtime_error for a request asking more than 2^24 decode steps; trace_error.
-simulate_result run(simulate_options options);
+/// Progress is in requests ended (finished or rejected); see des::simulation_progress.
+simulate_result run(simulate_options options, const progress_callback& progress = {});
 
 nlohmann::json to_json(const simulate_result& r);  ///< `kvtk simulate --json`
 std::string to_csv(const simulate_result& r);      ///< `kvtk simulate --csv`: one row per request

@@ -135,7 +135,7 @@ class cluster {
  public:
   cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 
-  simulation_result run();
+  simulation_result run(const simulation_progress& progress = {});
 
  private:
   void validate() const;
@@ -191,6 +191,8 @@ class cluster {
   void on_decode_done(std::uint32_t tagged);
 
   void finish(std::uint32_t r);
+  // Counts a request that ended (finished or rejected) and reports progress when due.
+  void ended();
 
   // The sparse-decode totals (releases every request's manager first).
   nlohmann::json sparse_summary();
@@ -218,6 +220,8 @@ class cluster {
   double now_ = 0, block_bytes_ = 0, flops_per_s_ = 1, saved_flops_ = 0, pd_bytes_ = 0;
   std::uint64_t seq_ = 0, rr_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   std::uint64_t dram_read_blocks_ = 0, rejected_ = 0;
+  const simulation_progress* progress_ = nullptr;  // set by run(); null when not reported
+  std::uint64_t ended_ = 0, next_report_ = 0;
   std::uint32_t bt_ = 1;
   // Sparse attention: totals of released managers, and the batch-level stall accounting.
   std::unique_ptr<sparse_decoder> sparse_;  // null for dense decode

@@ -3,7 +3,8 @@
 
 namespace kvtk::sim::des::detail {
 
-simulation_result cluster::run() {
+simulation_result cluster::run(const simulation_progress& progress) {
+  if (progress) progress_ = &progress;
   for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], arrival, 0, r);
   while (!events_.empty()) {
     const event e = events_.top();
@@ -48,6 +49,7 @@ void cluster::on_arrival(std::uint32_t r) {
     out_[r].rejected = true;  // admission control: it would miss its TTFT SLO
     out_[r].prefill_start = out_[r].first_token = out_[r].done = now_;
     ++rejected_;
+    ended();
     return;
   }
   match_and_pin(i, r);
@@ -245,6 +247,14 @@ void cluster::finish(std::uint32_t r) {
   if (sparse_) sparse_->release(r);
   out_[r].done = now_;
   out_[r].mean_tbt = st_[r].tbt_n ? st_[r].tbt_sum / static_cast<double>(st_[r].tbt_n) : 0.0;
+  ended();
+}
+
+void cluster::ended() {
+  ++ended_;
+  if (progress_ == nullptr || (ended_ < next_report_ && ended_ < t_.requests())) return;
+  next_report_ = ended_ + std::max<std::uint64_t>(1, t_.requests() / 256);
+  (*progress_)(ended_, t_.requests());
 }
 
 }  // namespace kvtk::sim::des::detail

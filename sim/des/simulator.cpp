@@ -84,9 +84,10 @@ void cluster::validate() const {
 
 }  // namespace detail
 
-simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg) {
+simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
+                           const simulation_progress& progress) {
   detail::cluster c(trace, cfg);
-  return c.run();
+  return c.run(progress);
 }
 
 }  // namespace kvtk::sim::des

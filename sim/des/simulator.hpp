@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -135,8 +136,14 @@ struct simulation_result {
   std::vector<request_outcome> requests;
 };
 
+/// Progress of a simulation: (requests ended, requests in all); a request ends when it finishes
+/// or is rejected. Called about every 1/256 of the requests and once at the end; it may throw to
+/// stop the simulation (the exception propagates out of simulate()).
+using simulation_progress = std::function<void(std::uint64_t ended, std::uint64_t total)>;
+
 /// Runs the simulation. Throws std::invalid_argument for an impossible config (zero instances,
 /// an unknown router or policy, negative figures) and when the trace has no arrival times.
-simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg);
+simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
+                           const simulation_progress& progress = {});
 
 }  // namespace kvtk::sim::des
