@@ -313,3 +313,11 @@ def test_simulate_reports_progress_and_stops_on_its_errors():
     with pytest.raises(KeyboardInterrupt):
         kvtk.simulate(CONVERSATION, config, progress=stop)
     assert kvtk.BlockCache("lru", 100, max_entries=None).capacity == 100
+
+
+def test_block_cache_batches_report_progress():
+    calls = []
+    keys = np.arange(3 << 20, dtype=np.uint64) % 5000
+    hits = kvtk.BlockCache("lru", 1000).access(keys, progress=lambda d, n: calls.append((d, n)))
+    assert calls == [(1 << 20, 3 << 20), (2 << 20, 3 << 20), (3 << 20, 3 << 20)]
+    assert not hits.any()  # a cyclic scan over 5,000 keys never hits a 1,000-block LRU
