@@ -4,7 +4,10 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <exception>
+#include <utility>
+#include <vector>
 
 namespace kvtk::python {
 
@@ -26,5 +29,26 @@ void bind_prefix_tree(nb::module_& m);
 /// nanobind's own translation (std::runtime_error -> RuntimeError, std::bad_alloc ->
 /// MemoryError).
 [[noreturn]] void raise_python(std::exception_ptr e);
+
+/// Evictions collected while C++ runs (perhaps without the GIL), handed to a Python callable
+/// afterwards, in eviction order (BlockCache and PrefixTree).
+class eviction_queue {
+ public:
+  explicit eviction_queue(nb::object on_evict) : on_evict_(std::move(on_evict)) {}
+  void push(std::uint64_t key) { keys_.push_back(key); }
+  /// Calls on_evict(key) for each queued key (the GIL held) and returns them, emptying the queue.
+  std::vector<std::uint64_t> deliver() {
+    std::vector<std::uint64_t> keys;
+    keys.swap(keys_);
+    if (!on_evict_.is_none()) {
+      for (const std::uint64_t k : keys) on_evict_(k);
+    }
+    return keys;
+  }
+
+ private:
+  nb::object on_evict_;
+  std::vector<std::uint64_t> keys_;
+};
 
 }  // namespace kvtk::python

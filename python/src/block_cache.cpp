@@ -26,10 +26,10 @@ class py_block_cache {
  public:
   py_block_cache(const std::string& policy, std::uint64_t capacity,
                  std::optional<std::uint32_t> max_entries, nb::object on_evict)
-      : on_evict_(std::move(on_evict)) {
+      : evicted_(std::move(on_evict)) {
     try {
       cache_.emplace(policy, kvtk::any_block_cache::config{capacity, max_entries.value_or(0)},
-                     [this](kvtk::block_key k, std::uint32_t) { evicted_.push_back(k); });
+                     [this](kvtk::block_key k, std::uint32_t) { evicted_.push(k); });
     } catch (...) {
       raise_python(std::current_exception());
     }
@@ -56,22 +56,22 @@ class py_block_cache {
       }
       if (!progress.is_none()) progress(end, n);
       if (end < n && PyErr_CheckSignals() != 0) {
-        deliver_evictions();
+        evicted_.deliver();
         throw nb::python_error();
       }
     }
-    deliver_evictions();
+    evicted_.deliver();
     return {reinterpret_cast<bool*>(hits->data()), {n}, owner};
   }
   bool access_one(std::uint64_t key) {
     const bool hit = cache_->access(key).result == kvtk::access_result::hit;
-    deliver_evictions();
+    evicted_.deliver();
     return hit;
   }
   // True when the key is resident afterwards (admitted now or before).
   bool insert(std::uint64_t key) {
     const bool in = cache_->insert(key).result != kvtk::access_result::rejected;
-    deliver_evictions();
+    evicted_.deliver();
     return in;
   }
   // Evicts n unpinned entries in the policy's victim order, never one of `protect`, and returns
@@ -92,12 +92,8 @@ class py_block_cache {
       throw std::runtime_error("BlockCache.evict: cannot free " + std::to_string(n) +
                                " entries without evicting pinned or protected ones");
     }
-    auto* victims = new std::vector<std::uint64_t>();
-    victims->swap(evicted_);
+    auto* victims = new std::vector<std::uint64_t>(evicted_.deliver());
     nb::capsule owner(victims, [](void* p) noexcept { delete static_cast<std::vector<std::uint64_t>*>(p); });
-    if (!on_evict_.is_none()) {
-      for (const kvtk::block_key k : *victims) on_evict_(k);
-    }
     return {victims->data(), {victims->size()}, owner};
   }
   bool contains(std::uint64_t key) const { return cache_->contains(key); }
@@ -115,17 +111,7 @@ class py_block_cache {
   }
 
  private:
-  // Calls on_evict(key) for each eviction since the last call (with the GIL held).
-  void deliver_evictions() {
-    if (evicted_.empty()) return;
-    std::vector<kvtk::block_key> keys;
-    keys.swap(evicted_);
-    if (on_evict_.is_none()) return;
-    for (const kvtk::block_key k : keys) on_evict_(k);
-  }
-
-  nb::object on_evict_;
-  std::vector<kvtk::block_key> evicted_;
+  eviction_queue evicted_;
   std::optional<kvtk::any_block_cache> cache_;
 };
 

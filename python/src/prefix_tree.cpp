@@ -47,7 +47,7 @@ class py_prefix_tree {
 
  public:
   py_prefix_tree(const std::string& order, std::uint32_t capacity, nb::object on_evict)
-      : on_evict_(std::move(on_evict)) {
+      : evicted_(std::move(on_evict)) {
     try {
       kvtk::prefix::visit_leaf_policy(order, [&]<class L>() {
         if constexpr (L::name == std::string_view("belady")) {
@@ -77,12 +77,12 @@ class py_prefix_tree {
       t.lock_and_touch(m.node, m.length, [](std::uint32_t) { return kvtk::access_hint{}; });
       const auto r = t.insert(m.node, k.subspan(m.length),
                               [this](kvtk::block_key key, std::uint32_t, auto&&) {
-                                evicted_.push_back(key);
+                                evicted_.push(key);
                               });
       t.unlock(r.node);
       return m.length;
     });
-    deliver_evictions();
+    evicted_.deliver();
     return hit;
   }
 
@@ -110,15 +110,8 @@ class py_prefix_tree {
   static std::span<const kvtk::block_key> span(const keys_array& a) {
     return {a.data(), a.shape(0)};
   }
-  void deliver_evictions() {
-    std::vector<kvtk::block_key> keys;
-    keys.swap(evicted_);
-    if (on_evict_.is_none()) return;
-    for (const kvtk::block_key k : keys) on_evict_(k);
-  }
 
-  nb::object on_evict_;
-  std::vector<kvtk::block_key> evicted_;
+  eviction_queue evicted_;
   typename tree_variant<kvtk::prefix::all_leaf_policies>::type tree_;
   std::string order_;
 };
