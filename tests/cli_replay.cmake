@@ -46,6 +46,23 @@ foreach(field ideal_block_hit_ratio unique_blocks block_refs_per_second opt_frac
   endif()
 endforeach()
 
+# Engine accounting modes (include/kvtk/prefix/engine_index.hpp): the counts kvtk's vllm and
+# sglang modes give on the conversation trace, pinned (docs/prefix.md "Engine accounting" has the
+# engines' own counts from tools/engine-check). Without ideal in --engine the grid does not run.
+expect(0 "vllm,hashchain,vllm,1000,12031,276491,12988,144793823,6649856,.*sglang,radix,lru,1000,12031,276491,12933,"
+       replay --trace ${T} --engine vllm,sglang --capacity 1000 --no-opt --csv -)
+execute_process(COMMAND ${KVTK} replay --trace ${T} --engine sglang --capacity 1000 --no-opt --csv -
+                OUTPUT_VARIABLE only)
+if(only MATCHES "ideal,")
+  message(FATAL_ERROR "--engine sglang also ran the ideal grid:\n${only}")
+endif()
+expect(0 "\"engine_state\": {[^}]*\"version\": \"vLLM 0.33.0\""
+       replay --trace ${T} --engine vllm --capacity 1000 --json -)
+expect(0 "vllm +sglang" mrc --trace ${T} --capacity 1000 --engine vllm,sglang)
+expect(2 "--engine: unknown engine 'trtllm'" replay --trace ${T} --engine trtllm)
+expect(2 "--engine vllm: the engine caches full blocks only" replay --trace ${T} --engine vllm --partial-block cache)
+expect(2 "--engine: unknown engine 'trtllm'" mrc --trace ${T} --engine trtllm)
+
 # Bad input: a clear message and exit 2 (usage) or 1 (runtime).
 expect(2 "unknown index 'tree'" replay --trace ${T} --index tree)
 expect(2 "unknown policy 'arc' \\(known per index: radix: lru" replay --trace ${T} --policy arc)
@@ -61,7 +78,7 @@ endif()
 # --policy all: every policy of every index.
 execute_process(COMMAND ${KVTK} replay --trace ${T} --index radix,flat --policy all
                         --capacity 1000 --no-opt --csv - OUTPUT_VARIABLE every RESULT_VARIABLE rc)
-string(REGEX MATCHALL "\n(radix|flat)," rows "${every}")
+string(REGEX MATCHALL "\nideal,(radix|flat)," rows "${every}")
 list(LENGTH rows n)
 if(rc OR n LESS 15)
   message(FATAL_ERROR "--policy all ran ${n} jobs:\n${every}")

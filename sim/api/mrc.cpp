@@ -47,7 +47,7 @@ nlohmann::json to_json(const mrc_options& o) {
   return {{"trace", o.trace},       {"format", o.format},       {"block_tokens", o.block_tokens},
           {"partial_block", o.partial_block}, {"capacity", o.capacity}, {"points", o.points},
           {"model", o.model},       {"sample", o.sample},       {"opt", o.opt},
-          {"skip_invalid", o.skip_invalid}};
+          {"engine", o.engine},     {"skip_invalid", o.skip_invalid}};
 }
 
 mrc_options mrc_options_from_json(const nlohmann::json& j) {
@@ -62,6 +62,7 @@ mrc_options mrc_options_from_json(const nlohmann::json& j) {
   in.get("model", o.model);
   in.get("sample", o.sample);
   in.get("opt", o.opt);
+  in.get("engine", o.engine);
   in.get("skip_invalid", o.skip_invalid);
   in.finish();
   return o;
@@ -72,6 +73,15 @@ void validate(mrc_options& o) {
   (void)cli::parse_partial_block(o.partial_block);
   if (!(o.sample > 0.0 && o.sample <= 1.0)) throw usage_error("--sample: must be in (0, 1]");
   if (o.points < 2 || o.points > 10000) throw usage_error("--points: must be in [2, 10000]");
+  for (const auto& e : o.engine) {
+    if (e != "ideal" && e != "vllm" && e != "sglang") {
+      throw usage_error("--engine: unknown engine '" + e + "' (known: ideal vllm sglang)");
+    }
+    if (e != "ideal" && cli::parse_partial_block(o.partial_block) == 1) {
+      throw usage_error("--engine " + e +
+                        ": the engine caches full blocks only; drop --partial-block cache");
+    }
+  }
   cli::resolve_trace(o.trace, o.format, o.block_tokens);
   (void)parse_capacities(o);
 }
@@ -124,6 +134,20 @@ sampled_prefix_mrc sample_curve(const prefix_trace_view& t, double rate, partial
 
 }  // namespace
 
+namespace {
+
+// One engine-mode replay (include/kvtk/prefix/engine_index.hpp) at capacity c.
+prefix_counts replay_engine(const prefix_trace_view& t, const std::string& engine, std::uint32_t c) {
+  if (engine == "vllm") {
+    vllm_engine_index idx(c);
+    return replay(t, idx);
+  }
+  sglang_engine_index idx(c);
+  return replay(t, idx);
+}
+
+}  // namespace
+
 mrc_result run(mrc_options o, const progress_callback& progress) {
   validate(o);
   const partial_block pb =
@@ -151,7 +175,12 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
     saturation = exact.saturation();
   }
   if (caps.empty()) caps = log_spaced(saturation, o.points);
-  detail::progress_relay bar(progress, block_refs * (1 + (o.opt ? caps.size() : 0)));
+  std::vector<std::string> engines;  // the engine modes that need replays
+  for (const auto& e : o.engine) {
+    if (e != "ideal") engines.push_back(e);
+  }
+  detail::progress_relay bar(
+      progress, block_refs * (1 + (o.opt ? caps.size() : 0) + engines.size() * caps.size()));
   bar.add(block_refs);
 
   mrc_result r;
@@ -182,6 +211,12 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
       row["opt_token_hit_ratio"] = best.token_hit_ratio();
       bar.add(block_refs);
     }
+    for (const auto& e : engines) {
+      const prefix_counts got = replay_engine(t, e, cli::allocation_capacity(c, t.keys.size()));
+      row[e + "_block_hit_ratio"] = got.block_hit_ratio();
+      row[e + "_token_hit_ratio"] = got.token_hit_ratio();
+      bar.add(block_refs);
+    }
     r.curve.push_back(row);
   }
   return r;
@@ -197,13 +232,20 @@ nlohmann::json to_json(const mrc_result& r) {
 std::string to_csv(const mrc_result& r) {
   std::ostringstream csv;
   csv << "capacity_blocks,block_hit_ratio,token_hit_ratio,opt_block_hit_ratio,opt_token_hit_"
-         "ratio\n";
+         "ratio";
+  for (const char* e : {"vllm", "sglang"}) csv << ',' << e << "_block_hit_ratio," << e << "_token_hit_ratio";
+  csv << '\n';
+  auto cell = [](const nlohmann::json& row, const std::string& key) {
+    return row.contains(key) ? std::to_string(row[key].get<double>()) : std::string();
+  };
   for (const auto& row : r.curve) {
-    const bool opt = row.contains("opt_block_hit_ratio");
     csv << row["capacity_blocks"].get<std::uint64_t>() << ',' << row["block_hit_ratio"].get<double>()
-        << ',' << row["token_hit_ratio"].get<double>() << ','
-        << (opt ? std::to_string(row["opt_block_hit_ratio"].get<double>()) : "") << ','
-        << (opt ? std::to_string(row["opt_token_hit_ratio"].get<double>()) : "") << '\n';
+        << ',' << row["token_hit_ratio"].get<double>() << ',' << cell(row, "opt_block_hit_ratio")
+        << ',' << cell(row, "opt_token_hit_ratio");
+    for (const std::string e : {"vllm", "sglang"}) {
+      csv << ',' << cell(row, e + "_block_hit_ratio") << ',' << cell(row, e + "_token_hit_ratio");
+    }
+    csv << '\n';
   }
   return csv.str();
 }
@@ -212,11 +254,21 @@ std::string to_text(const mrc_result& r) {
   const bool opt = !r.curve.empty() && r.curve[0].contains("opt_block_hit_ratio");
   std::string s = detail::format("%12s %16s %16s", "capacity", "block hit ratio", "token hit ratio");
   if (opt) s += detail::format(" %12s", "optimum");
+  std::vector<std::string> engines;  // block hit ratio columns of the engine modes
+  for (const std::string e : {"vllm", "sglang"}) {
+    if (!r.curve.empty() && r.curve[0].contains(e + "_block_hit_ratio")) {
+      engines.push_back(e);
+      s += detail::format(" %12s", e.c_str());
+    }
+  }
   s += "\n";
   for (const auto& row : r.curve) {
     s += detail::format("%12llu %16.4f %16.4f", row["capacity_blocks"].get<unsigned long long>(),
                         row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>());
     if (opt) s += detail::format(" %12.4f", row["opt_block_hit_ratio"].get<double>());
+    for (const auto& e : engines) {
+      s += detail::format(" %12.4f", row[e + "_block_hit_ratio"].get<double>());
+    }
     s += "\n";
   }
   return s;

@@ -31,6 +31,10 @@ struct mrc_options {
   std::string model;          ///< model preset or .json for byte capacities ("" = none)
   double sample = 1.0;        ///< sampling rate in (0, 1]; below 1 the sampled curve
   bool opt = false;           ///< also replay the offline optimum at every capacity
+  /// Engine modes to replay at every capacity beside the curve (vllm, sglang; ideal is the curve
+  /// itself): each adds <engine>_block_hit_ratio and <engine>_token_hit_ratio to every point.
+  /// Engine accounting is not a stack algorithm, so each point is one replay.
+  std::vector<std::string> engine;
   bool skip_invalid = false;  ///< skip malformed trace lines (counted) instead of stopping
 };
 

@@ -73,7 +73,21 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
     o.tiers = cli::tier_report(idx, requested, o.counts, trace_days);
     return o;
   }
-  if (j.index == "flat") {
+  if (j.engine == "vllm") {
+    vllm_engine_index idx(cap);
+    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.engine = {{"version", vllm_engine_index::engine_version},
+                {"unscheduled_requests", idx.unscheduled()},
+                {"cached_blocks", idx.pool().cached_blocks()},
+                {"distinct_cached_blocks", idx.pool().distinct_keys()}};
+  } else if (j.engine == "sglang") {
+    sglang_engine_index idx(cap);
+    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.engine = {{"version", sglang_engine_index::engine_version},
+                {"unscheduled_requests", idx.unscheduled()},
+                {"cached_blocks", idx.cache().cached_blocks()},
+                {"evicted_leaves", idx.cache().evicted_nodes()}};
+  } else if (j.index == "flat") {
     o.counts = visit_policy(j.policy, [&]<class P>() {
       flat_index<P> idx(cap);
       return replay_with_progress(t, idx, p.pb, next, bar);
@@ -138,6 +152,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
                           std::uint64_t output_tokens) {
   const prefix_counts& c = out.counts;
   nlohmann::json r = {
+      {"engine", j.engine},
       {"index", j.index},
       {"policy", j.policy},
       {"capacity_blocks", j.capacity},
@@ -153,6 +168,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
       {"seconds", out.seconds},
       {"block_refs_per_second",
        out.seconds > 0 ? static_cast<double>(c.block_refs) / out.seconds : 0.0}};
+  if (!out.engine.is_null()) r["engine_state"] = out.engine;
   if (j.hierarchy >= 0) {
     r["tiers"] = out.tiers;
     if (!p.calibration_reports.empty()) {
@@ -175,6 +191,7 @@ nlohmann::json to_json(const replay_options& o) {
   return {{"trace", o.trace},
           {"format", o.format},
           {"block_tokens", o.block_tokens},
+          {"engine", o.engine},
           {"index", o.index},
           {"policy", o.policy},
           {"capacity", o.capacity},
@@ -201,6 +218,7 @@ replay_options replay_options_from_json(const nlohmann::json& j) {
   in.get("trace", o.trace);
   in.get("format", o.format);
   in.get("block_tokens", o.block_tokens);
+  in.get("engine", o.engine);
   in.get("index", o.index);
   in.get("policy", o.policy);
   in.get("capacity", o.capacity);
@@ -356,12 +374,12 @@ nlohmann::json to_json(const replay_result& r) {
 
 std::string to_csv(const replay_result& r) {
   std::ostringstream csv;
-  csv << "index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
+  csv << "engine,index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
          "block_hit_ratio,token_hit_ratio,evictions,opt_fraction,seconds,block_refs_per_second\n";
   for (const auto& row : r.results) {
     const std::string opt =
         row.contains("opt_fraction") ? std::to_string(row["opt_fraction"].get<double>()) : "";
-    csv << row["index"].get<std::string>() << ',' << row["policy"].get<std::string>() << ','
+    csv << row.value("engine", "ideal") << ',' << row["index"].get<std::string>() << ',' << row["policy"].get<std::string>() << ','
         << row["capacity_blocks"].get<std::uint64_t>() << ',' << row["requests"].get<std::uint64_t>()
         << ',' << row["block_refs"].get<std::uint64_t>() << ','
         << row["block_hits"].get<std::uint64_t>() << ',' << row["token_refs"].get<std::uint64_t>()
@@ -419,9 +437,13 @@ std::string to_text(const replay_result& r) {
   } else {
     s += "ideal (infinite cache): not computed (--no-ideal)\n\n";
   }
+  bool engines = false;  // an engine column only when an engine mode ran
+  for (const auto& row : r.results) engines |= row.value("engine", "ideal") != "ideal";
+  if (engines) s += format("%-7s ", "engine");
   s += format("%-10s %-13s %10s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "blocks",
               "block hits", "token hits", "of opt", "Mrefs/s");
   for (const auto& row : r.results) {
+    if (engines) s += format("%-7s ", row["engine"].get<std::string>().c_str());
     char of_opt[16] = "-";  // no optimum computed (--no-opt, or a tier hierarchy)
     if (row.contains("opt_fraction")) {
       std::snprintf(of_opt, sizeof of_opt, "%.3f", row["opt_fraction"].get<double>());

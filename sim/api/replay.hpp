@@ -32,6 +32,10 @@ struct replay_options {
   std::string trace;                          ///< trace path (required; any format)
   std::string format = "auto";                ///< a format name, or auto (detected from content)
   std::uint32_t block_tokens = 0;             ///< tokens per block; 0 = the trace's
+  /// Accounting: ideal (kvtk's definitions; runs the index x policy grid) and/or engine modes
+  /// vllm | sglang, each one job per capacity that counts as that engine's own cache code does
+  /// (include/kvtk/prefix/engine_index.hpp). Without ideal the grid does not run.
+  std::vector<std::string> engine = {"ideal"};
   std::vector<std::string> index = {"radix"};  ///< radix | flat | hashchain
   std::vector<std::string> policy = {"lru"};  ///< policy names, or {"all"}; each runs with every
                                               ///< listed index that knows it

@@ -127,6 +127,37 @@ void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) 
   }
 }
 
+// The engine modes (--engine): one job per capacity each, on the engine's own index; "ideal" is
+// the grid. Engines cache full blocks only, so --partial-block cache contradicts them.
+bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
+  if (o.engine.empty()) throw usage_error("--engine: empty list");
+  bool ideal = false;
+  for (const auto& e : o.engine) {
+    if (e == "ideal") {
+      ideal = true;
+      continue;
+    }
+    if (e != "vllm" && e != "sglang") {
+      throw usage_error("--engine: unknown engine '" + e + "' (known: ideal vllm sglang)");
+    }
+    if (p.pb == partial_block::cache) {
+      throw usage_error("--engine " + e +
+                        ": the engine caches full blocks only; drop --partial-block cache");
+    }
+    const auto& caps_given = o.capacity.empty() ? default_capacities() : o.capacity;
+    for (const auto& c : caps_given) {
+      if (c.empty()) throw usage_error("--capacity: empty item in the list");
+      const std::uint64_t cap = cli::parse_capacity(c, o.block_tokens, bytes_per_token);
+      if (e == "vllm") {
+        p.jobs.push_back({"hashchain", "vllm", cap, -1, c, e});
+      } else {
+        p.jobs.push_back({"radix", "lru", cap, -1, c, e});
+      }
+    }
+  }
+  return ideal;
+}
+
 }  // namespace
 
 const std::vector<std::string>& default_capacities() {
@@ -144,8 +175,9 @@ plan make_plan(const replay_options& o) {
     p.priced = true;
   }
   plan_hierarchies(o, bytes_per_token, p);
+  const bool ideal = plan_engines(o, bytes_per_token, p);
   // With tiers, the index x policy x capacity grid runs only when capacities are given.
-  if (p.hierarchies.empty() || !o.capacity.empty()) plan_grid(o, bytes_per_token, p);
+  if (ideal && (p.hierarchies.empty() || !o.capacity.empty())) plan_grid(o, bytes_per_token, p);
   return p;
 }
 

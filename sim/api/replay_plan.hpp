@@ -19,11 +19,13 @@ struct job {
   std::uint64_t capacity;
   int hierarchy = -1;          // index into the tier hierarchies (index "tiers")
   std::string capacity_given;  // the capacity as the user wrote it ("64GiB", "3Mtok", "1000")
+  std::string engine = "ideal";  // ideal | vllm | sglang (api/replay.hpp)
 };
 struct outcome {
   kvtk::prefix::prefix_counts counts;
   double seconds = 0;
-  nlohmann::json tiers;  // per-tier report of a hierarchy job
+  nlohmann::json tiers;   // per-tier report of a hierarchy job
+  nlohmann::json engine;  // an engine mode's version and final state
 };
 
 // Everything run() derives from the options before it reads the trace.

@@ -19,7 +19,7 @@ int run_mrc(const std::vector<std::string>& args) {
       "is <= C), or a SHARDS-style sampled curve, optionally with the offline optimum beside it.\n"
       "Options");
   mrc_options o;
-  std::string capacities, json_out, csv_out;
+  std::string capacities, engines, json_out, csv_out;
   opts.add_options()("help,h", "show this help");
   add_trace_options(opts, o.trace, o.format, o.block_tokens);
   opts.add_options()(
@@ -32,6 +32,8 @@ int run_mrc(const std::vector<std::string>& args) {
       "sample", po::value(&o.sample)->default_value(1.0),
       "sampling rate in (0, 1]; below 1 the SHARDS-style sampled curve")(
       "opt", "also replay the offline optimum (leaf-only Belady) at every capacity")(
+      "engine", po::value(&engines),
+      "also replay engine modes at every capacity (a list: vllm, sglang; kvtk replay --help)")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV to a file, or - for stdout")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
@@ -44,6 +46,9 @@ int run_mrc(const std::vector<std::string>& args) {
                                          throw usage_error("--capacity: empty list");
                                      }
                                      o.opt = vm.count("opt") != 0;
+                                     if (vm.count("engine")) {
+                                       o.engine = split_list(engines, "--engine");
+                                     }
                                      o.skip_invalid = vm.count("skip-invalid") != 0;
                                      validate(o);
                                    });

@@ -18,7 +18,7 @@ namespace po = boost::program_options;
 
 // The options that are lists or files on the command line, before they reach replay_options.
 struct replay_args {
-  std::string indexes, policies, capacities, json_out, csv_out;
+  std::string engines, indexes, policies, capacities, json_out, csv_out;
 };
 
 // `kvtk replay`'s options, bound to o and l.
@@ -33,7 +33,12 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "mooncake | bailian | kvtk | kvtb | oracle-general | ids | auto (detected from content)")(
       "block-tokens", po::value(&o.block_tokens)->default_value(0),
       "tokens per block (0 = the trace's: kvtb/kvtk header, else 512 Mooncake, 16 Bailian, 64 "
-      "kvtk, 1 flat)")("index", po::value(&l.indexes)->default_value("radix"),
+      "kvtk, 1 flat)")("engine", po::value(&l.engines)->default_value("ideal"),
+                       "accounting (a list): ideal = kvtk's definitions over the index x policy "
+                       "grid; vllm = vLLM 0.33.0's block pool; sglang = SGLang 0.5.23's radix "
+                       "cache (LRU). Engine modes run one job per capacity; without ideal the "
+                       "grid does not run")(
+      "index", po::value(&l.indexes)->default_value("radix"),
                        "radix | flat | hashchain (a list)")(
       "policy", po::value(&l.policies)->default_value("lru"),
       "policies (a list, or all): radix leaf orders, flat core policies, vllm for hashchain; "
@@ -88,6 +93,7 @@ void finish_options(const po::variables_map& vm, const replay_args& l, replay_op
     throw usage_error("--inclusive and --exclusive contradict each other");
   }
   if (vm.count("inclusive")) o.inclusion = "inclusive";
+  o.engine = cli::split_list(l.engines, "--engine");
   o.index = cli::split_list(l.indexes, "--index");
   o.policy = cli::split_list(l.policies, "--policy");
   if (!vm["capacity"].defaulted()) {

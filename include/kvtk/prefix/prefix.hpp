@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kvtk/prefix/block_keys.hpp"
+#include "kvtk/prefix/engine_index.hpp"
 #include "kvtk/prefix/hash_chain_pool.hpp"
 #include "kvtk/prefix/leaf_policies.hpp"
 #include "kvtk/prefix/mrc.hpp"
