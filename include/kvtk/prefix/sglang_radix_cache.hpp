@@ -105,10 +105,10 @@ class sglang_radix_cache {
     const std::uint64_t demand = n - m + 1;  // pages, with the allocator's spare page
     if (free_pages_ < demand) evict(demand - free_pages_);
     free_pages_ -= n - m;  // the request's own pages
-    const std::uint32_t already = insert(full_keys.first(f));
-    free_pages_ += already - m;  // pages the tree already had: the request's copies go back
+    // The tree keeps the pages of its new leaf; the rest go back: copies of pages the tree
+    // already had, and the partial page.
+    free_pages_ += n - m - insert(full_keys.first(f));
     (void)match(full_keys.first(f));  // checkpoint: the inserted key matched again
-    free_pages_ += n - f;             // the partial page
     unlock(last);
     out.hit_blocks = m;
     return out;
@@ -173,9 +173,8 @@ class sglang_radix_cache {
     const std::uint64_t t = ++clock_;
     std::uint32_t i = 0, at = root;
     while (i < keys.size()) {
-      const std::uint32_t p = table_.find(keys[i]);
-      if (p == none) break;
-      const std::uint32_t x = pages_[p].node;
+      const std::uint32_t x = child_at(at, keys[i]);
+      if (x == none) break;
       set_time(x, t);
       const std::uint32_t j = run_in(x, keys, i);
       i += j;
@@ -189,22 +188,30 @@ class sglang_radix_cache {
   }
 
   // _insert_helper: walks like match (splitting where the key leaves a node), then hangs the
-  // rest of the key below as one new leaf of the request's pages. Returns the pages the tree
-  // already had.
+  // rest of the key below as one new leaf of the request's pages. Returns the pages the leaf
+  // took.
   std::uint32_t insert(std::span<const block_key> keys) noexcept {
     const std::uint64_t t = ++clock_;
     std::uint32_t i = 0, at = root;
     while (i < keys.size()) {
-      const std::uint32_t p = table_.find(keys[i]);
-      if (p == none) break;
-      const std::uint32_t x = pages_[p].node;
+      const std::uint32_t x = child_at(at, keys[i]);
+      if (x == none) break;
       set_time(x, t);
       const std::uint32_t j = run_in(x, keys, i);
       i += j;
       at = j < nodes_[x].len ? split(x, j) : x;
     }
-    if (i < keys.size()) add_leaf(at, keys.subspan(i), i);
-    return i;
+    return i < keys.size() ? add_leaf(at, keys.subspan(i), i) : 0;
+  }
+
+  // The child of `at` whose first page has key k, or none. Keys are prefix ids, so a key found
+  // anywhere else means a malformed trace (the same id under two prefixes): treated as absent
+  // here, and add_leaf stops before it, so the tree stays consistent.
+  std::uint32_t child_at(std::uint32_t at, block_key k) const noexcept {
+    const std::uint32_t p = table_.find(k);
+    if (p == none) return none;
+    const std::uint32_t x = pages_[p].node;
+    return nodes_[x].first == p && nodes_[x].parent == at ? x : none;
   }
 
   // The number of x's leading pages equal to keys[i...].
@@ -250,7 +257,12 @@ class sglang_radix_cache {
     return h;
   }
 
-  void add_leaf(std::uint32_t parent, std::span<const block_key> keys, std::uint32_t depth) noexcept {
+  std::uint32_t add_leaf(std::uint32_t parent, std::span<const block_key> keys,
+                         std::uint32_t depth) noexcept {
+    std::size_t fresh = 0;  // stop before a key the tree holds elsewhere (malformed trace)
+    while (fresh < keys.size() && table_.find(keys[fresh]) == none) ++fresh;
+    keys = keys.first(fresh);
+    if (keys.empty()) return 0;
     const std::uint32_t x = node_stack_.back();
     node_stack_.pop_back();
     node& leaf = nodes_[x];
@@ -278,6 +290,7 @@ class sglang_radix_cache {
       heap_erase(parent);
     }
     heap_push(x);
+    return leaf.len;
   }
 
   // RadixCache.evict: the least recently used evictable leaf goes whole, until `pages` are
