@@ -102,16 +102,80 @@ class sglang_radix_cache {
         std::min<std::uint64_t>((input_tokens - 1) / block_tokens, f));
     const auto [m, last] = match(full_keys.first(capped));
     lock(last);
-    const std::uint64_t demand = n - m + 1;  // pages, with the allocator's spare page
-    if (free_pages_ < demand) evict(demand - free_pages_);
-    free_pages_ -= n - m;  // the request's own pages
-    // The tree keeps the pages of its new leaf; the rest go back: copies of pages the tree
-    // already had, and the partial page.
-    free_pages_ += n - m - insert(full_keys.first(f));
-    (void)match(full_keys.first(f));  // checkpoint: the inserted key matched again
+    (void)reserve(n - m, 1);  // the allocator's spare page in the demand
+    finish(full_keys.first(f), n - m);
     unlock(last);
     out.hit_blocks = m;
     return out;
+  }
+
+  // The steps of run_request, for a scheduler that holds several requests' pages at once
+  // (kvtk simulate's SGLang scheduler).
+
+  struct match_result {
+    std::uint32_t length;  ///< pages matched
+    std::uint32_t node;    ///< the deepest matched node (root when none): lock it
+  };
+  /// _match_prefix_helper: every node entered gets this call's time; a match ending inside a
+  /// node splits it (the new head node gets its creation time).
+  match_result match(std::span<const block_key> keys) noexcept {
+    const std::uint64_t t = ++clock_;
+    std::uint32_t i = 0, at = root;
+    while (i < keys.size()) {
+      const std::uint32_t x = child_at(at, keys[i]);
+      if (x == none) break;
+      set_time(x, t);
+      const std::uint32_t j = run_in(x, keys, i);
+      i += j;
+      if (j < nodes_[x].len) {
+        at = split(x, j);
+        break;
+      }
+      at = x;
+    }
+    return {i, at};
+  }
+  /// The pages match() would give, without touching anything (longest-prefix-match ordering).
+  [[nodiscard]] std::uint32_t peek(std::span<const block_key> keys) const noexcept {
+    std::uint32_t i = 0;
+    for (std::uint32_t at = root; i < keys.size();) {
+      const std::uint32_t x = child_at(at, keys[i]);
+      if (x == none) break;
+      const std::uint32_t j = run_in(x, keys, i);
+      i += j;
+      if (j < nodes_[x].len) break;
+      at = x;
+    }
+    return i;
+  }
+  /// inc_lock_ref / dec_lock_ref on x and its ancestors (locked nodes are never evicted).
+  void lock(std::uint32_t x) noexcept {
+    for (; x != root; x = nodes_[x].parent) {
+      if (nodes_[x].locks++ == 0 && nodes_[x].heap_pos != none) heap_erase(x);
+    }
+  }
+  void unlock(std::uint32_t x) noexcept {
+    for (; x != root; x = nodes_[x].parent) {
+      if (--nodes_[x].locks == 0 && nodes_[x].children == 0) heap_push(x);
+    }
+  }
+  /// Takes `pages` free pages for a request, first evicting leaves when fewer than
+  /// pages + spare are free (evict_to_free_tokens with the allocator's demand). Returns false,
+  /// taking nothing, when even then fewer than `pages` are free.
+  bool reserve(std::uint64_t pages, std::uint64_t spare) noexcept {
+    if (free_pages_ < pages + spare) evict(pages + spare - free_pages_);
+    if (free_pages_ < pages) return false;
+    free_pages_ -= pages;
+    return true;
+  }
+  /// Pages a request held go back to the allocator.
+  void give_back(std::uint64_t pages) noexcept { free_pages_ += pages; }
+  /// A request that reserved `own` pages finishes with its full pages' keys: the tree keeps the
+  /// new ones (insert), the rest go back, and the key is matched again (checkpoint). The caller
+  /// unlocks its matched node afterwards.
+  void finish(std::span<const block_key> full_keys, std::uint64_t own) noexcept {
+    give_back(own - insert(full_keys));
+    (void)match(full_keys);
   }
 
   [[nodiscard]] std::uint32_t capacity() const noexcept {
@@ -161,30 +225,6 @@ class sglang_radix_cache {
       throw std::invalid_argument("sglang_radix_cache: capacity must be in [1, 2^31) pages");
     }
     return n;
-  }
-
-  struct match_result {
-    std::uint32_t length, node;
-  };
-
-  // _match_prefix_helper: every node entered gets this call's time; a match ending inside a
-  // node splits it (the new head node gets its creation time).
-  match_result match(std::span<const block_key> keys) noexcept {
-    const std::uint64_t t = ++clock_;
-    std::uint32_t i = 0, at = root;
-    while (i < keys.size()) {
-      const std::uint32_t x = child_at(at, keys[i]);
-      if (x == none) break;
-      set_time(x, t);
-      const std::uint32_t j = run_in(x, keys, i);
-      i += j;
-      if (j < nodes_[x].len) {
-        at = split(x, j);
-        break;
-      }
-      at = x;
-    }
-    return {i, at};
   }
 
   // _insert_helper: walks like match (splitting where the key leaves a node), then hangs the
@@ -317,17 +357,6 @@ class sglang_radix_cache {
       if (parent != root && --nodes_[parent].children == 0 && nodes_[parent].locks == 0) {
         heap_push(parent);
       }
-    }
-  }
-
-  void lock(std::uint32_t x) noexcept {
-    for (; x != root; x = nodes_[x].parent) {
-      if (nodes_[x].locks++ == 0 && nodes_[x].heap_pos != none) heap_erase(x);
-    }
-  }
-  void unlock(std::uint32_t x) noexcept {
-    for (; x != root; x = nodes_[x].parent) {
-      if (--nodes_[x].locks == 0 && nodes_[x].children == 0) heap_push(x);
     }
   }
 

@@ -97,22 +97,92 @@ class vllm_block_pool {
       out.scheduled = false;
       return out;
     }
-    const std::uint64_t cap = std::min<std::uint64_t>((input_tokens - 1) / block_tokens, full);
-    std::uint32_t h = 0;
-    for (; h < cap; ++h) {
-      const std::uint32_t s = table_.find(full_keys[h]);
-      if (s == npos) break;
-      held[h] = s;
-    }
-    for (std::uint32_t i = 0; i < h; ++i) {  // touch
-      block& b = blocks_[held[i]];
-      if (b.refs++ == 0) free_.erase(free_.iterator_to(b));
-    }
+    const std::uint32_t h = find_hit(full_keys, hit_cap(input_tokens, block_tokens, full), held);
+    touch(held.first(h));
     for (std::uint64_t i = h; i < n; ++i) held[i] = take_free();
     for (std::uint64_t i = h; i < full; ++i) cache(held[i], full_keys[i]);
     release(held.first(n));
     out.hit_blocks = h;
     return out;
+  }
+
+  // The steps of run_request, for a scheduler that holds several requests' blocks at once
+  // (kvtk simulate's vLLM schedulers).
+
+  /// The most blocks a request of `tokens` tokens with `full` keyed full blocks may hit.
+  [[nodiscard]] static std::uint32_t hit_cap(std::uint64_t tokens, std::uint32_t block_tokens,
+                                             std::uint64_t full) noexcept {
+    if (tokens == 0) return 0;
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>((tokens - 1) / block_tokens, full));
+  }
+  /// Effects: none. The leading keys (at most `cap`) cached, their blocks (the oldest of
+  /// duplicates) written to out.  Requires: out.size() >= cap.  Complexity: O(result + 1).
+  std::uint32_t find_hit(std::span<const block_key> keys, std::uint32_t cap,
+                         std::span<std::uint32_t> out) const noexcept {
+    std::uint32_t h = 0;
+    for (; h < std::min<std::size_t>(cap, keys.size()); ++h) {
+      const std::uint32_t s = table_.find(keys[h]);
+      if (s == npos) break;
+      out[h] = s;
+    }
+    return h;
+  }
+  /// True when `hits` can be touched and `fresh` new blocks taken (vLLM's admission check:
+  /// new blocks + hit blocks now in the free queue <= free blocks).
+  [[nodiscard]] bool can_allocate(std::span<const std::uint32_t> hits,
+                                  std::uint64_t fresh) const noexcept {
+    std::uint64_t need = fresh;
+    for (const std::uint32_t s : hits) need += blocks_[s].refs == 0 ? 1 : 0;
+    return need <= free_.size();
+  }
+  /// Effects: one more reference on each block; a block leaves the free queue at its first.
+  void touch(std::span<const std::uint32_t> hits) noexcept {
+    for (const std::uint32_t s : hits) {
+      block& b = blocks_[s];
+      if (b.refs++ == 0) free_.erase(free_.iterator_to(b));
+    }
+  }
+  /// get_new_blocks: the free queue's front block, its cached key evicted; one reference.
+  /// Requires: free_blocks() > 0.
+  std::uint32_t take_free() noexcept {
+    block& b = free_.front();
+    free_.pop_front();
+    const auto s = static_cast<std::uint32_t>(&b - blocks_.data());
+    if (b.cached) uncache(s);
+    b.refs = 1;
+    return s;
+  }
+  /// BlockHashToBlockMap.insert: block s is cached under k (after any blocks already under k).
+  /// Requires: s is held and not cached.
+  void cache(std::uint32_t s, block_key k) noexcept {
+    block& b = blocks_[s];
+    b.key = k;
+    b.cached = true;
+    b.next_same = npos;
+    ++cached_blocks_;
+    std::uint32_t head = table_.find(k);
+    if (head == npos) {
+      table_.insert(k, s);
+      return;
+    }
+    while (blocks_[head].next_same != npos) head = blocks_[head].next_same;
+    blocks_[head].next_same = s;
+  }
+  /// free(request): one reference less on each, last block first; blocks left unreferenced go
+  /// to the free queue: uncached ones to its front in that order (prepend_n), cached ones to its
+  /// back (append_n).
+  void release(std::span<const std::uint32_t> held) noexcept {
+    const bool was_empty = free_.empty();
+    auto front = free_.begin();  // inserting before the old front keeps the prepended order
+    for (std::size_t i = held.size(); i-- > 0;) {
+      block& b = blocks_[held[i]];
+      if (--b.refs == 0 && b.cached) free_.push_back(b);
+    }
+    if (was_empty) front = free_.begin();
+    for (std::size_t i = held.size(); i-- > 0;) {
+      block& b = blocks_[held[i]];
+      if (b.refs == 0 && !b.cached) free_.insert(front, b);
+    }
   }
 
   [[nodiscard]] std::uint32_t capacity() const noexcept {
@@ -154,33 +224,6 @@ class vllm_block_pool {
     return n;
   }
 
-  // get_new_blocks: the front block, its hash evicted (_maybe_evict_cached_block).
-  std::uint32_t take_free() noexcept {
-    block& b = free_.front();
-    free_.pop_front();
-    const auto s = static_cast<std::uint32_t>(&b - blocks_.data());
-    if (b.cached) uncache(s);
-    b.refs = 1;
-    return s;
-  }
-
-  // BlockHashToBlockMap.insert: a new key maps to this block; a cached key gains a duplicate
-  // after the ones it has.
-  void cache(std::uint32_t s, block_key k) noexcept {
-    block& b = blocks_[s];
-    b.key = k;
-    b.cached = true;
-    b.next_same = npos;
-    ++cached_blocks_;
-    std::uint32_t head = table_.find(k);
-    if (head == npos) {
-      table_.insert(k, s);
-      return;
-    }
-    while (blocks_[head].next_same != npos) head = blocks_[head].next_same;
-    blocks_[head].next_same = s;
-  }
-
   // BlockHashToBlockMap.pop(key, block_id): the others with the key keep their order.
   void uncache(std::uint32_t s) noexcept {
     block& b = blocks_[s];
@@ -197,22 +240,6 @@ class vllm_block_pool {
     b.next_same = npos;
     --cached_blocks_;
     ++evictions_;
-  }
-
-  // free(request): blocks last first; uncached ones go to the queue's front in that order
-  // (prepend_n), cached ones to its back (append_n).
-  void release(std::span<const std::uint32_t> held) noexcept {
-    const bool was_empty = free_.empty();
-    auto front = free_.begin();  // inserting before the old front keeps the prepended order
-    for (std::size_t i = held.size(); i-- > 0;) {
-      block& b = blocks_[held[i]];
-      if (--b.refs == 0 && b.cached) free_.push_back(b);
-    }
-    if (was_empty) front = free_.begin();
-    for (std::size_t i = held.size(); i-- > 0;) {
-      block& b = blocks_[held[i]];
-      if (b.refs == 0 && !b.cached) free_.insert(front, b);
-    }
   }
 
   std::vector<block> blocks_;
