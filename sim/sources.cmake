@@ -23,6 +23,8 @@ set(KVTK_DES_SOURCES
   des/cluster_events.cpp
   des/cluster_route.cpp
   des/cluster_timing.cpp
+  des/timing.cpp
+  des/timing_table.cpp
   des/cluster_caches.cpp
   des/cluster_report.cpp
   des/sparse_decode.cpp)

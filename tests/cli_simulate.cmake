@@ -65,3 +65,35 @@ expect(0 "\"recorded_requests\": 1"
        simulate --trace ${DATA}/../sparse/recorded.jsonl --set sparse={"budget":3} --json -)
 expect(2 "decode records of request 'a': simulate needs the 0-based index of a request line"
        simulate --trace ${DATA}/../sparse/decode.jsonl --set sparse={})
+# Iteration timing (docs/simulate.md "Timing"): the formula's numbers in the summary; a measured
+# table, relative to its config file, with --timing-table over the config's; bad tables and
+# values are usage errors naming file:line and the reason.
+expect(0 "\"timing\": {[^}]*\"compute_efficiency\": 0.67,[^}]*\"iteration_overhead_s\": 0.002,[^}]*\"memory_efficiency\": 0.8,[^}]*\"source\": \"formula\""
+       simulate --trace ${T} --config ${C}/fig10_local.json --set iteration_overhead_s=0.002 --json -)
+expect(0 "\"compute_efficiency\": 0.5,[^}]*\"memory_efficiency\": 0.5,"
+       simulate --trace ${T} --config ${C}/fig10_local.json --set efficiency=0.5 --json -)
+file(MAKE_DIRECTORY ${WORK_DIR}/cfg)
+file(COPY_FILE ${C}/timing_example.csv ${WORK_DIR}/cfg/table.csv)
+file(WRITE ${WORK_DIR}/cfg/table.json "{\"timing_table\": \"table.csv\", \"max_output_tokens\": 4}")
+expect(0 "\"timing\": {.*\"file\": \"[^\"]*/cfg/table.csv\",.*\"prefill_rows\": 18,.*\"source\": \"table\""
+       simulate --trace ${T} --config ${WORK_DIR}/cfg/table.json --json -)
+file(WRITE ${WORK_DIR}/cfg/missing.json "{\"timing_table\": \"none.csv\", \"max_output_tokens\": 2}")
+expect(2 "kvtk simulate: timing table [^\n]*/cfg/none.csv:0: cannot open the timing table"
+       simulate --trace ${T} --config ${WORK_DIR}/cfg/missing.json)
+expect(0 "\"file\": \"[^\"]*timing_example.csv\"" simulate --trace ${T}
+       --config ${WORK_DIR}/cfg/missing.json --timing-table ${C}/timing_example.csv --json -)
+file(WRITE ${WORK_DIR}/bad.csv "kind,batch,tokens_per_request,context_tokens,ms\nprefill,1,128,0,5\nprefill,1,256,0,-1\n")
+expect(2 "timing table [^\n]*/bad.csv:3: 'ms' is negative: -1" simulate --trace ${T}
+       --timing-table ${WORK_DIR}/bad.csv)
+file(WRITE ${WORK_DIR}/header.csv "kind,batch,tokens,context,ms\n")
+expect(2 "header.csv:1: the header must be exactly" simulate --trace ${T}
+       --timing-table ${WORK_DIR}/header.csv)
+file(WRITE ${WORK_DIR}/prefill_only.csv "kind,batch,tokens_per_request,context_tokens,ms\nprefill,1,128,0,5\n")
+expect(2 "prefill_only.csv has no decode rows, and request [0-9]+ \\(0-based\\) decodes"
+       simulate --trace ${T} --timing-table ${WORK_DIR}/prefill_only.csv)
+expect(0 "\"source\": \"table\"" simulate --trace ${T} --timing-table ${WORK_DIR}/prefill_only.csv
+       --set max_output_tokens=1 --json -)
+expect(2 "'compute_efficiency' must be a number in \\(0, 1\\]" simulate --trace ${T}
+       --set compute_efficiency=2)
+expect(2 "'iteration_overhead_s' must be in \\[0, 10\\]" simulate --trace ${T}
+       --set iteration_overhead_s=1e300)

@@ -1,5 +1,6 @@
 // After construction, no block_cache operation allocates: every policy, every operation kind,
-// including evictions, ghost traffic, sketch aging and Belady heap compaction. Global operator
+// including evictions, ghost traffic, sketch aging and Belady heap compaction; nor do the
+// simulator's per-iteration timing lookups (formula and table). Global operator
 // new is replaced in this executable (and only here) to count allocations inside a window.
 #define CATCH_CONFIG_MAIN
 #include <atomic>
@@ -8,6 +9,8 @@
 #include <kvtk/kvtk.hpp>
 #include <new>
 #include <random>
+
+#include "des/timing.hpp"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -154,4 +157,31 @@ TEMPLATE_LIST_TEST_CASE("sparse residency managers do not allocate per step", "[
   counting = false;
   CHECK(allocations == 0);
   CHECK(offload.counters().steps == pattern.steps());
+}
+
+TEST_CASE("iteration timing does not allocate per iteration", "[alloc][simulate]") {
+  // The simulator asks for every prefill, chunk and decode step's time: formula and table.
+  using namespace kvtk::sim::des;
+  const auto table = std::make_shared<const timing_table>(timing_table::parse(
+      "kind,batch,tokens_per_request,context_tokens,ms\n"
+      "prefill,1,512,0,10\nprefill,1,512,4096,20\nprefill,1,2048,0,40\nprefill,1,2048,4096,60\n"
+      "decode,1,1,0,5\ndecode,1,1,8192,7\ndecode,64,1,0,9\ndecode,64,1,8192,30\n",
+      "t.csv"));
+  const model_profile m = model_presets().at("qwen2.5-7b");
+  const gpu_profile g = gpu_presets().at("h100");
+  const iteration_timing formula(m, g, 2, 1.0, 0.001, nullptr), measured(m, g, 2, 1.0, 0, table);
+  const prefill_part parts[3] = {{100, 0}, {300, 1000}, {0, 50}};
+  double sum = 0;
+  counting = true;
+  for (std::uint64_t i = 1; i < 5000; ++i) {
+    for (const iteration_timing* t : {&formula, &measured}) {
+      const decode_batch d{i % 70, static_cast<double>(i * 100), static_cast<double>(i) * 1e6};
+      sum += t->seconds(parts, d);
+      sum += t->chunked_prefill_s(i % 300, 3000 + i, 512);
+      sum += t->decode_s({1 + i % 64, static_cast<double>(i * 10), 0});
+    }
+  }
+  counting = false;
+  CHECK(allocations == 0);
+  CHECK(sum > 0);
 }

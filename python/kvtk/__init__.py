@@ -187,9 +187,10 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
     """``kvtk simulate``: the discrete-event simulation of a serving cluster.
 
     config: a dict of config keys (docs/simulate.md) or a config file path; overrides: config
-    keys given as arguments (``local_cache="20GiB"``), applied last like ``--set``. Returns the
-    CLI's JSON with ``requests``: per-request outcomes as numpy arrays (arrival_s, first_token_s,
-    done_s, hit_blocks, ...). progress(ended, total) counts requests that finished or were
+    keys given as arguments (``local_cache="20GiB"``), applied last like ``--set``;
+    ``timing_table=path`` is ``--timing-table`` (measured iteration times, docs/simulate.md
+    "Timing"). Returns the CLI's JSON with ``requests``: per-request outcomes as numpy arrays
+    (arrival_s, first_token_s, done_s, hit_blocks, ...). progress(ended, total) counts requests that finished or were
     rejected; Ctrl-C stops the simulation at its next report (about every 1/256 of the trace).
     """
     options: dict[str, Any] = {}
@@ -197,9 +198,10 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
         options["config"] = config
     elif config is not None:
         options["config_file"] = os.fspath(config)
-    for key in ("calibration", "pricing", "skip_invalid", "format", "block_tokens"):
+    for key in ("calibration", "timing_table", "pricing", "skip_invalid", "format", "block_tokens"):
         if key in overrides:
-            options[key] = overrides.pop(key)
+            value = overrides.pop(key)
+            options[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
     options["set"] = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     with tempfile.TemporaryDirectory(prefix="kvtk-") as scratch:
         options = _with_trace(trace, options, scratch)

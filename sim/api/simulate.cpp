@@ -1,5 +1,6 @@
 #include "api/simulate.hpp"
 
+#include <filesystem>
 #include <memory>
 #include <sstream>
 
@@ -14,15 +15,23 @@ namespace {
 
 using cli::usage_error;
 
-// The config file, then the options' keys, then calibration; `set` is applied by
+// The config file (its relative timing_table made relative to the file's directory), then the
+// options' keys, then calibration and timing_table; `set` is applied by
 // cluster_config_from_json.
 nlohmann::json config_json(const simulate_options& o) {
   nlohmann::json j = nlohmann::json::object();
   if (!o.config_file.empty()) j = cli::read_json_file("--config", o.config_file);
   if (!o.config.is_object()) throw usage_error("config: must be a JSON object");
   if (!j.is_object()) throw usage_error("config: must be a JSON object");
+  if (j.contains("timing_table") && j["timing_table"].is_string()) {
+    const std::filesystem::path table = j["timing_table"].get<std::string>();
+    if (table.is_relative() && !table.empty()) {
+      j["timing_table"] = (std::filesystem::path(o.config_file).parent_path() / table).string();
+    }
+  }
   for (const auto& [k, v] : o.config.items()) j[k] = v;
   if (!o.calibration.empty()) j["calibration"] = o.calibration;
+  if (!o.timing_table.empty()) j["timing_table"] = o.timing_table;
   return j;
 }
 
@@ -78,7 +87,8 @@ std::size_t attach_decode_records(const std::string& trace, std::size_t requests
 nlohmann::json to_json(const simulate_options& o) {
   return {{"trace", o.trace},     {"format", o.format},   {"block_tokens", o.block_tokens},
           {"config_file", o.config_file}, {"config", o.config}, {"set", o.set},
-          {"calibration", o.calibration}, {"pricing", o.pricing}, {"skip_invalid", o.skip_invalid}};
+          {"calibration", o.calibration}, {"timing_table", o.timing_table},
+          {"pricing", o.pricing}, {"skip_invalid", o.skip_invalid}};
 }
 
 simulate_options simulate_options_from_json(const nlohmann::json& j) {
@@ -91,6 +101,7 @@ simulate_options simulate_options_from_json(const nlohmann::json& j) {
   in.get("config", o.config);
   in.get("set", o.set);
   in.get("calibration", o.calibration);
+  in.get("timing_table", o.timing_table);
   in.get("pricing", o.pricing);
   in.get("skip_invalid", o.skip_invalid);
   in.finish();

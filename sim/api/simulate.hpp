@@ -27,7 +27,9 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
                                              const std::vector<std::string>& overrides);
 
 /// What `kvtk simulate` does. The config is built from config_file, then the keys of `config`
-/// over it, then calibration, then each `set` override in order.
+/// over it, then calibration and timing_table, then each `set` override in order. A relative
+/// `timing_table` in config_file is relative to that file's directory; anywhere else (config,
+/// timing_table, set) to the working directory.
 struct simulate_options {
   std::string trace;                ///< trace path (required; needs arrival times)
   std::string format = "auto";      ///< a format name, or auto
@@ -36,6 +38,7 @@ struct simulate_options {
   nlohmann::json config = nlohmann::json::object();  ///< config keys (docs/simulate.md)
   std::vector<std::string> set;     ///< "key=value" overrides, applied last
   std::string calibration;          ///< calibration JSON for the DRAM tier's link ("" = none)
+  std::string timing_table;         ///< measured iteration times, CSV ("" = the config's)
   std::string pricing;              ///< price preset or .json: attach an API cost ("" = none)
   bool skip_invalid = false;        ///< skip malformed trace lines (counted) instead of stopping
 };

@@ -23,7 +23,8 @@ const char* const known_keys[] = {
     "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
-    "sparse"};
+    "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
+    "timing_table"};
 
 const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
                                    "prefetch", "persistence", "drift",       "zipf",   "seed"};
@@ -44,6 +45,47 @@ std::uint64_t whole(const nlohmann::json& j, const char* key, std::uint64_t max)
                       std::to_string(max));
   }
   return static_cast<std::uint64_t>(v);
+}
+
+// An efficiency: a fraction of peak in (0, 1].
+double efficiency(const nlohmann::json& j, const char* key) {
+  const double v = j[key].is_number() ? j[key].get<double>() : -1.0;
+  if (!(v > 0 && v <= 1)) {
+    throw usage_error(std::string("config: '") + key + "' must be a number in (0, 1]");
+  }
+  return v;
+}
+
+// `efficiency` (the one knob of old configs) sets both; a separate key wins over it.
+void read_efficiencies(const nlohmann::json& j, des::gpu_profile& g) {
+  if (j.contains("efficiency")) {
+    g.compute_efficiency = g.memory_efficiency = efficiency(j, "efficiency");
+  }
+  if (j.contains("compute_efficiency")) g.compute_efficiency = efficiency(j, "compute_efficiency");
+  if (j.contains("memory_efficiency")) g.memory_efficiency = efficiency(j, "memory_efficiency");
+}
+
+// Iteration timing (docs/simulate.md "Timing"): efficiencies over the gpu's, the per-iteration
+// overhead, and a measured timing table (null = none). A bad table is a usage error naming
+// its file, line and reason.
+void read_timing(const nlohmann::json& j, des::cluster_config& c) {
+  read_efficiencies(j, c.gpu);
+  if (j.contains("iteration_overhead_s")) {
+    c.iteration_overhead_s = number(j, "iteration_overhead_s");
+    if (c.iteration_overhead_s > 10) {
+      throw usage_error("config: 'iteration_overhead_s' must be in [0, 10] seconds");
+    }
+  }
+  if (!j.contains("timing_table") || j["timing_table"].is_null()) return;
+  if (!j["timing_table"].is_string() || j["timing_table"].get<std::string>().empty()) {
+    throw usage_error("config: 'timing_table' must be a file name");
+  }
+  try {
+    c.timing = std::make_shared<const des::timing_table>(
+        des::timing_table::load(j["timing_table"].get<std::string>()));
+  } catch (const des::timing_table_error& e) {
+    throw usage_error(std::string("timing table ") + e.what());
+  }
 }
 
 // sparse.budget: pages (a number), "<N>tok" or "<P>%".
@@ -215,7 +257,8 @@ des::model_profile model_from_json(const nlohmann::json& m) {
   return model;
 }
 
-// "gpu": a preset name or an object with tflops, hbm_gb_per_s, hbm_gb, host_link_gb_per_s.
+// "gpu": a preset name or an object with tflops, hbm_gb_per_s, hbm_gb, host_link_gb_per_s and
+// optionally efficiency, compute_efficiency, memory_efficiency.
 des::gpu_profile gpu_from_json(const nlohmann::json& g) {
   des::gpu_profile gpu;
   if (g.is_string()) {
@@ -234,7 +277,7 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
     gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;
     gpu.hbm_bytes = number(g, "hbm_gb") * 1e9;
     gpu.host_link_bytes_per_s = number(g, "host_link_gb_per_s") * 1e9;
-    if (g.contains("efficiency")) gpu.efficiency = number(g, "efficiency");
+    read_efficiencies(g, gpu);
   } else {
     throw usage_error("config: 'gpu' must be a preset name or an object");
   }
@@ -339,6 +382,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   if (j.contains("ttft_slo_ms")) c.ttft_slo_s = number(j, "ttft_slo_ms") * 1e-3;
   if (j.contains("tbt_slo_ms")) c.tbt_slo_s = number(j, "tbt_slo_ms") * 1e-3;
   if (j.contains("seed")) c.seed = whole(j, "seed", ~0ull >> 11);
+  read_timing(j, c);
   calibrate_host_link(j, block_tokens, c);
   if (j.contains("sparse") && !j["sparse"].is_null()) c.sparse = sparse_from_json(j["sparse"]);
   if (j.contains("partial_block")) {

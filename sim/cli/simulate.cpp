@@ -27,6 +27,9 @@ int run_simulate(const std::vector<std::string>& args) {
       "set", po::value(&o.set)->composing(), "override a config key: --set router=cache-aware")(
       "calibration", po::value(&o.calibration),
       "DRAM-tier host link from a calibration JSON's dram->hbm fit (same as --set calibration=F)")(
+      "timing-table", po::value(&o.timing_table),
+      "measured iteration times (CSV kind,batch,tokens_per_request,context_tokens,ms; "
+      "docs/simulate.md \"Timing\"), over the config's timing_table")(
       "pricing", po::value(&o.pricing), "attach an API cost estimate (kvtk cost --help)")(
       "json", po::value(&json_out), "write the summary JSON to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write one CSV row per request to a file, or - for stdout")(

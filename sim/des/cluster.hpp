@@ -8,7 +8,7 @@
 // concern:
 //   cluster_events.cpp  the event loop and the request life cycle (arrive, prefill, decode)
 //   cluster_route.cpp   the router, parsed once per simulation
-//   cluster_timing.cpp  compute and transfer times
+//   cluster_timing.cpp  compute and transfer times (iteration times: timing.hpp)
 //   cluster_caches.cpp  cache lookups, matching, pinning and in-flight blocks
 //   cluster_report.cpp  the summary JSON
 //   simulator.cpp       construction, validation and simulate()
@@ -139,6 +139,9 @@ class cluster {
 
  private:
   void validate() const;
+  // A timing table must have the rows the trace needs (prefill always, decode when a request
+  // decodes). Throws std::invalid_argument.
+  void check_timing_table() const;
 
   void push(double t, int kind, std::uint32_t inst, std::uint32_t req);
 
@@ -153,6 +156,7 @@ class cluster {
   // Leading run resident in the instance's HBM cache, its DRAM tier or the pool (the fastest
   // holder serves each block).
   match_result match(instance& in, std::span<const kvtk::block_key> b);
+  // The prefill of tokens [cached, total): one iteration, or chunk_tokens-sized ones.
   double compute_s(std::uint64_t cached_tokens, std::uint64_t total) const;
   // Loading hits from DRAM (host link) and the pool, one after the other: alpha + n beta +
   // bytes / B each (host_link_, pool_link_).
@@ -207,6 +211,7 @@ class cluster {
   // an instance's GPUs moves its 1/TP share of a block over its own link, so B x TP) and of
   // the pool.
   kvtk::move::timing_model host_link_, pool_link_;
+  iteration_timing timing_;  // every iteration's duration (formula or table)
   router_kind router_ = router_kind::round_robin;    // c_.router, parsed once
   std::vector<double> route_cost_, route_weight_;     // one entry per prefill instance
   std::vector<request_outcome> out_;
@@ -218,6 +223,7 @@ class cluster {
   std::priority_queue<event, std::vector<event>, std::greater<>> events_;
   kvtk::prefix::partial_block p_ = kvtk::prefix::partial_block::cache;
   double now_ = 0, block_bytes_ = 0, flops_per_s_ = 1, saved_flops_ = 0, pd_bytes_ = 0;
+  double saved_table_s_ = 0;  // with a timing table: prefill seconds the hits saved
   std::uint64_t seq_ = 0, rr_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   std::uint64_t dram_read_blocks_ = 0, rejected_ = 0;
   const simulation_progress* progress_ = nullptr;  // set by run(); null when not reported

@@ -86,6 +86,14 @@ void cluster::start_prefill(std::uint32_t i, std::uint32_t r) {
   pool_read_blocks_ += o.pool_blocks;
   dram_read_blocks_ += o.dram_blocks;
   saved_flops_ += prefill_flops(c_.model, 0, L) - prefill_flops(c_.model, o.hit_tokens, L);
+  if (c_.timing && o.hit_tokens > 0) {  // the table's seconds, not time-scaled (as FLOPs)
+    const double cold = c_.timing->prefill_s(1, static_cast<double>(L), 0);
+    const double warm =
+        o.hit_tokens >= L ? 0.0
+                          : c_.timing->prefill_s(1, static_cast<double>(L - o.hit_tokens),
+                                                 static_cast<double>(o.hit_tokens));
+    saved_table_s_ += std::max(0.0, cold - warm);
+  }
   in.queued_tokens -= L;
   if (c_.chunk_tokens > 0) {
     in.prefilling = r;
@@ -106,7 +114,7 @@ void cluster::run_chunk(std::uint32_t i) {
   const std::uint64_t L = t_.input_tokens(r);
   const request_outcome& o = out_[r];
   const std::uint64_t end = std::min<std::uint64_t>(L, in.prefill_pos + c_.chunk_tokens);
-  double dur = prefill_flops(c_.model, in.prefill_pos, end) / flops_per_s_ * c_.time_scale;
+  double dur = timing_.prefill_s(in.prefill_pos, end);
   if (in.prefill_pos == o.hit_tokens) {
     const double load = load_s({o.hit_blocks, o.dram_blocks, o.pool_blocks});
     dur = c_.overlap_load ? std::max(dur, load) : dur + load;
@@ -180,9 +188,10 @@ void cluster::on_transfer_done(std::uint32_t r) {
 void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool) {
   in.stepping.assign(in.batch.begin(),
                      in.batch.begin() + std::min<std::size_t>(in.batch.size(), c_.max_batch));
-  double kv_bytes = 0;
+  double kv_bytes = 0, context = 0;
   std::uint64_t recalls = 0, prefetched = 0;
   for (std::uint32_t r : in.stepping) {
+    context += static_cast<double>(t_.input_tokens(r) + out_[r].output_tokens);
     if (c_.sparse.enabled) {
       const auto k =
           sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens, st_[r].remaining);
@@ -195,9 +204,8 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
                   c_.model.kv_bytes_per_token;
     }
   }
-  double dur = (2.0 * c_.model.active_params + kv_bytes) /
-               (c_.gpu.hbm_bytes_per_s * c_.gpu.efficiency * c_.gpus_per_instance) *
-               c_.time_scale;
+  // Sparse: the formula reads the selected pages; a table takes the row at the mean context.
+  double dur = timing_.decode_s({in.stepping.size(), context, kv_bytes});
   if (c_.sparse.enabled) {
     // The batch's recalls and prefetches cross the instance's host link together; the stall is
     // kvtk::sparse::decode_clock's (kvtk sparse's model, with the batch as the stream).

@@ -83,6 +83,8 @@ simulation_result cluster::summarize() {
   for (const auto& in : prefill_) busy += in.busy_s;
   for (const auto& in : decode_) busy += in.busy_s;
   const double gpus = static_cast<double>(prefill_.size() + decode_.size());
+  // FLOPs at compute_efficiency, or with a timing table its own prefill rows.
+  const double saved_instance_s = c_.timing ? saved_table_s_ : saved_flops_ / flops_per_s_;
   auto ratio = [](std::uint64_t a, std::uint64_t b) {
     return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
   };
@@ -114,8 +116,9 @@ simulation_result cluster::summarize() {
       {"gpu_busy_fraction", span > 0 && gpus > 0 ? busy / (span * gpus) : 0.0},
       {"prefill_flops_saved", saved_flops_},
       // Instance-seconds x GPUs per instance: the GPU-seconds an operator pays for.
-      {"prefill_instance_s_saved", saved_flops_ / flops_per_s_},
-      {"prefill_gpu_s_saved", saved_flops_ / flops_per_s_ * c_.gpus_per_instance},
+      {"prefill_instance_s_saved", saved_instance_s},
+      {"prefill_gpu_s_saved", saved_instance_s * c_.gpus_per_instance},
+      {"timing", timing_.describe()},
       {"bytes", {{"dram_read", static_cast<double>(dram_read_blocks_) * block_bytes_},
                  {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
                  {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},

@@ -4,7 +4,7 @@
 namespace kvtk::sim::des::detail {
 
 double cluster::compute_s(std::uint64_t cached_tokens, std::uint64_t total) const {
-  return prefill_flops(c_.model, cached_tokens, total) / flops_per_s_ * c_.time_scale;
+  return timing_.chunked_prefill_s(cached_tokens, total, c_.chunk_tokens);
 }
 
 double cluster::load_s(const match_result& m) const {

@@ -15,12 +15,12 @@ const std::map<std::string, model_profile>& model_presets() {
 
 const std::map<std::string, gpu_profile>& gpu_presets() {
   // Dense bf16 tensor TFLOP/s and HBM from the vendors' datasheets; host links are practical
-  // pinned-copy figures (PCIe Gen5 ~50 GB/s, Gen4 ~25 GB/s).
+  // pinned-copy figures (PCIe Gen5 ~50 GB/s, Gen4 ~25 GB/s). Efficiencies: profiles.hpp.
   static const std::map<std::string, gpu_profile> g = {
-      {"h100", {"h100", 989, 3.35e12, 80e9, 50e9, 0.5}},
-      {"h200", {"h200", 989, 4.8e12, 141e9, 50e9, 0.5}},
-      {"h800", {"h800", 989, 3.35e12, 80e9, 50e9, 0.5}},
-      {"a800", {"a800", 312, 2.0e12, 80e9, 25e9, 0.5}},
+      {"h100", {"h100", 989, 3.35e12, 80e9, 50e9, 0.67, 0.8}},
+      {"h200", {"h200", 989, 4.8e12, 141e9, 50e9, 0.67, 0.8}},
+      {"h800", {"h800", 989, 3.35e12, 80e9, 50e9, 0.67, 0.8}},
+      {"a800", {"a800", 312, 2.0e12, 80e9, 25e9, 0.67, 0.8}},
   };
   return g;
 }

@@ -21,7 +21,10 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   sparse_link_.page_bytes = static_cast<double>(c.model.kv_bytes_per_token) * c.sparse.page_tokens;
   sparse_link_.layer_ahead = c.sparse.prefetch_layer_ahead;
   sparse_link_.layers = std::max<std::uint32_t>(1, c.model.layers);
-  flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.efficiency * c.gpus_per_instance;
+  flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.compute_efficiency * c.gpus_per_instance;
+  timing_ = iteration_timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
+                             c.iteration_overhead_s, c.timing);
+  check_timing_table();
   p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                              : kvtk::prefix::partial_block::skip;
   // A cache never holds more blocks than the trace references, and one that can hold them
@@ -68,18 +71,39 @@ void cluster::validate() const {
   }
   for (double v : {c_.host_link_latency_s, c_.host_link_per_block_s, c_.pool_bytes_per_s, c_.pool_latency_s, c_.pd_link_bytes_per_s,
                    c_.time_scale, c_.router_temperature, c_.ttft_slo_s, c_.tbt_slo_s,
-                   c_.router_prefill_weight}) {
+                   c_.router_prefill_weight, c_.iteration_overhead_s}) {
     if (!(v >= 0) || !std::isfinite(v)) {
       throw std::invalid_argument("times, bandwidths, weights and SLOs must be finite and >= 0");
     }
   }
-  if (!(c_.gpu.tflops > 0) || !(c_.gpu.hbm_bytes_per_s > 0) || !(c_.gpu.efficiency > 0)) {
-    throw std::invalid_argument("gpu: tflops, hbm bandwidth and efficiency must be > 0");
+  if (!(c_.gpu.tflops > 0) || !(c_.gpu.hbm_bytes_per_s > 0) || !(c_.gpu.compute_efficiency > 0) ||
+      !(c_.gpu.memory_efficiency > 0) || !std::isfinite(c_.gpu.compute_efficiency) ||
+      !std::isfinite(c_.gpu.memory_efficiency)) {
+    throw std::invalid_argument(
+        "gpu: tflops, hbm bandwidth, compute_efficiency and memory_efficiency must be > 0");
   }
   if (t_.arrival_s.size() != t_.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }
   sparse_decoder::validate(c_.sparse);
+}
+
+void cluster::check_timing_table() const {
+  if (!c_.timing) return;
+  const std::string& f = c_.timing->source();
+  if (!c_.timing->has_prefill() && t_.requests() > 0) {
+    throw std::invalid_argument("timing table " + f + " has no prefill rows (every request "
+                                "prefills; docs/simulate.md \"Timing\")");
+  }
+  if (c_.timing->has_decode()) return;
+  for (std::uint32_t r = 0; r < t_.requests(); ++r) {
+    if (output_tokens(r) > 1) {
+      throw std::invalid_argument(
+          "timing table " + f + " has no decode rows, and request " + std::to_string(r) +
+          " (0-based) decodes " + std::to_string(output_tokens(r) - 1) +
+          " tokens (add decode rows, or cap outputs with max_output_tokens=1)");
+    }
+  }
 }
 
 }  // namespace detail

@@ -13,7 +13,10 @@
 //    apart. Local hit blocks are pinned from the match until the prefill finishes; the request's
 //    blocks are inserted (local cache, then write-through to the pool) when its prefill
 //    finishes, in forward order, as a flat replay does.
-//  * Prefill time = compute for the uncached tokens (profiles.hpp) and the load of DRAM hits
+//  * Every iteration's time (a whole-prompt prefill, a chunk, a decode step) is
+//    des::iteration_timing's (timing.hpp): the formula with compute_efficiency,
+//    memory_efficiency and iteration_overhead_s, or a measured timing table.
+//  * Prefill time = compute for the uncached tokens (timing.hpp) and the load of DRAM hits
 //    (host link) and pool hits (bytes / pool bandwidth + latency), overlapped (max) or not
 //    (sum). One prefill at a time per instance, FIFO; with chunk_tokens, in chunks between
 //    which a colocated instance runs one decode step of its batch. With reject_over_slo, a request whose
@@ -52,6 +55,7 @@
 #include <vector>
 
 #include "des/profiles.hpp"
+#include "des/timing.hpp"
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
@@ -105,7 +109,9 @@ struct cluster_config {
   std::uint64_t chunk_tokens = 0;        ///< chunked prefill: tokens per chunk (0 = whole prompt);
                                          ///< colocated decode steps run between chunks
   std::int64_t max_output_tokens = -1;   ///< cap on output tokens (-1 = the trace's)
-  double time_scale = 1.0;               ///< multiplies compute times (0 = free compute)
+  double time_scale = 1.0;               ///< multiplies iteration times (0 = free compute)
+  double iteration_overhead_s = 0;       ///< formula: fixed seconds per iteration (x time_scale)
+  std::shared_ptr<const timing_table> timing;  ///< measured iteration times; null = the formula
   std::string router = "round-robin";    ///< random | round-robin | least-loaded | cache-aware | conductor
   double router_prefill_weight = 1.0;    ///< cache-aware: w in w·prefill_blocks + decode_blocks
   double router_temperature = 0.0;       ///< cache-aware: softmax temperature (0 = argmin)

@@ -1,5 +1,6 @@
 // libFuzzer targets for every non-trace input kvtk reads: the simulate config (with --set
-// overrides), tier configs, model files, calibrations, price tables and command-line values.
+// overrides), tier configs, model files, calibrations, price tables, command-line values and
+// simulate's timing tables.
 // One source, built once per reader (KVTK_FUZZ_READER, see CMakeLists.txt), each with its own
 // seed corpus under tests/fuzz/seeds/<target>/.
 //
@@ -22,6 +23,7 @@
 #include "cli/cost.hpp"
 #include "cli/simulate.hpp"
 #include "cli/tiers.hpp"
+#include "des/timing.hpp"
 #include "move/calibration.hpp"
 
 namespace {
@@ -139,8 +141,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (vm.count("capacity")) (void)cli::parse_capacity(capacity, block_tokens ? block_tokens : 64, 0);
     });
   });
+#elif KVTK_FUZZ_READER == 7  // fuzz_timing_table: a table, then lookups on and off its grid
+  const std::string& path = input_file(data, size);
+  expect_documented([&] {
+    const auto t = kvtk::sim::des::timing_table::load(path);
+    for (const double x : {0.0, 1.0, 3.5, 1e6, 1e12}) {
+      const double p = t.has_prefill() ? t.prefill_s(1 + x, x, x) : 0.0;
+      const double d = t.has_decode() ? t.decode_s(1 + x, x) : 0.0;
+      if (!(p >= 0) || !(d >= 0)) __builtin_trap();  // clamped at 0; never NaN
+    }
+  });
 #else
-#error "KVTK_FUZZ_READER must be 1..6"
+#error "KVTK_FUZZ_READER must be 1..7"
 #endif
   return 0;
 }
