@@ -27,7 +27,8 @@ set(KVTK_DES_SOURCES
   des/timing_table.cpp
   des/cluster_caches.cpp
   des/cluster_report.cpp
-  des/sparse_decode.cpp)
+  des/sparse_decode.cpp
+  des/engine_sched.cpp)
 set(KVTK_MOVE_SOURCES
   move/host_move.cpp
   move/executor.cpp

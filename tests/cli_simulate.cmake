@@ -97,3 +97,20 @@ expect(2 "'compute_efficiency' must be a number in \\(0, 1\\]" simulate --trace 
        --set compute_efficiency=2)
 expect(2 "'iteration_overhead_s' must be in \\[0, 10\\]" simulate --trace ${T}
        --set iteration_overhead_s=1e300)
+
+# Engine schedulers (docs/simulate.md "Engine schedulers"): --engine picks the accounting and the
+# scheduler; the result records both, with the preemptions; bad pairs and impossible memory are
+# usage errors naming the reason.
+set(Q --set model=qwen2.5-7b --set gpu=h100 --set max_output_tokens=16)
+expect(0 "\"preemptions\": [0-9]+,.*\"scheduler\": {[^}]*\"engine\": \"vllm\",[^}]*\"scheduler\": \"vllm-v1\""
+       simulate --trace ${T} --engine vllm ${Q} --json -)
+expect(0 "\"scheduler\": {[^}]*\"schedule_policy\": \"fcfs\",[^}]*\"scheduler\": \"sglang\""
+       simulate --trace ${T} --engine sglang ${Q} --set schedule_policy=fcfs --json -)
+expect(0 "\"scheduler\": \"vllm-v0\"" simulate --trace ${T} ${Q} --set scheduler=vllm-v0 --json -)
+expect(0 "\"scheduler\": {[^}]*\"engine\": \"ideal\",[^}]*\"scheduler\": \"kvtk\"" simulate --trace ${T} ${Q} --json -)
+expect(2 "unknown engine 'trtllm'" simulate --trace ${T} --engine trtllm)
+expect(2 "engine vllm does not go with scheduler sglang" simulate --trace ${T} ${Q}
+       --set scheduler=sglang --engine vllm)
+expect(2 "unknown scheduler 'orca'" simulate --trace ${T} --set scheduler=orca)
+expect(2 "the weights of deepseek-v3 do not leave room" simulate --trace ${T} --engine vllm)
+expect(2 "decode_instances must be 0" simulate --trace ${T} ${Q} --engine vllm --set decode_instances=1)

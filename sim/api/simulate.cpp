@@ -32,6 +32,7 @@ nlohmann::json config_json(const simulate_options& o) {
   for (const auto& [k, v] : o.config.items()) j[k] = v;
   if (!o.calibration.empty()) j["calibration"] = o.calibration;
   if (!o.timing_table.empty()) j["timing_table"] = o.timing_table;
+  if (!o.engine.empty()) j["engine"] = o.engine;
   return j;
 }
 
@@ -87,7 +88,7 @@ std::size_t attach_decode_records(const std::string& trace, std::size_t requests
 nlohmann::json to_json(const simulate_options& o) {
   return {{"trace", o.trace},     {"format", o.format},   {"block_tokens", o.block_tokens},
           {"config_file", o.config_file}, {"config", o.config}, {"set", o.set},
-          {"calibration", o.calibration}, {"timing_table", o.timing_table},
+          {"calibration", o.calibration}, {"timing_table", o.timing_table}, {"engine", o.engine}, {"iteration_log", o.iteration_log},
           {"pricing", o.pricing}, {"skip_invalid", o.skip_invalid}};
 }
 
@@ -102,6 +103,8 @@ simulate_options simulate_options_from_json(const nlohmann::json& j) {
   in.get("set", o.set);
   in.get("calibration", o.calibration);
   in.get("timing_table", o.timing_table);
+  in.get("engine", o.engine);
+  in.get("iteration_log", o.iteration_log);
   in.get("pricing", o.pricing);
   in.get("skip_invalid", o.skip_invalid);
   in.finish();
@@ -124,6 +127,11 @@ simulate_result run(simulate_options o, const progress_callback& progress) {
   simulate_result r;
   r.config = config_json(o);
   des::cluster_config cfg = cluster_config_from_json(r.config, o.block_tokens, o.set);
+  if (o.iteration_log && !cfg.sched.engine_scheduler()) {
+    throw usage_error("--iterations: the iteration log is the engine schedulers' (set scheduler or "
+                      "--engine vllm|sglang)");
+  }
+  cfg.sched.log_iterations = o.iteration_log;
   read_report skipped;
   const loaded_trace loaded = cli::load_trace_for("simulate", o.trace, o.format, o.block_tokens,
                                                   o.skip_invalid, skipped, cfg.sparse.enabled);
@@ -157,6 +165,7 @@ simulate_result run(simulate_options o, const progress_callback& progress) {
   r.sparse = cfg.sparse.enabled;
   if (r.sparse) r.result["sparse"]["recorded_requests"] = recorded_requests;
   r.requests = std::move(res.requests);
+  r.iterations = std::move(res.iterations);
   return r;
 }
 
@@ -181,6 +190,17 @@ std::string to_csv(const simulate_result& r) {
         << o.output_tokens << ',' << o.mean_tbt;
     if (r.sparse) csv << ',' << o.recalls << ',' << o.stall_s;
     csv << '\n';
+  }
+  return csv.str();
+}
+
+std::string iterations_csv(const simulate_result& r) {
+  std::ostringstream csv;
+  csv.precision(17);
+  csv << "instance,iteration,start_s,end_s,request,new_tokens,context_tokens\n";
+  for (const auto& x : r.iterations) {
+    csv << x.instance << ',' << x.iteration << ',' << x.start << ',' << x.end << ',' << x.request
+        << ',' << x.new_tokens << ',' << x.context_tokens << '\n';
   }
   return csv.str();
 }

@@ -39,8 +39,12 @@ struct simulate_options {
   std::vector<std::string> set;     ///< "key=value" overrides, applied last
   std::string calibration;          ///< calibration JSON for the DRAM tier's link ("" = none)
   std::string timing_table;         ///< measured iteration times, CSV ("" = the config's)
+  /// Hit accounting and, with it, the scheduler: ideal (kvtk's scheduler), vllm (vllm-v1 unless
+  /// the config names a vllm-* scheduler), sglang; "" = the config's (docs/simulate.md).
+  std::string engine;
   std::string pricing;              ///< price preset or .json: attach an API cost ("" = none)
   bool skip_invalid = false;        ///< skip malformed trace lines (counted) instead of stopping
+  bool iteration_log = false;       ///< engine schedulers: keep every iteration's batch
 };
 
 nlohmann::json to_json(const simulate_options& o);
@@ -56,6 +60,7 @@ struct simulate_result {
   nlohmann::json result;  ///< the summary: hit ratios, TTFT/TBT/latency, throughput, cost, ...
   nlohmann::json host_link_calibration;       ///< the fit applied, or null
   std::vector<des::request_outcome> requests;  ///< one outcome per request, in trace order
+  std::vector<des::iteration_record> iterations;  ///< the iteration log (options.iteration_log)
   bool sparse = false;                         ///< sparse decode simulated (CSV has two more columns)
 };
 
@@ -67,6 +72,10 @@ simulate_result run(simulate_options options, const progress_callback& progress 
 
 nlohmann::json to_json(const simulate_result& r);  ///< `kvtk simulate --json`
 std::string to_csv(const simulate_result& r);      ///< `kvtk simulate --csv`: one row per request
+/// `kvtk simulate --iterations`: the iteration log as CSV, instance,iteration,start_s,end_s,
+/// request,new_tokens,context_tokens (one row per request scheduled in an iteration;
+/// context_tokens = its tokens computed before this iteration).
+std::string iterations_csv(const simulate_result& r);
 std::string to_text(const simulate_result& r);     ///< what `kvtk simulate` prints
 
 }  // namespace kvtk::sim

@@ -24,7 +24,8 @@ const char* const known_keys[] = {
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
     "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
-    "timing_table"};
+    "timing_table", "scheduler", "engine", "max_num_batched_tokens", "max_num_seqs",
+    "schedule_policy", "gpu_memory_utilization"};
 
 const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
                                    "prefetch", "persistence", "drift",       "zipf",   "seed"};
@@ -251,6 +252,7 @@ des::model_profile model_from_json(const nlohmann::json& m) {
     model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
     model.active_params = number(m, "active_params");
     model.kv_bytes_per_token = whole(m, "kv_bytes_per_token", 1ull << 40);
+    if (m.contains("total_params")) model.total_params = number(m, "total_params");
   } else {
     throw usage_error("config: 'model' must be a preset name or an object");
   }
@@ -322,6 +324,31 @@ void calibrate_host_link(const nlohmann::json& j, std::uint32_t block_tokens,
   }
 }
 
+// The engine scheduler keys (docs/simulate.md "Engine schedulers"), checked by name.
+void read_scheduler(const nlohmann::json& j, des::engine_scheduler_config& s) {
+  read_string(j, "scheduler", s.scheduler);
+  read_string(j, "engine", s.engine);
+  if (!j.contains("scheduler")) {  // an engine picks its scheduler
+    if (s.engine == "vllm") s.scheduler = "vllm-v1";
+    if (s.engine == "sglang") s.scheduler = "sglang";
+  }
+  read_string(j, "schedule_policy", s.schedule_policy);
+  if (j.contains("max_num_batched_tokens")) {
+    s.max_num_batched_tokens = whole(j, "max_num_batched_tokens", 1ull << 32);
+  }
+  if (j.contains("max_num_seqs")) {
+    s.max_num_seqs = static_cast<std::uint32_t>(whole(j, "max_num_seqs", 1u << 24));
+  }
+  if (j.contains("gpu_memory_utilization")) {
+    s.gpu_memory_utilization = efficiency(j, "gpu_memory_utilization");
+  }
+  try {
+    s.validate();
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("config: ") + e.what());
+  }
+}
+
 }  // namespace
 
 des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
@@ -376,6 +403,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
     // reported figures to null.
     if (c.time_scale > 1e6) throw usage_error("config: 'time_scale' must be in [0, 1e6]");
   }
+  read_scheduler(j, c.sched);
   read_string(j, "router", c.router);
   if (j.contains("router_prefill_weight")) c.router_prefill_weight = number(j, "router_prefill_weight");
   if (j.contains("router_temperature")) c.router_temperature = number(j, "router_temperature");

@@ -125,6 +125,9 @@ class gap_histogram {
   double max_ = 0;
 };
 
+// {"mean", "p50", "p90", "p99"} of latencies in seconds (the summaries' distributions).
+nlohmann::json latency_dist(const std::vector<double>& v);
+
 // The routers, chosen once per simulation (not by comparing strings per request).
 enum class router_kind { random, round_robin, least_loaded, cache_aware, conductor };
 

@@ -22,6 +22,8 @@ nlohmann::json dist(const std::vector<double>& v) {
 
 }  // namespace
 
+nlohmann::json latency_dist(const std::vector<double>& v) { return dist(v); }
+
 nlohmann::json cluster::sparse_summary() {
   for (std::uint32_t r = 0; r < st_.size(); ++r) sparse_->release(r);
   const auto& k = sparse_->totals();
@@ -119,6 +121,8 @@ simulation_result cluster::summarize() {
       {"prefill_instance_s_saved", saved_instance_s},
       {"prefill_gpu_s_saved", saved_instance_s * c_.gpus_per_instance},
       {"timing", timing_.describe()},
+      {"scheduler", c_.sched.describe()},
+      {"preemptions", 0},  // kvtk's scheduler never preempts (HBM is not enforced for decode)
       {"bytes", {{"dram_read", static_cast<double>(dram_read_blocks_) * block_bytes_},
                  {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
                  {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},

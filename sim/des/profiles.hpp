@@ -27,6 +27,7 @@ struct model_profile {
   std::uint32_t hidden = 0;
   double active_params = 0;          ///< parameters touched per token
   std::uint64_t kv_bytes_per_token = 0;
+  double total_params = 0;  ///< all parameters (the weights in HBM); 0 = active_params
 };
 
 struct gpu_profile {

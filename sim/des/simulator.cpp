@@ -110,6 +110,8 @@ void cluster::check_timing_table() const {
 
 simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
                            const simulation_progress& progress) {
+  cfg.sched.validate();
+  if (cfg.sched.engine_scheduler()) return detail::simulate_engine(trace, cfg, progress);
   detail::cluster c(trace, cfg);
   return c.run(progress);
 }

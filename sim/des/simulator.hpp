@@ -54,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "des/engine_sched.hpp"
 #include "des/profiles.hpp"
 #include "des/timing.hpp"
 #include "kvtk/prefix/replay.hpp"
@@ -123,6 +124,7 @@ struct cluster_config {
                                          ///< or, the default of every command, only full blocks
   nlohmann::json host_link_calibration;  ///< what a calibration file set (reports only)
   sparse_config sparse;                  ///< sparse-attention decode; disabled by default
+  engine_scheduler_config sched;         ///< kvtk's scheduler, or an engine's (engine_sched.hpp)
 };
 
 /// Per-request outcome (the optional CSV).
@@ -137,9 +139,19 @@ struct request_outcome {
   double stall_s = 0;         ///< sparse: stall of the decode steps it took part in
 };
 
+/// One request's part in one iteration of an engine scheduler (the iteration log).
+struct iteration_record {
+  std::uint32_t instance = 0;
+  std::uint64_t iteration = 0;  ///< the instance's iteration number, from 0
+  double start = 0, end = 0;
+  std::uint32_t request = 0;
+  std::uint64_t new_tokens = 0, context_tokens = 0;
+};
+
 struct simulation_result {
   nlohmann::json summary;
   std::vector<request_outcome> requests;
+  std::vector<iteration_record> iterations;  ///< engine schedulers with sched.log_iterations
 };
 
 /// Progress of a simulation: (requests ended, requests in all); a request ends when it finishes

@@ -151,13 +151,22 @@ class sglang_radix_cache {
   /// inc_lock_ref / dec_lock_ref on x and its ancestors (locked nodes are never evicted).
   void lock(std::uint32_t x) noexcept {
     for (; x != root; x = nodes_[x].parent) {
-      if (nodes_[x].locks++ == 0 && nodes_[x].heap_pos != none) heap_erase(x);
+      if (nodes_[x].locks++ != 0) continue;
+      protected_pages_ += nodes_[x].len;
+      if (nodes_[x].heap_pos != none) heap_erase(x);
     }
   }
   void unlock(std::uint32_t x) noexcept {
     for (; x != root; x = nodes_[x].parent) {
-      if (--nodes_[x].locks == 0 && nodes_[x].children == 0) heap_push(x);
+      if (--nodes_[x].locks != 0) continue;
+      protected_pages_ -= nodes_[x].len;
+      if (nodes_[x].children == 0) heap_push(x);
     }
+  }
+  /// Free pages plus the tree's unlocked pages (evictable_size_): what an admission may count
+  /// on (PrefillAdder's rem_total_tokens, without its reserve for future decode tokens).
+  [[nodiscard]] std::uint64_t available() const noexcept {
+    return free_pages_ + table_.size() - protected_pages_;
   }
   /// Takes `pages` free pages for a request, first evicting leaves when fewer than
   /// pages + spare are free (evict_to_free_tokens with the allocator's demand). Returns false,
@@ -192,6 +201,7 @@ class sglang_radix_cache {
   /// membership are consistent. Returns "" or the first violation.
   [[nodiscard]] const char* audit() const noexcept {
     if (table_.size() + free_pages_ != pages_.size()) return "pages do not add up";
+    if (protected_pages_ != 0) return "protected pages outlived their locks";
     std::vector<std::uint32_t> kids(nodes_.size(), 0);
     std::uint64_t in_nodes = 0;
     for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
@@ -415,6 +425,7 @@ class sglang_radix_cache {
   detail::key_table<key_of> table_;
   std::vector<std::uint32_t> heap_, page_stack_, node_stack_;
   std::uint64_t free_pages_ = 0, clock_ = 0, evicted_pages_ = 0, evicted_nodes_ = 0;
+  std::uint64_t protected_pages_ = 0;  // pages of locked nodes
 };
 
 }  // namespace kvtk::prefix

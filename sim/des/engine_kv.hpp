@@ -1,0 +1,172 @@
+// sim/des/engine_kv.hpp — the KV accounting of kvtk simulate's engine schedulers (internal to
+// sim/des): one instance's KV cache, which is at once the memory running requests compute into
+// and the engine's prefix cache, as vLLM's block pool (vllm_kv) or SGLang's radix cache with its
+// paged allocator (sglang_kv). A scheduler (engine_sched.cpp) asks it to admit a request (hit
+// and blocks for the tokens it schedules), to grow it (more prefill chunks, decode tokens), to
+// finish it and to preempt it. Both share one interface so that the scheduler is a template on
+// it: no virtual call per iteration.
+#pragma once
+
+#include <cstdint>
+#include <kvtk/kvtk.hpp>
+#include <span>
+#include <vector>
+
+namespace kvtk::sim::des::detail {
+
+/// A request as the KV accounting sees it.
+struct kv_request {
+  std::span<const kvtk::block_key> prompt_keys;  ///< the prompt's full blocks' keys
+  std::vector<std::uint32_t> held;               ///< vllm: its blocks, in order
+  std::uint32_t cached = 0;                      ///< vllm: blocks already cached
+  std::uint32_t matched = 0, node = 0;           ///< sglang: pages matched, the locked node
+  std::uint64_t own = 0;                         ///< sglang: pages it allocated
+  bool admitted = false;
+};
+
+inline std::uint64_t blocks_for(std::uint64_t tokens, std::uint32_t bt) {
+  return (tokens + bt - 1) / bt;
+}
+
+/// What admitting a request scheduled: its hit and the new tokens computed this iteration.
+struct admission {
+  bool ok = false;
+  std::uint64_t hit_tokens = 0, new_tokens = 0;
+};
+
+/// The tokens an admission schedules: min(seq - hit, max_new); none when that is 0, or when
+/// `whole` and it is not all of them.
+inline admission plan(std::uint64_t hit_tokens, std::uint64_t seq, std::uint64_t max_new,
+                      bool whole) {
+  const std::uint64_t rest = seq - hit_tokens;
+  const std::uint64_t n = std::min(rest, max_new);
+  if (n == 0 || (whole && n < rest)) return {};
+  return {true, hit_tokens, n};
+}
+
+/// vLLM 0.33.0: KVCacheManager over vllm_block_pool (include/kvtk/prefix/vllm_block_pool.hpp).
+class vllm_kv {
+ public:
+  static constexpr const char* engine = "vllm";
+  vllm_kv(std::uint32_t blocks, std::uint32_t bt) : pool_(blocks), bt_(bt), scratch_(0) {}
+
+  /// get_computed_blocks + allocate_slots: the hit (capped at seq - 1 tokens), then blocks for
+  /// the hit and min(seq - hit, max_new) new tokens (all of them when `whole`). Fails, changing
+  /// nothing, when that is 0 tokens or the blocks are not there. Full prompt blocks are cached
+  /// as they are allocated, as vLLM does.
+  admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole) {
+    const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(seq, bt_, q.prompt_keys.size());
+    if (scratch_.size() < cap) scratch_.resize(cap);
+    const std::uint32_t h = pool_.find_hit(q.prompt_keys, cap, scratch_);
+    const admission a = plan(std::uint64_t{h} * bt_, seq, max_new, whole);
+    if (!a.ok || !pool_.can_allocate(std::span(scratch_).first(h),
+                                     blocks_for(a.hit_tokens + a.new_tokens, bt_) - h)) {
+      return {};
+    }
+    pool_.touch(std::span(scratch_).first(h));
+    q.held.assign(scratch_.begin(), scratch_.begin() + h);
+    q.cached = h;
+    q.admitted = true;
+    take(q, a.hit_tokens + a.new_tokens);
+    return a;
+  }
+  /// allocate_slots for a running request: blocks for tokens [0, upto). False when short.
+  bool grow(kv_request& q, std::uint64_t upto) {
+    const std::uint64_t need = blocks_for(upto, bt_);
+    if (need <= q.held.size()) return true;
+    if (!pool_.can_allocate({}, need - q.held.size())) return false;
+    take(q, upto);
+    return true;
+  }
+  /// free(request): its blocks, last first.
+  void finish(kv_request& q) { release(q); }
+  void preempt(kv_request& q) { release(q); }
+  [[nodiscard]] std::uint64_t cached_blocks() const { return pool_.cached_blocks(); }
+  [[nodiscard]] std::uint64_t evictions() const { return pool_.evictions(); }
+
+ private:
+  void take(kv_request& q, std::uint64_t upto) {
+    const std::uint64_t need = blocks_for(upto, bt_);
+    while (q.held.size() < need) q.held.push_back(pool_.take_free());
+    const std::uint64_t full = std::min<std::uint64_t>(upto / bt_, q.prompt_keys.size());
+    for (; q.cached < full; ++q.cached) pool_.cache(q.held[q.cached], q.prompt_keys[q.cached]);
+  }
+  void release(kv_request& q) {
+    pool_.release(q.held);
+    q.held.clear();
+    q.cached = 0;
+    q.admitted = false;
+  }
+  kvtk::prefix::vllm_block_pool pool_;
+  std::uint32_t bt_;
+  std::vector<std::uint32_t> scratch_;
+};
+
+/// SGLang 0.5.23: RadixCache + paged allocator (include/kvtk/prefix/sglang_radix_cache.hpp).
+class sglang_kv {
+ public:
+  static constexpr const char* engine = "sglang";
+  sglang_kv(std::uint32_t pages, std::uint32_t bt) : cache_(pages), bt_(bt) {}
+
+  /// match_prefix (capped at seq - 1 tokens, page-aligned), lock, and pages for the extend of
+  /// min(seq - hit, max_new) tokens (all when `whole`), with the allocator's spare page in the
+  /// demand, when the whole rest of the request fits in free + evictable pages. Fails when that is 0 tokens or the pages are not there: the lock is dropped, the
+  /// match's touches stay (as in SGLang).
+  admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole) {
+    const auto cap = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));
+    const auto m = cache_.match(q.prompt_keys.first(cap));
+    const admission a = plan(std::uint64_t{m.length} * bt_, seq, max_new, whole);
+    if (!a.ok) return {};
+    cache_.lock(m.node);
+    // Admission: the whole rest of the request (and the spare page) must fit in the free and
+    // evictable pages, even when only a chunk of it is scheduled now.
+    const std::uint64_t pages = blocks_for(a.hit_tokens + a.new_tokens, bt_) - m.length;
+    if (blocks_for(seq, bt_) - m.length + 1 > cache_.available() || !cache_.reserve(pages, 1)) {
+      cache_.unlock(m.node);
+      return {};
+    }
+    q.matched = m.length;
+    q.node = m.node;
+    q.own = pages;
+    q.admitted = true;
+    return a;
+  }
+  [[nodiscard]] std::uint32_t peek(const kv_request& q, std::uint64_t seq) const {
+    const auto cap = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));
+    return cache_.peek(q.prompt_keys.first(cap));
+  }
+  bool grow(kv_request& q, std::uint64_t upto) {
+    const std::uint64_t need = blocks_for(upto, bt_);
+    const std::uint64_t have = q.matched + q.own;
+    if (need <= have) return true;
+    if (!cache_.reserve(need - have, 0)) return false;
+    q.own += need - have;
+    return true;
+  }
+  /// cache_finished_req: the prompt's full pages into the tree, the rest back, unlock.
+  void finish(kv_request& q) {
+    cache_.finish(q.prompt_keys, q.own);
+    drop(q);
+  }
+  /// Retraction: every page it allocated back, unlock.
+  void preempt(kv_request& q) {
+    cache_.give_back(q.own);
+    drop(q);
+  }
+  [[nodiscard]] std::uint64_t cached_blocks() const { return cache_.cached_blocks(); }
+  [[nodiscard]] std::uint64_t evictions() const { return cache_.evictions(); }
+
+ private:
+  void drop(kv_request& q) {
+    cache_.unlock(q.node);
+    q.own = 0;
+    q.matched = 0;
+    q.admitted = false;
+  }
+  kvtk::prefix::sglang_radix_cache cache_;
+  std::uint32_t bt_;
+};
+
+}  // namespace kvtk::sim::des::detail

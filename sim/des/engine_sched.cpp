@@ -1,0 +1,592 @@
+// sim/des/engine_sched.cpp — the engine schedulers of kvtk simulate (docs/simulate.md "Engine
+// schedulers"). Each instance runs iterations back to back while it has work; an iteration's
+// duration is iteration_timing's for its prefill parts and decode batch (timing.hpp). A request
+// is routed at arrival and joins its instance's waiting queue. Its KV lives in the instance's
+// KV cache (engine_kv.hpp), which is also the prefix cache. When an iteration ends, every
+// scheduled request has its tokens computed; one that has computed all of its tokens samples
+// one: its first token ends the time to first token, the last one finishes it (blocks freed
+// into the cache). Queueing before admission therefore shows as time to first token, never as
+// gaps between tokens.
+//
+//  vllm-v1  Scheduler.schedule of vLLM 0.33 (V1): a token budget per iteration
+//           (max_num_batched_tokens). Running requests first, in order: each gets its
+//           remaining tokens (a prefill chunk or one decode token) within the budget; when its
+//           blocks cannot be allocated the newest running request is preempted (recompute: its
+//           blocks freed, back to the front of the waiting queue) until they can, or until it is
+//           itself the one preempted. Then, if nothing was preempted, waiting requests in order
+//           while the budget lasts and fewer than max_num_seqs run: hit, then a chunk of at most
+//           the budget (chunked prefill); stop at the first that cannot be allocated.
+//  vllm-v0  prefill first (vLLM's V0 scheduler, on V1's block accounting): if waiting
+//           requests can be admitted whole (the prompt's uncached tokens within the budget, at
+//           most max_num_seqs running, blocks there), the iteration prefills them, in order;
+//           otherwise it decodes every running request one token, preempting the newest
+//           (recompute) when a block is short.
+//  sglang   SGLang 0.5.23: a prefill iteration when a request can be admitted, else a decode
+//           iteration. Waiting requests are ordered by longest cached prefix first (lpm, ties
+//           by arrival) or by arrival (fcfs) and admitted while the prefill token budget
+//           (max_num_batched_tokens, chunked_prefill_size) lasts; the last one may be chunked
+//           (one chunked request at a time, continued first in the next prefill iteration).
+//           A decode that cannot get a page retracts the running request with the fewest
+//           output tokens (ties: the longest prompt), back to the waiting queue.
+#include "des/engine_sched.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <queue>
+#include <random>
+#include <stdexcept>
+
+#include "des/cluster.hpp"
+#include "des/engine_kv.hpp"
+#include "des/timing.hpp"
+
+namespace kvtk::sim::des {
+
+std::string engine_scheduler_config::accounting() const {
+  if (engine != "auto") return engine;
+  if (scheduler == "kvtk") return "ideal";
+  return scheduler == "sglang" ? "sglang" : "vllm";
+}
+
+void engine_scheduler_config::validate() const {
+  if (scheduler != "kvtk" && scheduler != "vllm-v0" && scheduler != "vllm-v1" &&
+      scheduler != "sglang") {
+    throw std::invalid_argument("scheduler: unknown scheduler '" + scheduler +
+                                "' (known: kvtk vllm-v0 vllm-v1 sglang)");
+  }
+  if (engine != "auto" && engine != "ideal" && engine != "vllm" && engine != "sglang") {
+    throw std::invalid_argument("engine: unknown engine '" + engine +
+                                "' (known: auto ideal vllm sglang)");
+  }
+  const std::string want = engine_scheduler_config{scheduler}.accounting();
+  if (accounting() != want) {
+    throw std::invalid_argument("engine " + engine + " does not go with scheduler " + scheduler +
+                                " (it runs on " + want + " accounting; --engine vllm selects "
+                                "scheduler vllm-v1, --engine sglang scheduler sglang)");
+  }
+  if (schedule_policy != "lpm" && schedule_policy != "fcfs") {
+    throw std::invalid_argument("schedule_policy: unknown policy '" + schedule_policy +
+                                "' (known: lpm fcfs)");
+  }
+  if (max_num_batched_tokens == 0 || max_num_seqs == 0) {
+    throw std::invalid_argument("max_num_batched_tokens and max_num_seqs must be >= 1");
+  }
+  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1)) {
+    throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
+  }
+}
+
+nlohmann::json engine_scheduler_config::describe() const {
+  nlohmann::json j = {{"scheduler", scheduler}, {"engine", accounting()}};
+  if (engine_scheduler()) {
+    j["max_num_batched_tokens"] = max_num_batched_tokens;
+    j["max_num_seqs"] = max_num_seqs;
+    if (scheduler == "sglang") j["schedule_policy"] = schedule_policy;
+  }
+  return j;
+}
+
+namespace detail {
+namespace {
+
+struct engine_request {
+  kv_request kv;
+  std::uint64_t L = 0, out_total = 1, out_done = 0, computed = 0, scheduled = 0;
+  std::uint32_t inst = 0;
+  bool started = false, chunked = false;
+  double last_token = 0, tbt_sum = 0;
+  std::uint64_t tbt_n = 0;
+  [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
+  [[nodiscard]] bool decoding() const { return computed >= L && computed + 1 == seq(); }
+};
+
+struct engine_instance {
+  std::deque<std::uint32_t> waiting;
+  std::vector<std::uint32_t> running, batch;
+  std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
+  std::uint64_t iterations = 0;
+  bool busy = false;
+  double busy_s = 0;
+};
+
+// At one instant: iterations end, then requests arrive, then idle instances schedule, so that a
+// schedule sees every request that arrived by then (as an engine's loop picks up its queue).
+enum engine_event : int { iteration_end = 0, request_arrival = 1, instance_start = 2 };
+
+template <class KV>
+class engine_sim {
+ public:
+  engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
+             std::uint32_t kv_blocks)
+      : t_(t), c_(c), rng_(c.seed), out_(t.requests()), rq_(t.requests()),
+        inst_(c.prefill_instances),
+        timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s,
+                c.timing) {
+    bt_ = t.block_tokens;
+    for (std::uint32_t i = 0; i < c.prefill_instances; ++i) kv_.emplace_back(kv_blocks, bt_);
+    kv_blocks_ = kv_blocks;
+  }
+
+  simulation_result run(const simulation_progress* progress);
+
+ private:
+  void push(double t, int kind, std::uint32_t who) { events_.push({t, kind, seq_++, who, who}); }
+  void arrive(std::uint32_t r);
+  void start(std::uint32_t i);
+  void wake(std::uint32_t i) {  // an idle instance schedules after this instant's arrivals
+    if (inst_[i].busy) return;
+    inst_[i].busy = true;
+    push(now_, instance_start, i);
+  }
+  void end(std::uint32_t i);
+  void preempt(std::uint32_t i, std::uint32_t r);
+  bool schedule_v1(std::uint32_t i);
+  bool schedule_v0(std::uint32_t i);
+  bool schedule_sglang(std::uint32_t i);
+  bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole);
+  void sample(std::uint32_t r);
+  simulation_result summarize();
+
+  const kvtk::prefix::prefix_trace_view& t_;
+  const cluster_config& c_;
+  std::mt19937_64 rng_;
+  std::vector<request_outcome> out_;
+  std::vector<engine_request> rq_;
+  std::vector<engine_instance> inst_;
+  std::deque<KV> kv_;  // a deque: the caches cannot move
+  iteration_timing timing_;
+  std::vector<prefill_part> parts_;
+  std::vector<iteration_record> log_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  gap_histogram gaps_;
+  double now_ = 0;
+  std::uint64_t seq_ = 0, rr_ = 0, preemptions_ = 0, iterations_ = 0, ended_ = 0;
+  std::uint64_t unschedulable_ = 0;
+  std::uint32_t bt_ = 1, kv_blocks_ = 0;
+};
+
+template <class KV>
+void engine_sim<KV>::arrive(std::uint32_t r) {
+  engine_request& q = rq_[r];
+  q.L = t_.input_tokens(r);
+  std::uint64_t out = t_.output_length.empty() ? 1 : t_.output_length[r];
+  if (c_.max_output_tokens >= 0) out = std::min<std::uint64_t>(out, c_.max_output_tokens);
+  q.out_total = std::max<std::uint64_t>(out, 1);  // an engine always samples a first token
+  q.kv.prompt_keys = t_.cacheable(r, kvtk::prefix::partial_block::skip);
+  std::uint32_t i = 0;
+  const auto n = static_cast<std::uint32_t>(inst_.size());
+  if (c_.router == "random") {
+    i = static_cast<std::uint32_t>(rng_() % n);
+  } else if (c_.router == "least-loaded") {
+    for (std::uint32_t k = 1; k < n; ++k) {
+      auto load = [&](std::uint32_t x) { return inst_[x].waiting.size() + inst_[x].running.size(); };
+      if (load(k) < load(i)) i = k;
+    }
+  } else {
+    i = static_cast<std::uint32_t>(rr_++ % n);
+  }
+  q.inst = i;
+  request_outcome& o = out_[r];
+  o.arrival = now_;
+  o.instance = i;
+  o.input_tokens = q.L;
+  o.blocks = q.kv.prompt_keys.size();
+  inst_[i].waiting.push_back(r);
+  wake(i);
+}
+
+// Admits waiting request r with at most `budget` new tokens (all of its tokens when `whole`).
+template <class KV>
+bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole) {
+  engine_request& q = rq_[r];
+  const admission a = kv_[i].admit(q.kv, q.seq(), budget, whole);
+  if (!a.ok) return false;
+  q.computed = a.hit_tokens;
+  q.scheduled = a.new_tokens;
+  if (!q.started) {  // the first admission decides the reported hit
+    q.started = true;
+    out_[r].prefill_start = now_;
+    out_[r].hit_blocks = a.hit_tokens / bt_;
+    out_[r].hit_tokens = a.hit_tokens;
+  }
+  return true;
+}
+
+template <class KV>
+void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
+  engine_request& q = rq_[r];
+  kv_[i].preempt(q.kv);
+  q.computed = 0;
+  q.scheduled = 0;
+  auto& run = inst_[i].running;
+  run.erase(std::find(run.begin(), run.end(), r));
+  inst_[i].waiting.push_front(r);
+  if (inst_[i].chunked == r) inst_[i].chunked = -1;
+  ++preemptions_;
+}
+
+template <class KV>
+bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;
+  bool preempted = false;
+  for (std::size_t k = 0; k < in.running.size() && budget > 0;) {
+    const std::uint32_t r = in.running[k];
+    engine_request& q = rq_[r];
+    const std::uint64_t n = std::min(q.seq() - q.computed, budget);
+    while (!kv_[i].grow(q.kv, q.computed + n) && in.running.back() != r) {
+      preempt(i, in.running.back());
+      preempted = true;
+    }
+    if (!kv_[i].grow(q.kv, q.computed + n)) {  // r itself is the newest: it goes
+      preempt(i, r);
+      preempted = true;
+      break;
+    }
+    q.scheduled = n;
+    in.batch.push_back(r);
+    budget -= n;
+    ++k;
+  }
+  while (!preempted && budget > 0 && !in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
+    const std::uint32_t r = in.waiting.front();
+    if (!admit(i, r, budget, false)) break;
+    in.waiting.pop_front();
+    in.running.push_back(r);
+    in.batch.push_back(r);
+    budget -= rq_[r].scheduled;
+  }
+  return !in.batch.empty();
+}
+
+template <class KV>
+bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;
+  while (!in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
+    const std::uint32_t r = in.waiting.front();
+    // A prompt longer than the budget is admitted alone (V0 would refuse it outright).
+    const bool alone = in.batch.empty();
+    if (!admit(i, r, alone ? rq_[r].seq() : budget, true)) break;
+    in.waiting.pop_front();
+    in.running.push_back(r);
+    in.batch.push_back(r);
+    budget -= std::min(budget, rq_[r].scheduled);
+  }
+  if (!in.batch.empty()) return true;
+  for (std::size_t k = 0; k < in.running.size();) {
+    const std::uint32_t r = in.running[k];
+    engine_request& q = rq_[r];
+    while (!kv_[i].grow(q.kv, q.seq()) && in.running.back() != r) preempt(i, in.running.back());
+    if (!kv_[i].grow(q.kv, q.seq())) {
+      preempt(i, r);
+      break;
+    }
+    q.scheduled = 1;
+    in.batch.push_back(r);
+    ++k;
+  }
+  return !in.batch.empty();
+}
+
+template <class KV>
+bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;
+  if (in.chunked >= 0) {  // the chunked request continues first
+    const auto r = static_cast<std::uint32_t>(in.chunked);
+    engine_request& q = rq_[r];
+    const std::uint64_t n = std::min(q.seq() - q.computed, budget);
+    if (kv_[i].grow(q.kv, q.computed + n)) {
+      q.scheduled = n;
+      in.batch.push_back(r);
+      budget -= n;
+      in.chunked = q.computed + n < q.seq() ? in.chunked : -1;
+    } else {
+      preempt(i, r);  // its next chunk does not fit: back to the queue, its pages freed
+    }
+  }
+  if constexpr (requires(KV k) { k.peek(rq_[0].kv, 1); }) {
+    if (c_.sched.schedule_policy == "lpm" && in.chunked < 0) {
+      std::stable_sort(in.waiting.begin(), in.waiting.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return kv_[i].peek(rq_[a].kv, rq_[a].seq()) > kv_[i].peek(rq_[b].kv, rq_[b].seq());
+      });
+    }
+  }
+  while (in.chunked < 0 && budget > 0 && !in.waiting.empty() &&
+         in.running.size() < c_.sched.max_num_seqs) {
+    const std::uint32_t r = in.waiting.front();
+    if (!admit(i, r, budget, false)) break;
+    in.waiting.pop_front();
+    in.running.push_back(r);
+    in.batch.push_back(r);
+    engine_request& q = rq_[r];
+    budget -= q.scheduled;
+    if (q.computed + q.scheduled < q.seq()) in.chunked = r;
+  }
+  if (!in.batch.empty()) return true;
+  // Decode: every running request needs a page for its next token; while one cannot get it,
+  // retract the request with the fewest output tokens (ties: the longest prompt).
+  for (bool short_of_pages = true; short_of_pages && !in.running.empty();) {
+    short_of_pages = false;
+    for (const std::uint32_t r : in.running) {
+      if (!kv_[i].grow(rq_[r].kv, rq_[r].seq())) {
+        short_of_pages = true;
+        break;
+      }
+    }
+    if (!short_of_pages) break;
+    preempt(i, *std::min_element(in.running.begin(), in.running.end(), [&](auto a, auto b) {
+      return rq_[a].out_done != rq_[b].out_done ? rq_[a].out_done < rq_[b].out_done
+                                                : rq_[a].L > rq_[b].L;
+    }));
+  }
+  for (const std::uint32_t r : in.running) {
+    rq_[r].scheduled = 1;
+    in.batch.push_back(r);
+  }
+  return !in.batch.empty();
+}
+
+template <class KV>
+void engine_sim<KV>::start(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  const std::string& s = c_.sched.scheduler;
+  // A schedule can come back empty after preempting everything that ran (vLLM schedules again
+  // at once); twice empty with nothing running means the queue's head does not fit even an
+  // empty cache: it is refused (counted as unschedulable, as an engine would abort it).
+  for (int empty = 0;;) {
+    in.batch.clear();
+    if (s == "vllm-v1" ? schedule_v1(i) : s == "vllm-v0" ? schedule_v0(i) : schedule_sglang(i)) {
+      break;
+    }
+    if (in.waiting.empty()) {
+      in.busy = false;
+      return;
+    }
+    if (++empty < 2) continue;
+    if (!in.running.empty()) {
+      throw std::logic_error("engine scheduler stalled with requests running (a kvtk bug)");
+    }
+    const std::uint32_t r = in.waiting.front();
+    in.waiting.pop_front();
+    out_[r].rejected = true;
+    ++unschedulable_;
+    ++ended_;
+    empty = 0;
+  }
+  parts_.clear();
+  decode_batch d;
+  for (const std::uint32_t r : in.batch) {
+    const engine_request& q = rq_[r];
+    if (q.decoding() && q.scheduled == 1) {
+      ++d.requests;
+      d.context_tokens += static_cast<double>(q.computed);
+      d.kv_bytes += static_cast<double>(q.computed) * static_cast<double>(c_.model.kv_bytes_per_token);
+    } else {
+      parts_.push_back({q.scheduled, q.computed});
+    }
+  }
+  const double dur = timing_.seconds(parts_, d);
+  if (c_.sched.log_iterations) {
+    for (const std::uint32_t r : in.batch) {
+      log_.push_back({i, in.iterations, now_, now_ + dur, r, rq_[r].scheduled, rq_[r].computed});
+    }
+  }
+  ++in.iterations;
+  in.busy = true;
+  in.busy_s += dur;
+  ++iterations_;
+  push(now_ + dur, iteration_end, i);
+}
+
+template <class KV>
+void engine_sim<KV>::sample(std::uint32_t r) {
+  engine_request& q = rq_[r];
+  request_outcome& o = out_[r];
+  ++q.out_done;
+  if (q.out_done == 1) {
+    o.first_token = now_;
+  } else {
+    gaps_.add(now_ - q.last_token);
+    q.tbt_sum += now_ - q.last_token;
+    ++q.tbt_n;
+  }
+  q.last_token = now_;
+}
+
+template <class KV>
+void engine_sim<KV>::end(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  for (const std::uint32_t r : in.batch) {
+    engine_request& q = rq_[r];
+    q.computed += q.scheduled;
+    q.scheduled = 0;
+    if (q.computed < q.seq()) continue;  // a prefill chunk
+    sample(r);
+    if (q.out_done < q.out_total) continue;
+    kv_[i].finish(q.kv);
+    std::erase(in.running, r);
+    request_outcome& o = out_[r];
+    o.done = now_;
+    o.output_tokens = q.out_total;
+    o.mean_tbt = q.tbt_n ? q.tbt_sum / static_cast<double>(q.tbt_n) : 0.0;
+    ++ended_;
+  }
+  inst_[i].busy = false;
+  wake(i);
+}
+
+
+template <class KV>
+simulation_result engine_sim<KV>::run(const simulation_progress* progress) {
+  for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], request_arrival, r);
+  std::uint64_t next_report = 0;
+  while (!events_.empty()) {
+    const event e = events_.top();
+    events_.pop();
+    now_ = e.t;
+    if (e.kind == request_arrival) {
+      arrive(e.request);
+    } else if (e.kind == iteration_end) {
+      end(e.instance);
+    } else {
+      start(e.instance);
+    }
+    if (progress != nullptr && *progress && (ended_ >= next_report || ended_ == t_.requests())) {
+      (*progress)(ended_, t_.requests());
+      next_report = ended_ + std::max<std::uint64_t>(1, t_.requests() / 256);
+    }
+  }
+  return summarize();
+}
+
+template <class KV>
+simulation_result engine_sim<KV>::summarize() {
+  std::uint64_t refs = 0, hits = 0, tok = 0, tok_hits = 0, out_tokens = 0, good = 0;
+  std::vector<double> ttft, tbt, e2e, queueing;
+  double first = 0, last = 0;
+  for (std::size_t r = 0; r < out_.size(); ++r) {
+    const request_outcome& o = out_[r];
+    if (o.rejected) continue;  // counted in "rejected"
+    refs += o.blocks;
+    hits += o.hit_blocks;
+    tok += o.input_tokens;
+    tok_hits += o.hit_tokens;
+    out_tokens += o.output_tokens;
+    ttft.push_back(o.first_token - o.arrival);
+    if (o.output_tokens > 1) tbt.push_back(o.mean_tbt);
+    e2e.push_back(o.done - o.arrival);
+    queueing.push_back(o.prefill_start - o.arrival);
+    good += (c_.ttft_slo_s == 0 || o.first_token - o.arrival <= c_.ttft_slo_s) &&
+            (c_.tbt_slo_s == 0 || o.mean_tbt <= c_.tbt_slo_s);
+    if (r == 0 || o.arrival < first) first = o.arrival;
+    last = std::max(last, o.done);
+  }
+  const double span = last - first;
+  double busy = 0;
+  std::uint64_t evictions = 0, cached = 0;
+  for (const auto& in : inst_) busy += in.busy_s;
+  for (const auto& kv : kv_) {
+    evictions += kv.evictions();
+    cached += kv.cached_blocks();
+  }
+  auto ratio = [](std::uint64_t a, std::uint64_t b) {
+    return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  };
+  auto per_s = [&](double x) { return span > 0 ? x / span : 0.0; };
+  simulation_result res;
+  res.summary = {{"requests", out_.size()},
+                 {"block_refs", refs},
+                 {"block_hits", hits},
+                 {"block_hit_ratio", ratio(hits, refs)},
+                 {"token_refs", tok},
+                 {"token_hits", tok_hits},
+                 {"token_hit_ratio", ratio(tok_hits, tok)},
+                 {"rejected", unschedulable_},
+                 {"ttft_s", latency_dist(ttft)},
+                 {"tbt_s", latency_dist(tbt)},
+                 {"token_gap_s", gaps_.json()},
+                 {"e2e_s", latency_dist(e2e)},
+                 {"queueing_s", latency_dist(queueing)},
+                 {"span_s", span},
+                 {"throughput_requests_per_s", per_s(static_cast<double>(out_.size() - unschedulable_))},
+                 {"output_tokens", out_tokens},
+                 {"output_tokens_per_s", per_s(static_cast<double>(out_tokens))},
+                 {"goodput_requests_per_s", per_s(static_cast<double>(good))},
+                 {"gpu_busy_fraction", span > 0 ? busy / (span * static_cast<double>(inst_.size())) : 0.0},
+                 {"scheduler", c_.sched.describe()},
+                 {"engine_version", KV::engine == std::string("vllm") ? "vLLM 0.33.0" : "SGLang 0.5.23"},
+                 {"kv_blocks_per_instance", kv_blocks_},
+                 {"preemptions", preemptions_},
+                 {"iterations", iterations_},
+                 {"evictions", evictions},
+                 {"cached_blocks_at_end", cached},
+                 {"timing", timing_.describe()}};
+  res.requests = std::move(out_);
+  res.iterations = std::move(log_);
+  return res;
+}
+
+// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
+// less the bf16 weights (2 bytes per parameter, all of them for a mixture of experts).
+std::uint32_t kv_blocks_of(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  double blocks = static_cast<double>(c.local_cache_blocks);
+  if (blocks == 0) {
+    const double params = c.model.total_params > 0 ? c.model.total_params : c.model.active_params;
+    const double bytes = c.gpu.hbm_bytes * c.gpus_per_instance * c.sched.gpu_memory_utilization -
+                         2.0 * params;
+    const double block_bytes =
+        static_cast<double>(c.model.kv_bytes_per_token) * static_cast<double>(t.block_tokens);
+    blocks = block_bytes > 0 ? std::floor(bytes / block_bytes) : 0;
+  }
+  if (!(blocks >= 1)) {
+    throw std::invalid_argument("the engine scheduler has no KV blocks: the weights of " +
+                                c.model.name + " do not leave room in " +
+                                std::to_string(c.gpus_per_instance) + " x " + c.gpu.name +
+                                " at gpu_memory_utilization " +
+                                std::to_string(c.sched.gpu_memory_utilization) +
+                                " (add gpus_per_instance, or give local_cache)");
+  }
+  return static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
+}
+
+void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  c.sched.validate();
+  auto refuse = [&](const std::string& what) {
+    throw std::invalid_argument("scheduler " + c.sched.scheduler + " models colocated instances "
+                                "with their HBM KV cache only: " + what);
+  };
+  if (c.decode_instances > 0) refuse("decode_instances must be 0");
+  if (c.dram_blocks > 0 || c.pool_blocks > 0) refuse("no dram tier or pool");
+  if (c.sparse.enabled) refuse("no sparse decode");
+  if (c.chunk_tokens > 0) refuse("chunk_tokens is the kvtk scheduler's (use max_num_batched_tokens)");
+  if (c.reject_over_slo) refuse("no reject_over_slo");
+  if (c.router != "round-robin" && c.router != "random" && c.router != "least-loaded") {
+    refuse("router round-robin, random or least-loaded");
+  }
+  if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
+  if (t.arrival_s.size() != t.requests()) {
+    throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
+  }
+  if (t.unit_requests() || !t.request_block_tokens.empty()) {
+    throw std::invalid_argument("the engine schedulers need whole requests with one block size");
+  }
+}
+
+}  // namespace
+
+simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
+                                  const simulation_progress& progress) {
+  check_engine_config(t, c);
+  const std::uint32_t blocks = kv_blocks_of(t, c);
+  if (c.sched.accounting() == "vllm") {
+    engine_sim<vllm_kv> sim(t, c, blocks);
+    return sim.run(&progress);
+  }
+  engine_sim<sglang_kv> sim(t, c, blocks);
+  return sim.run(&progress);
+}
+
+}  // namespace detail
+}  // namespace kvtk::sim::des

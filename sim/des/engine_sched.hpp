@@ -1,0 +1,52 @@
+// sim/des/engine_sched.hpp — kvtk simulate's engine schedulers: iteration-level models of
+// vLLM's and SGLang's schedulers over their own KV accounting (engine_kv.hpp). Rules of each in
+// docs/simulate.md "Engine schedulers"; summary in the header of engine_sched.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kvtk/prefix/replay.hpp"
+
+namespace kvtk::sim::des {
+
+struct cluster_config;
+struct simulation_result;
+using simulation_progress = std::function<void(std::uint64_t ended, std::uint64_t total)>;
+
+/// Which scheduler runs each instance, and its parameters (config keys of the same names).
+struct engine_scheduler_config {
+  /// kvtk: kvtk's own model (one prefill at a time, decode batches; docs/simulate.md);
+  /// vllm-v0 | vllm-v1 | sglang: the engine schedulers (engine_sched.cpp).
+  std::string scheduler = "kvtk";
+  /// The hit and occupancy accounting: auto = the scheduler's (kvtk: ideal; vllm-*: vllm;
+  /// sglang: sglang). An engine scheduler runs on its own engine's accounting only.
+  std::string engine = "auto";
+  std::uint64_t max_num_batched_tokens = 8192;  ///< tokens per iteration (vLLM's default for
+                                                ///< `vllm serve` on 70+ GB GPUs; SGLang's
+                                                ///< chunked_prefill_size)
+  std::uint32_t max_num_seqs = 1024;            ///< running requests per instance (vLLM
+                                                ///< max_num_seqs; SGLang max_running_requests)
+  std::string schedule_policy = "lpm";          ///< sglang: lpm (longest prefix first) | fcfs
+  double gpu_memory_utilization = 0.9;  ///< KV blocks = this share of HBM less the weights,
+                                        ///< when local_cache is 0
+  bool log_iterations = false;          ///< keep every iteration's batch (simulation_result)
+  [[nodiscard]] bool engine_scheduler() const { return scheduler != "kvtk"; }
+  /// The accounting in effect (engine resolved from auto).
+  [[nodiscard]] std::string accounting() const;
+  /// Throws std::invalid_argument naming the key for an unknown scheduler, engine or policy, a
+  /// scheduler/engine pair that does not go together, or an impossible number.
+  void validate() const;
+  [[nodiscard]] nlohmann::json describe() const;
+};
+
+namespace detail {
+/// The simulation with an engine scheduler (cfg.sched.engine_scheduler()).
+/// Throws std::invalid_argument for a config the engine schedulers do not model.
+simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t,
+                                  const cluster_config& cfg, const simulation_progress& progress);
+}  // namespace detail
+
+}  // namespace kvtk::sim::des

@@ -1,0 +1,171 @@
+// The engine schedulers of kvtk simulate (sim/des/engine_sched.cpp): hand-computed schedules of
+// 2-4 requests, every iteration written down, under a timing table where a prefill iteration
+// takes 10 ms, a decode iteration 5 ms and a mixed one 15 ms; and queueing under saturation
+// showing as time to first token, not as gaps between tokens.
+#include <catch2/catch.hpp>
+#include <kvtk/kvtk.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "des/engine_sched.hpp"
+#include "des/simulator.hpp"
+#include "des/timing.hpp"
+
+namespace {
+
+using namespace kvtk;
+using sim::des::cluster_config;
+
+struct req {
+  double at;
+  std::vector<block_key> keys;  // full 16-token blocks; L = 16 x keys unless given
+  std::uint64_t out;
+  std::uint64_t L = 0;
+};
+
+prefix::prefix_trace make(const std::vector<req>& rs) {
+  prefix::prefix_trace t;
+  t.block_tokens = 16;
+  for (const req& r : rs) {
+    t.add(r.keys, r.L ? r.L : 16 * r.keys.size());
+    t.arrival_s.push_back(r.at);
+    t.output_length.push_back(r.out);
+  }
+  return t;
+}
+
+cluster_config engine(const std::string& scheduler, std::uint64_t kv_blocks,
+                      std::uint64_t budget) {
+  cluster_config c;
+  c.sched.scheduler = scheduler;
+  c.sched.max_num_batched_tokens = budget;
+  c.local_cache_blocks = kv_blocks;
+  // Constant rows: any prefill iteration 10 ms, any decode iteration 5 ms.
+  std::string csv = "kind,batch,tokens_per_request,context_tokens,ms\n";
+  for (int b : {1, 8}) {
+    for (int tok : {1, 4096}) {
+      for (int ctx : {0, 4096}) {
+        csv += "prefill," + std::to_string(b) + "," + std::to_string(tok) + "," +
+               std::to_string(ctx) + ",10\n";
+      }
+    }
+    for (int ctx : {0, 4096}) csv += "decode," + std::to_string(b) + ",1," + std::to_string(ctx) + ",5\n";
+  }
+  c.timing = std::make_shared<const sim::des::timing_table>(
+      sim::des::timing_table::parse(csv, "constant.csv"));
+  return c;
+}
+
+void check(const sim::des::request_outcome& o, double first, double done) {
+  CHECK(o.first_token == Approx(first).margin(1e-12));
+  CHECK(o.done == Approx(done).margin(1e-12));
+}
+
+}  // namespace
+
+TEST_CASE("vllm-v1: decodes first, then chunks of waiting prompts within the budget", "[engine_sched]") {
+  // Budget 40 tokens. A (32 tokens, 3 outputs) and B (48 tokens, 2 outputs) arrive at 0, both
+  // before the first schedule.
+  //   it1  0-10   A prefill 32 + B chunk 8          -> A token 1
+  //   it2 10-25   A decode + B chunk 39 (mixed)     -> A token 2
+  //   it3 25-40   A decode + B last 1 (mixed)       -> A token 3 (done), B token 1
+  //   it4 40-45   B decode                          -> B token 2 (done)
+  const auto t = make({{0, {1, 2}, 3}, {0, {7, 8, 9}, 2}});
+  const auto r = sim::des::simulate(t, engine("vllm-v1", 100, 40));
+  check(r.requests[0], 0.010, 0.040);
+  check(r.requests[1], 0.040, 0.045);
+  CHECK(r.summary["iterations"] == 4);
+  CHECK(r.summary["preemptions"] == 0);
+  CHECK(r.summary["scheduler"]["scheduler"] == "vllm-v1");
+  CHECK(r.summary["scheduler"]["engine"] == "vllm");
+}
+
+TEST_CASE("vllm-v1: a short block preempts the newest running request (recompute)", "[engine_sched]") {
+  // 5 blocks of 16 tokens. A: 32 tokens, 20 outputs (4 blocks at the end); B: 16 tokens, 20
+  // outputs, arriving while A prefills.
+  //   0-10 A prefill (2 blocks) | 10-25 A decode + B prefill (A 3 blocks, B 1) | then both decode
+  //   every 5 ms; B's second block is taken at 25. At 100 A (token 17 out, 49 tokens) needs a 4th
+  //   block: none free, so B, the newest, is preempted (its 2 blocks freed; B has 16 tokens out).
+  //   B cannot come back (its cached block + 1 new > 1 free) until A finishes: A decodes alone,
+  //   tokens 18-20 at 105, 110, 115. At 115 B is readmitted: hit 1 block (its prompt, still
+  //   cached), recomputes 16 tokens (10 ms), token 17 at 125, then 130, 135, 140 (done).
+  const auto t = make({{0, {1, 2}, 20}, {0.001, {7}, 20}});
+  const auto r = sim::des::simulate(t, engine("vllm-v1", 5, 1000));
+  check(r.requests[0], 0.010, 0.115);
+  check(r.requests[1], 0.025, 0.140);
+  CHECK(r.summary["preemptions"] == 1);
+  CHECK(r.requests[1].hit_blocks == 0);  // the hit of its first admission
+}
+
+TEST_CASE("vllm-v0: whole prompts first, decodes wait", "[engine_sched]") {
+  //   it1  0-10  A prefill 32                    -> A token 1
+  //   it2 10-20  B prefill 48 (alone over the budget of 40) -> B token 1 (A waits: prefill first)
+  //   it3 20-25  A + B decode                    -> A token 2, B token 2 (done)
+  //   it4 25-30  A decode                        -> A token 3 (done)
+  const auto t = make({{0, {1, 2}, 3}, {0.001, {7, 8, 9}, 2}});
+  const auto r = sim::des::simulate(t, engine("vllm-v0", 100, 40));
+  check(r.requests[0], 0.010, 0.030);
+  check(r.requests[1], 0.020, 0.025);
+  CHECK(r.summary["iterations"] == 4);
+}
+
+TEST_CASE("sglang: longest prefix first, the last admitted chunked", "[engine_sched]") {
+  // X (keys 1 2, 1 output) prefills 0-10 and finishes, leaving [1 2] in the tree. Y (keys 5 6)
+  // then Z (keys 1 2 3) wait. lpm: Z first (2 pages cached, 16 new tokens), then Y's first 24
+  // tokens (budget 40 - 16), chunked: 10-20 -> Z token 1 (done); 20-30 Y's last 8 -> Y done.
+  // fcfs: Y whole (32), then Z's first 8 tokens: Y done at 20, Z at 30.
+  const auto t = make({{0, {1, 2}, 1}, {0.001, {5, 6}, 1}, {0.002, {1, 2, 3}, 1}});
+  auto c = engine("sglang", 100, 40);
+  auto lpm = sim::des::simulate(t, c);
+  check(lpm.requests[2], 0.020, 0.020);
+  check(lpm.requests[1], 0.030, 0.030);
+  CHECK(lpm.requests[2].hit_blocks == 2);
+  c.sched.schedule_policy = "fcfs";
+  auto fcfs = sim::des::simulate(t, c);
+  check(fcfs.requests[1], 0.020, 0.020);
+  check(fcfs.requests[2], 0.030, 0.030);
+  CHECK(fcfs.summary["scheduler"]["schedule_policy"] == "fcfs");
+}
+
+TEST_CASE("engine schedulers: saturation queues before the first token", "[engine_sched]") {
+  // 20 requests at once, 2 may run: the later ones wait for a slot, and that wait is time to
+  // first token; once running, a request's tokens come every decode or mixed iteration.
+  std::vector<req> rs;
+  for (int i = 0; i < 20; ++i) rs.push_back({0, {static_cast<block_key>(100 + i), 7}, 5});
+  const auto t = make(rs);
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    auto c = engine(s, 1000, 8192);
+    c.sched.max_num_seqs = 2;
+    const auto r = sim::des::simulate(t, c);
+    INFO(s);
+    CHECK(r.summary["token_gap_s"]["max"].get<double>() <= 0.0151);
+    CHECK(r.summary["ttft_s"]["p90"].get<double>() > 10 * 0.015);
+    CHECK(r.summary["preemptions"] == 0);
+  }
+}
+
+TEST_CASE("engine schedulers: a request larger than the cache is refused, not waited for", "[engine_sched]") {
+  // 3 blocks of KV; B needs 4 (64 tokens): it could never run. A and C are served.
+  const auto t = make({{0, {1}, 2}, {0.001, {2, 3, 4, 5}, 2}, {0.002, {6}, 2}});
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    const auto r = sim::des::simulate(t, engine(s, 3, 1000));
+    INFO(s);
+    CHECK(r.requests[1].rejected);
+    CHECK_FALSE(r.requests[2].rejected);
+    CHECK(r.requests[2].done > 0);
+    CHECK(r.summary["rejected"] == 1);
+  }
+}
+
+TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]") {
+  const auto t = make({{0, {1, 2}, 3}});
+  auto c = engine("vllm-v1", 100, 40);
+  c.decode_instances = 1;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances must be 0"));
+  c = engine("vllm-v3", 100, 40);
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown scheduler 'vllm-v3'"));
+  c = engine("sglang", 100, 40);
+  c.sched.engine = "vllm";
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not go with scheduler"));
+}
