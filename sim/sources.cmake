@@ -28,7 +28,8 @@ set(KVTK_DES_SOURCES
   des/cluster_caches.cpp
   des/cluster_report.cpp
   des/sparse_decode.cpp
-  des/engine_sched.cpp)
+  des/engine_sched.cpp
+  des/engine_config.cpp)
 set(KVTK_MOVE_SOURCES
   move/host_move.cpp
   move/executor.cpp

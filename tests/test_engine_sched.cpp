@@ -98,6 +98,22 @@ TEST_CASE("vllm-v1: a short block preempts the newest running request (recompute
   CHECK(r.requests[1].hit_blocks == 0);  // the hit of its first admission
 }
 
+TEST_CASE("vllm-v1: async scheduling keeps a finished request's slot one schedule longer", "[engine_sched]") {
+  // max_num_seqs 2. A (1 output) and C (10 outputs) prefill 0-10; A finishes there. B arrives
+  // at 0.001. Synchronous: 10-25 C decode + B prefill -> B done at 25. Async (vLLM's default on
+  // GPUs): the 10 ms schedule still sees A running, so 10-15 C decodes alone and B waits until
+  // 15-30.
+  const auto t = make({{0, {1}, 1}, {0, {2}, 10}, {0.001, {3}, 1}});
+  auto c = engine("vllm-v1", 100, 1000);
+  c.sched.max_num_seqs = 2;
+  c.sched.async_scheduling = false;
+  check(sim::des::simulate(t, c).requests[2], 0.025, 0.025);
+  c.sched.async_scheduling = true;
+  const auto r = sim::des::simulate(t, c);
+  check(r.requests[2], 0.030, 0.030);
+  CHECK(r.summary["scheduler"]["async_scheduling"] == true);
+}
+
 TEST_CASE("vllm-v0: whole prompts first, decodes wait", "[engine_sched]") {
   //   it1  0-10  A prefill 32                    -> A token 1
   //   it2 10-20  B prefill 48 (alone over the budget of 40) -> B token 1 (A waits: prefill first)

@@ -121,7 +121,8 @@ def replay(trace: TraceLike, index: Union[str, Iterable[str]] = "radix",
 
     capacity: blocks (1000), tokens ("3Mtok") or bytes ("64GiB", with model=...); None = the
     CLI's default grid. policy "all" runs every policy an index knows. Further options by their
-    CLI names in snake_case (model, ideal, tier_config, inclusion, write_policy, admission,
+    CLI names in snake_case (engine=["vllm", "sglang"] for the engines' own accounting, model, ideal,
+    tier_config, inclusion, write_policy, admission,
     calibration, skip_invalid, ...). Returns the CLI's JSON "results" (one dict per job) as a
     list, with the trace summary as ``.trace`` (ReplayResults).
     """

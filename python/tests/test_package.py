@@ -63,6 +63,19 @@ def test_replay_equals_cli(kvtk_bin):
     assert without_time(py) == without_time(cli)
 
 
+def test_engine_modes_equal_cli(kvtk_bin):
+    # replay's engine accounting and simulate's engine scheduler, as the CLI gives them.
+    py = kvtk.replay(CONVERSATION, engine=["vllm", "sglang"], capacity=[1000], opt=False)
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--engine", "vllm,sglang",
+                   "--capacity", "1000", "--no-opt")["results"]
+    assert [r["engine"] for r in py] == ["vllm", "sglang"]
+    assert without_time(py) == without_time(cli)
+    sim = kvtk.simulate(CONVERSATION, engine="sglang", model="qwen2.5-7b", gpu="h100",
+                        max_output_tokens=8)
+    assert sim["result"]["scheduler"]["scheduler"] == "sglang"
+    assert sim["result"]["preemptions"] >= 0
+
+
 def test_mrc_and_trace_stats_equal_cli(kvtk_bin):
     py = kvtk.mrc(CONVERSATION, points=6, opt=True)
     cli = cli_json(kvtk_bin, "mrc", "--trace", str(CONVERSATION), "--points", "6", "--opt")

@@ -25,7 +25,7 @@ const char* const known_keys[] = {
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
     "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
     "timing_table", "scheduler", "engine", "max_num_batched_tokens", "max_num_seqs",
-    "schedule_policy", "gpu_memory_utilization"};
+    "schedule_policy", "gpu_memory_utilization", "async_scheduling"};
 
 const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
                                    "prefetch", "persistence", "drift",       "zipf",   "seed"};
@@ -333,6 +333,7 @@ void read_scheduler(const nlohmann::json& j, des::engine_scheduler_config& s) {
     if (s.engine == "sglang") s.scheduler = "sglang";
   }
   read_string(j, "schedule_policy", s.schedule_policy);
+  read_bool(j, "async_scheduling", s.async_scheduling);
   if (j.contains("max_num_batched_tokens")) {
     s.max_num_batched_tokens = whole(j, "max_num_batched_tokens", 1ull << 32);
   }

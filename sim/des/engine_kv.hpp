@@ -16,6 +16,7 @@ namespace kvtk::sim::des::detail {
 
 /// A request as the KV accounting sees it.
 struct kv_request {
+  std::uint64_t id = 0;                          ///< the request's index (generated blocks' keys)
   std::span<const kvtk::block_key> prompt_keys;  ///< the prompt's full blocks' keys
   std::vector<std::uint32_t> held;               ///< vllm: its blocks, in order
   std::uint32_t cached = 0;                      ///< vllm: blocks already cached
@@ -23,6 +24,16 @@ struct kv_request {
   std::uint64_t own = 0;                         ///< sglang: pages it allocated
   bool admitted = false;
 };
+
+/// The key of block i of a request: its prompt's, then, for blocks that hold generated tokens
+/// (or the prompt's partial tail with them), keys of its own (request index and position under
+/// its prompt's last key): engines hash every full block, and the text a request generated is
+/// its own.
+inline kvtk::block_key key_at(const kv_request& q, std::uint64_t i) {
+  if (i < q.prompt_keys.size()) return q.prompt_keys[i];
+  const kvtk::block_key parent = q.prompt_keys.empty() ? 0 : q.prompt_keys.back();
+  return kvtk::prefix::chain_hash{}(parent, (q.id << 24) ^ i ^ 0x6b76746bULL);
+}
 
 inline std::uint64_t blocks_for(std::uint64_t tokens, std::uint32_t bt) {
   return (tokens + bt - 1) / bt;
@@ -55,12 +66,17 @@ class vllm_kv {
   /// nothing, when that is 0 tokens or the blocks are not there. Full prompt blocks are cached
   /// as they are allocated, as vLLM does.
   admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole) {
-    const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(seq, bt_, q.prompt_keys.size());
+    const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(seq, bt_, seq / bt_);
     if (scratch_.size() < cap) scratch_.resize(cap);
-    const std::uint32_t h = pool_.find_hit(q.prompt_keys, cap, scratch_);
+    std::uint32_t h = 0;
+    for (; h < cap; ++h) {
+      scratch_[h] = pool_.find(key_at(q, h));
+      if (scratch_[h] == kvtk::prefix::vllm_block_pool::npos) break;
+    }
     const admission a = plan(std::uint64_t{h} * bt_, seq, max_new, whole);
-    if (!a.ok || !pool_.can_allocate(std::span(scratch_).first(h),
-                                     blocks_for(a.hit_tokens + a.new_tokens, bt_) - h)) {
+    // scheduler_reserve_full_isl: the blocks of the whole sequence must fit, though only the
+    // chunk's are taken now.
+    if (!a.ok || !pool_.can_allocate(std::span(scratch_).first(h), blocks_for(seq, bt_) - h)) {
       return {};
     }
     pool_.touch(std::span(scratch_).first(h));
@@ -78,8 +94,8 @@ class vllm_kv {
     take(q, upto);
     return true;
   }
-  /// free(request): its blocks, last first.
-  void finish(kv_request& q) { release(q); }
+  /// free(request): its blocks, last first (`computed` tokens: unused, the blocks are cached).
+  void finish(kv_request& q, std::uint64_t /*computed*/) { release(q); }
   void preempt(kv_request& q) { release(q); }
   [[nodiscard]] std::uint64_t cached_blocks() const { return pool_.cached_blocks(); }
   [[nodiscard]] std::uint64_t evictions() const { return pool_.evictions(); }
@@ -88,8 +104,7 @@ class vllm_kv {
   void take(kv_request& q, std::uint64_t upto) {
     const std::uint64_t need = blocks_for(upto, bt_);
     while (q.held.size() < need) q.held.push_back(pool_.take_free());
-    const std::uint64_t full = std::min<std::uint64_t>(upto / bt_, q.prompt_keys.size());
-    for (; q.cached < full; ++q.cached) pool_.cache(q.held[q.cached], q.prompt_keys[q.cached]);
+    for (; q.cached < upto / bt_; ++q.cached) pool_.cache(q.held[q.cached], key_at(q, q.cached));
   }
   void release(kv_request& q) {
     pool_.release(q.held);
@@ -145,9 +160,12 @@ class sglang_kv {
     q.own += need - have;
     return true;
   }
-  /// cache_finished_req: the prompt's full pages into the tree, the rest back, unlock.
-  void finish(kv_request& q) {
-    cache_.finish(q.prompt_keys, q.own);
+  /// cache_finished_req: the full pages of its `computed` tokens (prompt and generated) into
+  /// the tree, the rest back, unlock.
+  void finish(kv_request& q, std::uint64_t computed) {
+    keys_.clear();
+    for (std::uint64_t i = 0; i < computed / bt_; ++i) keys_.push_back(key_at(q, i));
+    cache_.finish(keys_, q.own);
     drop(q);
   }
   /// Retraction: every page it allocated back, unlock.
@@ -167,6 +185,7 @@ class sglang_kv {
   }
   kvtk::prefix::sglang_radix_cache cache_;
   std::uint32_t bt_;
+  std::vector<kvtk::block_key> keys_;  // finish's scratch: grows to the longest request
 };
 
 }  // namespace kvtk::sim::des::detail

@@ -42,50 +42,6 @@
 
 namespace kvtk::sim::des {
 
-std::string engine_scheduler_config::accounting() const {
-  if (engine != "auto") return engine;
-  if (scheduler == "kvtk") return "ideal";
-  return scheduler == "sglang" ? "sglang" : "vllm";
-}
-
-void engine_scheduler_config::validate() const {
-  if (scheduler != "kvtk" && scheduler != "vllm-v0" && scheduler != "vllm-v1" &&
-      scheduler != "sglang") {
-    throw std::invalid_argument("scheduler: unknown scheduler '" + scheduler +
-                                "' (known: kvtk vllm-v0 vllm-v1 sglang)");
-  }
-  if (engine != "auto" && engine != "ideal" && engine != "vllm" && engine != "sglang") {
-    throw std::invalid_argument("engine: unknown engine '" + engine +
-                                "' (known: auto ideal vllm sglang)");
-  }
-  const std::string want = engine_scheduler_config{scheduler}.accounting();
-  if (accounting() != want) {
-    throw std::invalid_argument("engine " + engine + " does not go with scheduler " + scheduler +
-                                " (it runs on " + want + " accounting; --engine vllm selects "
-                                "scheduler vllm-v1, --engine sglang scheduler sglang)");
-  }
-  if (schedule_policy != "lpm" && schedule_policy != "fcfs") {
-    throw std::invalid_argument("schedule_policy: unknown policy '" + schedule_policy +
-                                "' (known: lpm fcfs)");
-  }
-  if (max_num_batched_tokens == 0 || max_num_seqs == 0) {
-    throw std::invalid_argument("max_num_batched_tokens and max_num_seqs must be >= 1");
-  }
-  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1)) {
-    throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
-  }
-}
-
-nlohmann::json engine_scheduler_config::describe() const {
-  nlohmann::json j = {{"scheduler", scheduler}, {"engine", accounting()}};
-  if (engine_scheduler()) {
-    j["max_num_batched_tokens"] = max_num_batched_tokens;
-    j["max_num_seqs"] = max_num_seqs;
-    if (scheduler == "sglang") j["schedule_policy"] = schedule_policy;
-  }
-  return j;
-}
-
 namespace detail {
 namespace {
 
@@ -94,6 +50,7 @@ struct engine_request {
   std::uint64_t L = 0, out_total = 1, out_done = 0, computed = 0, scheduled = 0;
   std::uint32_t inst = 0;
   bool started = false, chunked = false;
+  bool finishing = false;  // async scheduling: finished, blocks not yet released
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
   [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
@@ -125,6 +82,7 @@ class engine_sim {
     bt_ = t.block_tokens;
     for (std::uint32_t i = 0; i < c.prefill_instances; ++i) kv_.emplace_back(kv_blocks, bt_);
     kv_blocks_ = kv_blocks;
+    async_ = c.sched.async_scheduling && c.sched.scheduler == "vllm-v1";
   }
 
   simulation_result run(const simulation_progress* progress);
@@ -145,6 +103,16 @@ class engine_sim {
   bool schedule_sglang(std::uint32_t i);
   bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole);
   void sample(std::uint32_t r);
+  // Async scheduling: requests that finished in the last iteration stayed in `running` (holding
+  // their blocks, counting toward max_num_seqs) through this schedule; now they go.
+  void release_finishing(std::uint32_t i) {
+    std::erase_if(inst_[i].running, [&](std::uint32_t r) {
+      if (!rq_[r].finishing) return false;
+      kv_[i].finish(rq_[r].kv, rq_[r].computed);
+      rq_[r].finishing = false;
+      return true;
+    });
+  }
   simulation_result summarize();
 
   const kvtk::prefix::prefix_trace_view& t_;
@@ -163,6 +131,7 @@ class engine_sim {
   std::uint64_t seq_ = 0, rr_ = 0, preemptions_ = 0, iterations_ = 0, ended_ = 0;
   std::uint64_t unschedulable_ = 0;
   std::uint32_t bt_ = 1, kv_blocks_ = 0;
+  bool async_ = false;  // vllm-v1 with async_scheduling
 };
 
 template <class KV>
@@ -173,6 +142,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   if (c_.max_output_tokens >= 0) out = std::min<std::uint64_t>(out, c_.max_output_tokens);
   q.out_total = std::max<std::uint64_t>(out, 1);  // an engine always samples a first token
   q.kv.prompt_keys = t_.cacheable(r, kvtk::prefix::partial_block::skip);
+  q.kv.id = r;
   std::uint32_t i = 0;
   const auto n = static_cast<std::uint32_t>(inst_.size());
   if (c_.router == "random") {
@@ -233,6 +203,10 @@ bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
   for (std::size_t k = 0; k < in.running.size() && budget > 0;) {
     const std::uint32_t r = in.running[k];
     engine_request& q = rq_[r];
+    if (q.finishing) {  // async: done, its output not yet processed
+      ++k;
+      continue;
+    }
     const std::uint64_t n = std::min(q.seq() - q.computed, budget);
     while (!kv_[i].grow(q.kv, q.computed + n) && in.running.back() != r) {
       preempt(i, in.running.back());
@@ -357,9 +331,10 @@ void engine_sim<KV>::start(std::uint32_t i) {
   // empty cache: it is refused (counted as unschedulable, as an engine would abort it).
   for (int empty = 0;;) {
     in.batch.clear();
-    if (s == "vllm-v1" ? schedule_v1(i) : s == "vllm-v0" ? schedule_v0(i) : schedule_sglang(i)) {
-      break;
-    }
+    const bool any =
+        s == "vllm-v1" ? schedule_v1(i) : s == "vllm-v0" ? schedule_v0(i) : schedule_sglang(i);
+    if (async_) release_finishing(i);
+    if (any) break;
     if (in.waiting.empty()) {
       in.busy = false;
       return;
@@ -425,8 +400,12 @@ void engine_sim<KV>::end(std::uint32_t i) {
     if (q.computed < q.seq()) continue;  // a prefill chunk
     sample(r);
     if (q.out_done < q.out_total) continue;
-    kv_[i].finish(q.kv);
-    std::erase(in.running, r);
+    if (async_) {
+      q.finishing = true;  // released after the next schedule (async scheduling)
+    } else {
+      kv_[i].finish(q.kv, q.computed);
+      std::erase(in.running, r);
+    }
     request_outcome& o = out_[r];
     o.done = now_;
     o.output_tokens = q.out_total;
@@ -528,58 +507,12 @@ simulation_result engine_sim<KV>::summarize() {
   return res;
 }
 
-// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
-// less the bf16 weights (2 bytes per parameter, all of them for a mixture of experts).
-std::uint32_t kv_blocks_of(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
-  double blocks = static_cast<double>(c.local_cache_blocks);
-  if (blocks == 0) {
-    const double params = c.model.total_params > 0 ? c.model.total_params : c.model.active_params;
-    const double bytes = c.gpu.hbm_bytes * c.gpus_per_instance * c.sched.gpu_memory_utilization -
-                         2.0 * params;
-    const double block_bytes =
-        static_cast<double>(c.model.kv_bytes_per_token) * static_cast<double>(t.block_tokens);
-    blocks = block_bytes > 0 ? std::floor(bytes / block_bytes) : 0;
-  }
-  if (!(blocks >= 1)) {
-    throw std::invalid_argument("the engine scheduler has no KV blocks: the weights of " +
-                                c.model.name + " do not leave room in " +
-                                std::to_string(c.gpus_per_instance) + " x " + c.gpu.name +
-                                " at gpu_memory_utilization " +
-                                std::to_string(c.sched.gpu_memory_utilization) +
-                                " (add gpus_per_instance, or give local_cache)");
-  }
-  return static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
-}
-
-void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
-  c.sched.validate();
-  auto refuse = [&](const std::string& what) {
-    throw std::invalid_argument("scheduler " + c.sched.scheduler + " models colocated instances "
-                                "with their HBM KV cache only: " + what);
-  };
-  if (c.decode_instances > 0) refuse("decode_instances must be 0");
-  if (c.dram_blocks > 0 || c.pool_blocks > 0) refuse("no dram tier or pool");
-  if (c.sparse.enabled) refuse("no sparse decode");
-  if (c.chunk_tokens > 0) refuse("chunk_tokens is the kvtk scheduler's (use max_num_batched_tokens)");
-  if (c.reject_over_slo) refuse("no reject_over_slo");
-  if (c.router != "round-robin" && c.router != "random" && c.router != "least-loaded") {
-    refuse("router round-robin, random or least-loaded");
-  }
-  if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
-  if (t.arrival_s.size() != t.requests()) {
-    throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
-  }
-  if (t.unit_requests() || !t.request_block_tokens.empty()) {
-    throw std::invalid_argument("the engine schedulers need whole requests with one block size");
-  }
-}
-
 }  // namespace
 
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
                                   const simulation_progress& progress) {
   check_engine_config(t, c);
-  const std::uint32_t blocks = kv_blocks_of(t, c);
+  const std::uint32_t blocks = engine_kv_blocks(t, c);
   if (c.sched.accounting() == "vllm") {
     engine_sim<vllm_kv> sim(t, c, blocks);
     return sim.run(&progress);

@@ -32,6 +32,11 @@ struct engine_scheduler_config {
   std::string schedule_policy = "lpm";          ///< sglang: lpm (longest prefix first) | fcfs
   double gpu_memory_utilization = 0.9;  ///< KV blocks = this share of HBM less the weights,
                                         ///< when local_cache is 0
+  /// vllm-v1: vLLM's async scheduling (its default on CUDA GPUs): the next iteration is
+  /// scheduled before the last one's output is processed, so a request that finished keeps its
+  /// blocks and its place in max_num_seqs through one more schedule. false = synchronous (vLLM
+  /// on CPU, or --no-async-scheduling).
+  bool async_scheduling = true;
   bool log_iterations = false;          ///< keep every iteration's batch (simulation_result)
   [[nodiscard]] bool engine_scheduler() const { return scheduler != "kvtk"; }
   /// The accounting in effect (engine resolved from auto).
@@ -43,6 +48,11 @@ struct engine_scheduler_config {
 };
 
 namespace detail {
+/// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
+/// less the bf16 weights. Throws std::invalid_argument when nothing is left.
+std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
+/// Throws std::invalid_argument for what the engine schedulers do not model (by name).
+void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// The simulation with an engine scheduler (cfg.sched.engine_scheduler()).
 /// Throws std::invalid_argument for a config the engine schedulers do not model.
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t,

@@ -127,6 +127,8 @@ class vllm_block_pool {
     }
     return h;
   }
+  /// The oldest block cached under k, or npos.
+  [[nodiscard]] std::uint32_t find(block_key k) const noexcept { return table_.find(k); }
   /// True when `hits` can be touched and `fresh` new blocks taken (vLLM's admission check:
   /// new blocks + hit blocks now in the free queue <= free blocks).
   [[nodiscard]] bool can_allocate(std::span<const std::uint32_t> hits,

@@ -1,0 +1,106 @@
+// sim/des/engine_config.cpp — the engine schedulers' config (engine_sched.hpp): names,
+// pairings and limits checked, the KV blocks of an instance, and what the engine schedulers do
+// not model refused by name.
+#include <cmath>
+#include <stdexcept>
+
+#include "des/engine_sched.hpp"
+#include "des/simulator.hpp"
+
+namespace kvtk::sim::des {
+
+std::string engine_scheduler_config::accounting() const {
+  if (engine != "auto") return engine;
+  if (scheduler == "kvtk") return "ideal";
+  return scheduler == "sglang" ? "sglang" : "vllm";
+}
+
+void engine_scheduler_config::validate() const {
+  if (scheduler != "kvtk" && scheduler != "vllm-v0" && scheduler != "vllm-v1" &&
+      scheduler != "sglang") {
+    throw std::invalid_argument("scheduler: unknown scheduler '" + scheduler +
+                                "' (known: kvtk vllm-v0 vllm-v1 sglang)");
+  }
+  if (engine != "auto" && engine != "ideal" && engine != "vllm" && engine != "sglang") {
+    throw std::invalid_argument("engine: unknown engine '" + engine +
+                                "' (known: auto ideal vllm sglang)");
+  }
+  const std::string want = engine_scheduler_config{scheduler}.accounting();
+  if (accounting() != want) {
+    throw std::invalid_argument("engine " + engine + " does not go with scheduler " + scheduler +
+                                " (it runs on " + want + " accounting; --engine vllm selects "
+                                "scheduler vllm-v1, --engine sglang scheduler sglang)");
+  }
+  if (schedule_policy != "lpm" && schedule_policy != "fcfs") {
+    throw std::invalid_argument("schedule_policy: unknown policy '" + schedule_policy +
+                                "' (known: lpm fcfs)");
+  }
+  if (max_num_batched_tokens == 0 || max_num_seqs == 0) {
+    throw std::invalid_argument("max_num_batched_tokens and max_num_seqs must be >= 1");
+  }
+  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1)) {
+    throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
+  }
+}
+
+nlohmann::json engine_scheduler_config::describe() const {
+  nlohmann::json j = {{"scheduler", scheduler}, {"engine", accounting()}};
+  if (engine_scheduler()) {
+    j["max_num_batched_tokens"] = max_num_batched_tokens;
+    j["max_num_seqs"] = max_num_seqs;
+    if (scheduler == "vllm-v1") j["async_scheduling"] = async_scheduling;
+    if (scheduler == "sglang") j["schedule_policy"] = schedule_policy;
+  }
+  return j;
+}
+
+namespace detail {
+
+// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
+// less the bf16 weights (2 bytes per parameter, all of them for a mixture of experts).
+std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  double blocks = static_cast<double>(c.local_cache_blocks);
+  if (blocks == 0) {
+    const double params = c.model.total_params > 0 ? c.model.total_params : c.model.active_params;
+    const double bytes = c.gpu.hbm_bytes * c.gpus_per_instance * c.sched.gpu_memory_utilization -
+                         2.0 * params;
+    const double block_bytes =
+        static_cast<double>(c.model.kv_bytes_per_token) * static_cast<double>(t.block_tokens);
+    blocks = block_bytes > 0 ? std::floor(bytes / block_bytes) : 0;
+  }
+  if (!(blocks >= 1)) {
+    throw std::invalid_argument("the engine scheduler has no KV blocks: the weights of " +
+                                c.model.name + " do not leave room in " +
+                                std::to_string(c.gpus_per_instance) + " x " + c.gpu.name +
+                                " at gpu_memory_utilization " +
+                                std::to_string(c.sched.gpu_memory_utilization) +
+                                " (add gpus_per_instance, or give local_cache)");
+  }
+  return static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
+}
+
+void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  c.sched.validate();
+  auto refuse = [&](const std::string& what) {
+    throw std::invalid_argument("scheduler " + c.sched.scheduler + " models colocated instances "
+                                "with their HBM KV cache only: " + what);
+  };
+  if (c.decode_instances > 0) refuse("decode_instances must be 0");
+  if (c.dram_blocks > 0 || c.pool_blocks > 0) refuse("no dram tier or pool");
+  if (c.sparse.enabled) refuse("no sparse decode");
+  if (c.chunk_tokens > 0) refuse("chunk_tokens is the kvtk scheduler's (use max_num_batched_tokens)");
+  if (c.reject_over_slo) refuse("no reject_over_slo");
+  if (c.router != "round-robin" && c.router != "random" && c.router != "least-loaded") {
+    refuse("router round-robin, random or least-loaded");
+  }
+  if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
+  if (t.arrival_s.size() != t.requests()) {
+    throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
+  }
+  if (t.unit_requests() || !t.request_block_tokens.empty()) {
+    throw std::invalid_argument("the engine schedulers need whole requests with one block size");
+  }
+}
+
+}  // namespace detail
+}  // namespace kvtk::sim::des
