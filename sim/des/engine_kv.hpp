@@ -45,15 +45,24 @@ struct admission {
   std::uint64_t hit_tokens = 0, new_tokens = 0;
 };
 
-/// The tokens an admission schedules: min(seq - hit, max_new); none when that is 0, or when
-/// `whole` and it is not all of them.
+/// The tokens an admission schedules: min(seq - hit, max_new), a cut chunk ending on a multiple
+/// of `page` tokens when page > 0 (SGLang); none when that is 0, or when `whole` and it is not
+/// all of them.
 inline admission plan(std::uint64_t hit_tokens, std::uint64_t seq, std::uint64_t max_new,
-                      bool whole) {
+                      bool whole, std::uint64_t page = 0) {
   const std::uint64_t rest = seq - hit_tokens;
-  const std::uint64_t n = std::min(rest, max_new);
+  std::uint64_t n = std::min(rest, max_new);
+  if (page > 0 && n < rest) n = n / page * page;  // hit_tokens is a whole number of pages
   if (n == 0 || (whole && n < rest)) return {};
   return {true, hit_tokens, n};
 }
+
+/// What an SGLang admission must leave for the requests already running (PrefillAdder): tokens
+/// held back for their remaining outputs and this batch's earlier admissions.
+struct admission_reserve {
+  std::uint64_t out_rest = 0;  ///< this request's remaining output tokens (capped at 4096)
+  std::uint64_t held = 0;      ///< tokens held back for the others
+};
 
 /// vLLM 0.33.0: KVCacheManager over vllm_block_pool (include/kvtk/prefix/vllm_block_pool.hpp).
 class vllm_kv {
@@ -65,7 +74,8 @@ class vllm_kv {
   /// the hit and min(seq - hit, max_new) new tokens (all of them when `whole`). Fails, changing
   /// nothing, when that is 0 tokens or the blocks are not there. Full prompt blocks are cached
   /// as they are allocated, as vLLM does.
-  admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole) {
+  admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole,
+                  const admission_reserve& /*unused: vLLM reserves nothing for outputs*/) {
     const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(seq, bt_, seq / bt_);
     if (scratch_.size() < cap) scratch_.resize(cap);
     std::uint32_t h = 0;
@@ -97,6 +107,8 @@ class vllm_kv {
   /// free(request): its blocks, last first (`computed` tokens: unused, the blocks are cached).
   void finish(kv_request& q, std::uint64_t /*computed*/) { release(q); }
   void preempt(kv_request& q) { release(q); }
+  /// Nothing to do: vLLM caches full blocks as it allocates them.
+  void checkpoint(kv_request& /*q*/, std::uint64_t /*computed*/) {}
   [[nodiscard]] std::uint64_t cached_blocks() const { return pool_.cached_blocks(); }
   [[nodiscard]] std::uint64_t evictions() const { return pool_.evictions(); }
 
@@ -127,17 +139,22 @@ class sglang_kv {
   /// min(seq - hit, max_new) tokens (all when `whole`), with the allocator's spare page in the
   /// demand, when the whole rest of the request fits in free + evictable pages. Fails when that is 0 tokens or the pages are not there: the lock is dropped, the
   /// match's touches stay (as in SGLang).
-  admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole) {
-    const auto cap = static_cast<std::uint32_t>(
-        std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));
-    const auto m = cache_.match(q.prompt_keys.first(cap));
-    const admission a = plan(std::uint64_t{m.length} * bt_, seq, max_new, whole);
+  admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole,
+                  const admission_reserve& reserve) {
+    const auto cap = static_cast<std::uint32_t>((seq - 1) / bt_);
+    keys_.clear();
+    for (std::uint32_t k = 0; k < cap; ++k) keys_.push_back(key_at(q, k));
+    const auto m = cache_.match(keys_);
+    const admission a = plan(std::uint64_t{m.length} * bt_, seq, max_new, whole, bt_);
     if (!a.ok) return {};
     cache_.lock(m.node);
-    // Admission: the whole rest of the request (and the spare page) must fit in the free and
-    // evictable pages, even when only a chunk of it is scheduled now.
+    // PrefillAdder: the rest of the request (rounded up to pages), its remaining output and a
+    // page must fit in the free and evictable tokens less what is held back for the others,
+    // even when only a chunk of it is scheduled now.
+    const std::uint64_t rest = blocks_for(seq - a.hit_tokens, bt_) * bt_;
     const std::uint64_t pages = blocks_for(a.hit_tokens + a.new_tokens, bt_) - m.length;
-    if (blocks_for(seq, bt_) - m.length + 1 > cache_.available() || !cache_.reserve(pages, 1)) {
+    if (rest + reserve.out_rest + bt_ + reserve.held >= cache_.available() * bt_ ||
+        !cache_.reserve(pages, 1)) {
       cache_.unlock(m.node);
       return {};
     }
@@ -151,6 +168,21 @@ class sglang_kv {
     const auto cap = static_cast<std::uint32_t>(
         std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));
     return cache_.peek(q.prompt_keys.first(cap));
+  }
+  /// checkpoint_kv_cache after a prefill iteration: the full pages of its `computed` tokens
+  /// into the tree, its copies of pages the tree already had freed, the lock moved down.
+  void checkpoint(kv_request& q, std::uint64_t computed) {
+    keys_.clear();
+    for (std::uint64_t k = 0; k < computed / bt_; ++k) keys_.push_back(key_at(q, k));
+    if (keys_.size() <= q.matched) return;
+    const auto c = cache_.checkpoint(keys_);
+    const std::uint64_t duplicates = keys_.size() - c.added - q.matched;
+    cache_.give_back(duplicates);
+    q.own -= c.added + duplicates;
+    cache_.lock(c.path.node);
+    cache_.unlock(q.node);
+    q.node = c.path.node;
+    q.matched = c.path.length;
   }
   bool grow(kv_request& q, std::uint64_t upto) {
     const std::uint64_t need = blocks_for(upto, bt_);

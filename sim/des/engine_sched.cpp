@@ -101,7 +101,13 @@ class engine_sim {
   bool schedule_v1(std::uint32_t i);
   bool schedule_v0(std::uint32_t i);
   bool schedule_sglang(std::uint32_t i);
-  bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole);
+  bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
+             std::uint64_t held = 0);
+  // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
+  // tokens; ratio 1: a replay's output lengths are fixed, as with ignore_eos).
+  std::uint64_t out_rest(std::uint32_t r) const {
+    return std::min<std::uint64_t>(rq_[r].out_total - rq_[r].out_done, 4096);
+  }
   void sample(std::uint32_t r);
   // Async scheduling: requests that finished in the last iteration stayed in `running` (holding
   // their blocks, counting toward max_num_seqs) through this schedule; now they go.
@@ -167,9 +173,10 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
 
 // Admits waiting request r with at most `budget` new tokens (all of its tokens when `whole`).
 template <class KV>
-bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole) {
+bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
+                           std::uint64_t held) {
   engine_request& q = rq_[r];
-  const admission a = kv_[i].admit(q.kv, q.seq(), budget, whole);
+  const admission a = kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held});
   if (!a.ok) return false;
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
@@ -190,7 +197,11 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   q.scheduled = 0;
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
-  inst_[i].waiting.push_front(r);
+  if (c_.sched.scheduler == "sglang") {
+    inst_[i].waiting.push_back(r);  // _add_request_to_queue: a retracted request queues again
+  } else {
+    inst_[i].waiting.push_front(r);
+  }
   if (inst_[i].chunked == r) inst_[i].chunked = -1;
   ++preemptions_;
 }
@@ -266,17 +277,25 @@ bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
 template <class KV>
 bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
   engine_instance& in = inst_[i];
-  std::uint64_t budget = c_.sched.max_num_batched_tokens;
-  if (in.chunked >= 0) {  // the chunked request continues first
+  const std::uint64_t page = bt_;
+  auto page_up = [&](std::uint64_t n) { return (n + page - 1) / page * page; };
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;  // charged in whole pages
+  std::uint64_t held = 0;  // PrefillAdder's reserve for what already runs
+  for (const std::uint32_t r : in.running) {
+    if (static_cast<std::int64_t>(r) != in.chunked) held += out_rest(r);
+  }
+  if (in.chunked >= 0) {  // the chunked request continues first, its chunk ending on a page
     const auto r = static_cast<std::uint32_t>(in.chunked);
     engine_request& q = rq_[r];
-    const std::uint64_t n = std::min(q.seq() - q.computed, budget);
-    if (kv_[i].grow(q.kv, q.computed + n)) {
+    const std::uint64_t rest = q.seq() - q.computed;
+    const std::uint64_t n = rest <= budget ? rest : (q.computed + budget) / page * page - q.computed;
+    if (n > 0 && kv_[i].grow(q.kv, q.computed + n)) {
       q.scheduled = n;
       in.batch.push_back(r);
-      budget -= n;
-      in.chunked = q.computed + n < q.seq() ? in.chunked : -1;
-    } else {
+      budget -= std::min(budget, page_up(n));
+      held += page_up(n) + page + out_rest(r);
+      if (q.computed + n == q.seq()) in.chunked = -1;
+    } else if (n > 0) {
       preempt(i, r);  // its next chunk does not fit: back to the queue, its pages freed
     }
   }
@@ -290,12 +309,13 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
   while (in.chunked < 0 && budget > 0 && !in.waiting.empty() &&
          in.running.size() < c_.sched.max_num_seqs) {
     const std::uint32_t r = in.waiting.front();
-    if (!admit(i, r, budget, false)) break;
+    if (!admit(i, r, budget, false, held)) break;
     in.waiting.pop_front();
     in.running.push_back(r);
     in.batch.push_back(r);
     engine_request& q = rq_[r];
-    budget -= q.scheduled;
+    budget -= std::min(budget, page_up(q.scheduled));
+    held += page_up(q.scheduled) + page + out_rest(r);
     if (q.computed + q.scheduled < q.seq()) in.chunked = r;
   }
   if (!in.batch.empty()) return true;
@@ -395,11 +415,18 @@ void engine_sim<KV>::end(std::uint32_t i) {
   engine_instance& in = inst_[i];
   for (const std::uint32_t r : in.batch) {
     engine_request& q = rq_[r];
+    const bool prefill = !(q.decoding() && q.scheduled == 1);
     q.computed += q.scheduled;
     q.scheduled = 0;
-    if (q.computed < q.seq()) continue;  // a prefill chunk
+    if (q.computed < q.seq()) {  // a prefill chunk
+      kv_[i].checkpoint(q.kv, q.computed);
+      continue;
+    }
     sample(r);
-    if (q.out_done < q.out_total) continue;
+    if (q.out_done < q.out_total) {
+      if (prefill) kv_[i].checkpoint(q.kv, q.computed);  // its prompt into the tree
+      continue;
+    }
     if (async_) {
       q.finishing = true;  // released after the next schedule (async scheduling)
     } else {

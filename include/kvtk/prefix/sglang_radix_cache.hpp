@@ -179,6 +179,17 @@ class sglang_radix_cache {
   }
   /// Pages a request held go back to the allocator.
   void give_back(std::uint64_t pages) noexcept { free_pages_ += pages; }
+  /// checkpoint_kv_cache: a running request's computed full pages go into the tree (insert), and
+  /// the key is matched again. Returns the pages the new leaf took from the request, and the
+  /// node to lock now. The caller frees its copies of pages the tree already had.
+  struct checkpoint_result {
+    std::uint32_t added;
+    match_result path;
+  };
+  checkpoint_result checkpoint(std::span<const block_key> full_keys) noexcept {
+    const std::uint32_t added = insert(full_keys);
+    return {added, match(full_keys)};
+  }
   /// A request that reserved `own` pages finishes with its full pages' keys: the tree keeps the
   /// new ones (insert), the rest go back, and the key is matched again (checkpoint). The caller
   /// unlocks its matched node afterwards.
