@@ -181,6 +181,8 @@ TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]"
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances must be 0"));
   c = engine("vllm-v3", 100, 40);
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown scheduler 'vllm-v3'"));
+  c = engine("sglang", 100, 8);  // chunks end on whole 16-token pages
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("must be at least a page"));
   c = engine("sglang", 100, 40);
   c.sched.engine = "vllm";
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not go with scheduler"));

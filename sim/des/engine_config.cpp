@@ -97,6 +97,12 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }
+  if (c.sched.scheduler == "sglang" && c.sched.max_num_batched_tokens < t.block_tokens) {
+    throw std::invalid_argument("max_num_batched_tokens (" +
+                                std::to_string(c.sched.max_num_batched_tokens) +
+                                ") must be at least a page (" + std::to_string(t.block_tokens) +
+                                " tokens) for scheduler sglang: its chunks end on whole pages");
+  }
   if (t.unit_requests() || !t.request_block_tokens.empty()) {
     throw std::invalid_argument("the engine schedulers need whole requests with one block size");
   }
