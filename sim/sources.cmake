@@ -40,6 +40,7 @@ set(KVTK_COMMANDS_SOURCES
   api/replay_plan.cpp
   api/move.cpp
   api/mrc.cpp
+  api/tune.cpp
   api/compare.cpp
   api/cost.cpp
   api/sparse.cpp
@@ -55,6 +56,7 @@ set(KVTK_COMMANDS_SOURCES
   cli/compare.cpp
   cli/replay.cpp
   cli/mrc.cpp
+  cli/tune.cpp
   cli/trace_stats.cpp
   cli/trace_gen.cpp
   cli/trace_convert.cpp

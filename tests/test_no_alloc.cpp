@@ -119,6 +119,7 @@ TEST_CASE("prefix indexes do not allocate in steady state", "[alloc]") {
   replay_without_allocating<radix_index<leaf_lfu>>(300);
   replay_without_allocating<radix_index<leaf_slru>>(300);
   replay_without_allocating<radix_index<leaf_s3fifo>>(300);
+  replay_without_allocating<radix_index<leaf_reuse>>(300);
   replay_without_allocating<radix_index<leaf_belady>>(300);
   replay_without_allocating<hash_chain_index>(300);
   replay_without_allocating<flat_index<kvtk::lru>>(300);

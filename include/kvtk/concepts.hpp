@@ -54,6 +54,9 @@ struct access_hint {
   std::uint32_t depth = 0;
   /// Belady/OPT: position (in accesses) of the next access to this key; `never` if none.
   std::uint64_t next_use = never;
+  /// How many of the request's blocks are full: a block at depth >= full_blocks is its partial
+  /// last block (reuse-ranked policies learn that such blocks are rarely reused). Default: all.
+  std::uint32_t full_blocks = ~std::uint32_t{0};
   static constexpr std::uint64_t never = ~std::uint64_t{0};
 };
 

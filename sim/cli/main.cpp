@@ -15,6 +15,7 @@
 #include "cli/move.hpp"
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
+#include "cli/tune.hpp"
 #include "cli/simulate.hpp"
 #include "cli/sparse.hpp"
 #include "cli/trace_stats.hpp"
@@ -29,6 +30,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  replay    replay a request trace through prefix-cache indexes, policies, capacities\n"
     "  mrc       the exact (or sampled) prefix-LRU miss-ratio curve, optionally with the optimum\n"
+    "  tune      choose the best online policy on part of a trace, report it on the rest\n"
     "  trace     stats: what a request trace looks like; gen: a synthetic DeepSeek-style trace\n"
     "  simulate  a discrete-event simulation of a serving cluster: hit ratios and latencies\n"
     "  cost      what a hit ratio is worth: API bills, GPU time saved, break-even capacity\n"
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
     if (cmd == "compare") rc = kvtk::sim::run_compare(rest);
     if (cmd == "replay") rc = kvtk::sim::run_replay(rest);
     if (cmd == "mrc") rc = kvtk::sim::run_mrc(rest);
+    if (cmd == "tune") rc = kvtk::sim::run_tune(rest);
     if (cmd == "trace") rc = kvtk::sim::run_trace(rest);
     if (cmd == "simulate") rc = kvtk::sim::run_simulate(rest);
     if (cmd == "cost") rc = kvtk::sim::run_cost(rest);

@@ -10,12 +10,13 @@
 #include "kvtk/names.hpp"
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/prefix/leaf_policies.hpp"
+#include "kvtk/prefix/leaf_reuse.hpp"
 
 namespace kvtk::prefix {
 
 /// Every leaf order of prefix_tree, in registry order.
 using all_leaf_policies = type_list<leaf_lru, leaf_fifo, leaf_lfu, leaf_priority_lru, leaf_slru,
-                                    leaf_s3fifo, leaf_belady>;
+                                    leaf_s3fifo, leaf_reuse, leaf_belady>;
 
 namespace detail_registry {
 template <class... Ls>
@@ -24,7 +25,7 @@ constexpr auto names_of(type_list<Ls...>) {
 }
 }  // namespace detail_registry
 
-/// Leaf-order names: lru fifo lfu priority-lru slru s3fifo belady.
+/// Leaf-order names: lru fifo lfu priority-lru slru s3fifo reuse belady.
 inline constexpr auto leaf_policy_names = detail_registry::names_of(all_leaf_policies{});
 
 /// Calls f.template operator()<L>() for the leaf order named `name`.

@@ -337,6 +337,19 @@ class prefix_tree {
       return payloads_[h];
     }
   }
+  /// The leaf order's state (stateful orders only): for their own hooks, such as
+  /// leaf_reuse::state::begin_request.
+  [[nodiscard]] auto& leaf_state() noexcept
+    requires stateful_leaf_policy<Leaf>
+  {
+    return state_;
+  }
+  [[nodiscard]] const auto& leaf_state() const noexcept
+    requires stateful_leaf_policy<Leaf>
+  {
+    return state_;
+  }
+
   /// Bytes allocated per block of capacity (nodes, hash table, heap, free stack, payloads).
   [[nodiscard]] double bytes_per_block() const noexcept {
     const double bytes =

@@ -324,8 +324,12 @@ class radix_index {
     access_hint hint = base;
     auto hint_for = [&](std::size_t i) -> const access_hint& {
       if constexpr (offline) hint.next_use = next[i];
+      hint.depth = static_cast<std::uint32_t>(i);
       return hint;
     };
+    if constexpr (requires { tree_.leaf_state().begin_request(path.first(m.length)); }) {
+      tree_.leaf_state().begin_request(path.first(m.length));
+    }
     tree_.lock_and_touch_path(path.first(m.length), hint_for);
     const auto ins = tree_.insert(
         m.node, blocks.subspan(m.length), [](block_key, std::uint32_t, const no_payload&) {},
@@ -411,6 +415,10 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
       next = next_use.subspan(pos, blocks.size());
     }
     const std::uint64_t L = t.input_tokens(r);
+    const std::uint32_t bt = t.block_tokens_of(r);
+    base.full_blocks = bt == 0 ? ~std::uint32_t{0}
+                               : static_cast<std::uint32_t>(
+                                     std::min<std::uint64_t>(L / bt, ~std::uint32_t{0}));
     if constexpr (requires { idx.begin_request(L, t.block_tokens_of(r)); }) {
       idx.begin_request(L, t.block_tokens_of(r));  // indexes that count tokens themselves
     }

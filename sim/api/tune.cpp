@@ -1,0 +1,343 @@
+#include "api/tune.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <kvtk/kvtk.hpp>
+#include <span>
+
+#include "api/parallel.hpp"
+#include "api/text.hpp"
+#include "cli/common.hpp"
+#include "formats/requests.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+using namespace kvtk::prefix;
+using cli::usage_error;
+
+struct candidate {
+  std::string index, policy;
+};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+bool online_flat(std::string_view name) {
+  return !visit_policy(name, []<class P>() { return flat_index<P>::offline; });
+}
+bool online_radix(std::string_view name) {
+  return !visit_leaf_policy(name, []<class L>() { return radix_index<L>::offline; });
+}
+bool knows(const std::string& index, const std::string& policy) {
+  if (index == "radix") {
+    return std::find(leaf_policy_names.begin(), leaf_policy_names.end(), policy) !=
+           leaf_policy_names.end();
+  }
+  return std::find(policy_names.begin(), policy_names.end(), policy) != policy_names.end();
+}
+bool online(const std::string& index, const std::string& policy) {
+  return index == "radix" ? online_radix(policy) : online_flat(policy);
+}
+
+// Every (index, policy) pair to try, in the order given (indexes), then registry order.
+std::vector<candidate> candidates(const tune_options& o) {
+  std::vector<candidate> out;
+  const bool all = o.policy.size() == 1 && o.policy[0] == "all";
+  for (const std::string& index : o.index) {
+    if (index != "radix" && index != "flat") {
+      throw usage_error("--index: unknown index '" + index + "' (tune knows: radix flat)");
+    }
+    std::vector<std::string> names;
+    if (all) {
+      if (index == "radix") names.assign(leaf_policy_names.begin(), leaf_policy_names.end());
+      if (index == "flat") names.assign(policy_names.begin(), policy_names.end());
+    } else {
+      names = o.policy;
+    }
+    for (const std::string& p : names) {
+      if (knows(index, p) && online(index, p)) out.push_back({index, p});
+    }
+  }
+  if (!all) {
+    for (const std::string& p : o.policy) {
+      bool known = false, found = false;
+      for (const std::string& index : o.index) {
+        if (!knows(index, p)) continue;
+        known = true;
+        if (!online(index, p)) {
+          throw usage_error("--policy: '" + p +
+                            "' needs the future (an offline policy); tune picks among online "
+                            "policies and reports the optimum beside them");
+        }
+      }
+      for (const candidate& c : out) found |= c.policy == p;
+      if (!known || !found) {
+        throw usage_error("--policy: unknown policy '" + p + "' for index " +
+                          join(o.index));
+      }
+    }
+  }
+  if (out.empty()) throw usage_error("--policy: no online candidate policy");
+  return out;
+}
+
+// Replays requests [0, bounds[0]) uncounted, then each [bounds[i], bounds[i+1]) counted apart.
+template <class Index>
+std::vector<prefix_counts> replay_segments(const prefix_trace_view& t, Index& idx,
+                                           partial_block pb, std::span<const std::uint64_t> next,
+                                           std::span<const std::size_t> bounds) {
+  std::vector<prefix_counts> out(bounds.size() - 1);
+  prefix_counts skipped;
+  std::uint64_t pos = 0;
+  replay_requests(t, idx, pb, next, 0, bounds[0], skipped, pos);
+  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+    const std::uint64_t before = idx.evictions();
+    replay_requests(t, idx, pb, next, bounds[i], bounds[i + 1], out[i], pos);
+    out[i].evictions = idx.evictions() - before;
+  }
+  return out;
+}
+
+std::vector<prefix_counts> run_candidate(const candidate& c, const prefix_trace_view& t,
+                                         std::uint32_t cap, partial_block pb,
+                                         std::span<const std::size_t> bounds) {
+  if (c.index == "flat") {
+    return visit_policy(c.policy, [&]<class P>() {
+      flat_index<P> idx(cap);
+      return replay_segments(t, idx, pb, {}, bounds);
+    });
+  }
+  return visit_leaf_policy(c.policy, [&]<class L>() {
+    radix_index<L> idx(cap);
+    return replay_segments(t, idx, pb, {}, bounds);
+  });
+}
+
+std::vector<prefix_counts> optimum_holdout(const prefix_trace_view& t, std::uint32_t cap,
+                                           partial_block pb, std::span<const std::uint64_t> next,
+                                           std::span<const std::size_t> bounds) {
+  bool flat = true;  // as replay_optimum: flat Belady when no request has two blocks
+  for (std::size_t r = 0; flat && !t.unit_requests() && r < t.requests(); ++r) {
+    flat = t.cacheable(r, pb).size() <= 1;
+  }
+  if (flat) {
+    flat_index<kvtk::belady> idx(cap);
+    return replay_segments(t, idx, pb, next, bounds);
+  }
+  radix_index<leaf_belady> idx(cap);
+  return replay_segments(t, idx, pb, next, bounds);
+}
+
+prefix_counts sum(const std::vector<prefix_counts>& v) {
+  prefix_counts s;
+  for (const prefix_counts& c : v) {
+    s.requests += c.requests;
+    s.block_refs += c.block_refs;
+    s.block_hits += c.block_hits;
+    s.token_refs += c.token_refs;
+    s.token_hits += c.token_hits;
+    s.evictions += c.evictions;
+  }
+  return s;
+}
+
+// The choice: the candidate whose worst scored segment, relative to the reference (radix LRU when
+// it is a candidate, else the first), is best; ties by total hits, then candidate order.
+struct choice {
+  std::size_t index = 0;
+  std::vector<double> worst;  // per candidate: min over segments of (hits + 1) / (ref hits + 1)
+};
+choice choose(const std::vector<candidate>& cands,
+              const std::vector<std::vector<prefix_counts>>& tune) {
+  std::size_t ref = 0;
+  for (std::size_t c = 0; c < cands.size(); ++c) {
+    if (cands[c].index == "radix" && cands[c].policy == "lru") ref = c;
+  }
+  choice ch;
+  for (std::size_t c = 0; c < cands.size(); ++c) {
+    double w = 1e300;
+    for (std::size_t s = 0; s < tune[c].size(); ++s) {
+      w = std::min(w, double(tune[c][s].block_hits + 1) / double(tune[ref][s].block_hits + 1));
+    }
+    ch.worst.push_back(w);
+    const bool better = w > ch.worst[ch.index] ||
+                        (w == ch.worst[ch.index] &&
+                         sum(tune[c]).block_hits > sum(tune[ch.index]).block_hits);
+    if (c > 0 && better) ch.index = c;
+  }
+  return ch;
+}
+
+nlohmann::json counts_json(const candidate& c, const prefix_counts& n, const prefix_counts* opt) {
+  nlohmann::json j = {{"index", c.index},
+                      {"policy", c.policy},
+                      {"block_hits", n.block_hits},
+                      {"block_refs", n.block_refs},
+                      {"block_hit_ratio", n.block_hit_ratio()},
+                      {"token_hit_ratio", n.token_hit_ratio()}};
+  if (opt != nullptr) j["opt_fraction"] = n.fraction_of(*opt);
+  return j;
+}
+
+std::string quote(const std::string& s) {
+  return s.find_first_of(" \t'\"$") == std::string::npos ? s : "'" + s + "'";
+}
+
+nlohmann::json recommendation(const tune_options& o, const candidate& c,
+                              const std::string& capacity) {
+  nlohmann::json r = {
+      {"command", "kvtk replay --trace " + quote(o.trace) + " --index " + c.index + " --policy " +
+                      c.policy + " --capacity " + capacity + " --partial-block " + o.partial_block},
+      {"replay_options",
+       {{"index", {c.index}}, {"policy", {c.policy}}, {"capacity", {capacity}},
+        {"partial_block", o.partial_block}}}};
+  // The simulator's instance caches are flat tiers: a flat choice carries over as it is.
+  if (c.index == "flat") r["simulate_set"] = "local_policy=" + c.policy;
+  return r;
+}
+
+}  // namespace
+
+void validate(tune_options& o) {
+  cli::check_request_format(o.format);
+  if (!(o.holdout > 0.0 && o.holdout < 1.0)) {
+    throw usage_error("--holdout: must be in (0, 1), the share of requests held out");
+  }
+  if (o.capacity.empty()) throw usage_error("--capacity: required (one or more capacities)");
+  if (o.partial_block != "skip" && o.partial_block != "cache") {
+    throw usage_error("--partial-block: '" + o.partial_block + "' is not skip or cache");
+  }
+  if (o.threads < 1 || o.threads > 256) throw usage_error("--threads: must be in [1, 256]");
+  if (o.index.empty()) throw usage_error("--index: empty list");
+  (void)candidates(o);
+  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  const std::uint64_t bpt = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  for (const std::string& c : o.capacity) (void)cli::parse_capacity(c, o.block_tokens, bpt);
+}
+
+tune_result run(tune_options o) {
+  validate(o);
+  const partial_block pb = o.partial_block == "cache" ? partial_block::cache : partial_block::skip;
+  const std::vector<candidate> cands = candidates(o);
+  read_report skipped;
+  const loaded_trace loaded = cli::load_trace_for("tune", o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, false, o.threads);
+  const prefix_trace_view& t = loaded.view();
+  const std::size_t n = t.requests();
+  const auto k = static_cast<std::size_t>(std::floor(double(n) * (1.0 - o.holdout)));
+  if (k < 1 || k >= n) {
+    throw usage_error("--holdout " + detail::format("%g", o.holdout) + ": the trace's " +
+                      std::to_string(n) + " requests leave an empty tune or holdout part");
+  }
+  const std::vector<std::uint64_t> next = next_use_positions(t, pb);
+  const std::uint64_t bpt = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+
+  // Tune: warm-up [0, k/4), scored in three segments up to k. Holdout: warm-up [0, k), then [k, n).
+  const std::array<std::size_t, 4> tune_bounds{k / 4, k / 2, 3 * k / 4, k};
+  const std::array<std::size_t, 2> hold_bounds{k, n};
+  // Jobs per capacity: every candidate twice (tune, holdout), then the optimum.
+  const std::size_t per = 2 * cands.size() + 1;
+  std::vector<std::vector<prefix_counts>> out(per * o.capacity.size());
+  std::vector<std::uint64_t> asked;  // as replay reports them; caps: what is allocated
+  std::vector<std::uint32_t> caps;
+  for (const std::string& c : o.capacity) {
+    asked.push_back(cli::parse_capacity(c, o.block_tokens, bpt));
+    caps.push_back(cli::allocation_capacity(asked.back(), t.keys.size()));
+  }
+  detail::parallel_for(o.threads, out.size(), [&](std::size_t i) {
+    const std::size_t ci = i / per, j = i % per;
+    if (j == per - 1) {
+      out[i] = optimum_holdout(t, caps[ci], pb, next, hold_bounds);
+    } else if (j % 2 == 1) {
+      out[i] = run_candidate(cands[j / 2], t, caps[ci], pb, hold_bounds);
+    } else {
+      out[i] = run_candidate(cands[j / 2], t, caps[ci], pb, tune_bounds);
+    }
+  });
+
+  tune_result r;
+  r.trace = {{"path", o.trace},
+             {"format", o.format},
+             {"requests", n},
+             {"tune_requests", k},
+             {"tune_segments", {{0, k / 4}, {k / 4, k / 2}, {k / 2, 3 * k / 4}, {3 * k / 4, k}}},
+             {"holdout_requests", n - k},
+             {"holdout", o.holdout},
+             {"partial_block", o.partial_block},
+             {"skipped_lines", skipped.skipped_lines}};
+  r.results = nlohmann::json::array();
+  for (std::size_t ci = 0; ci < o.capacity.size(); ++ci) {
+    std::vector<std::vector<prefix_counts>> tune;
+    std::vector<prefix_counts> hold;
+    for (std::size_t c = 0; c < cands.size(); ++c) {
+      tune.push_back(out[ci * per + 2 * c]);
+      hold.push_back(out[ci * per + 2 * c + 1][0]);
+    }
+    const prefix_counts& opt = out[ci * per + per - 1][0];
+    const choice ch = choose(cands, tune);
+    std::size_t hindsight = 0;
+    nlohmann::json tj = nlohmann::json::array(), hj = nlohmann::json::array();
+    for (std::size_t c = 0; c < cands.size(); ++c) {
+      if (hold[c].block_hits > hold[hindsight].block_hits) hindsight = c;
+      tj.push_back(counts_json(cands[c], sum(tune[c]), nullptr));
+      tj.back()["worst_segment_vs_lru"] = ch.worst[c];
+      hj.push_back(counts_json(cands[c], hold[c], &opt));
+    }
+    nlohmann::json row = {{"capacity", o.capacity[ci]},
+                          {"capacity_blocks", asked[ci]},
+                          {"chosen", hj[ch.index]},
+                          {"best_in_hindsight", hj[hindsight]},
+                          {"optimum", counts_json({"radix", "belady"}, opt, &opt)},
+                          {"tune", tj},
+                          {"holdout", hj},
+                          {"recommendation", recommendation(o, cands[ch.index], o.capacity[ci])}};
+    for (std::size_t c = 0; c < cands.size(); ++c) {
+      if (cands[c].index == "radix" && cands[c].policy == "lru") row["lru"] = hj[c];
+    }
+    r.results.push_back(row);
+  }
+  return r;
+}
+
+nlohmann::json to_json(const tune_result& r) { return {{"trace", r.trace}, {"results", r.results}}; }
+
+std::string to_text(const tune_result& r) {
+  using detail::format;
+  const auto& seg = r.trace["tune_segments"];
+  auto at = [&](std::size_t i, std::size_t e) { return seg[i][e].get<unsigned long long>(); };
+  std::string s = format(
+      "kvtk tune: %s: chosen on requests [%llu, %llu) (three segments, after a warm-up on "
+      "[0, %llu)), reported on [%llu, %llu) after a warm-up on the rest\n",
+      r.trace["path"].get<std::string>().c_str(), at(1, 0), at(3, 1), at(0, 1), at(3, 1),
+      r.trace["requests"].get<unsigned long long>());
+  for (const auto& row : r.results) {
+    const auto& c = row["chosen"];
+    s += format("\ncapacity %s (%llu blocks): chose %s/%s\n", row["capacity"].get<std::string>().c_str(),
+                row["capacity_blocks"].get<unsigned long long>(),
+                c["index"].get<std::string>().c_str(), c["policy"].get<std::string>().c_str());
+    s += format("  %-22s %12s %14s\n", "on the holdout", "block hits", "of optimum");
+    auto line = [&](const char* what, const nlohmann::json& x) {
+      s += format("  %-22s %12.4f %14.3f\n", what, x["block_hit_ratio"].get<double>(),
+                  x["opt_fraction"].get<double>());
+    };
+    line("chosen", c);
+    if (row.contains("lru")) line("radix lru", row["lru"]);
+    line("optimum (leaf Belady)", row["optimum"]);
+    const auto& h = row["best_in_hindsight"];
+    s += format("  best in hindsight: %s/%s at %.3f of optimum\n",
+                h["index"].get<std::string>().c_str(), h["policy"].get<std::string>().c_str(),
+                h["opt_fraction"].get<double>());
+    s += "  use: " + row["recommendation"]["command"].get<std::string>() + "\n";
+    if (row["recommendation"].contains("simulate_set")) {
+      s += "  simulate: --set " + row["recommendation"]["simulate_set"].get<std::string>() + "\n";
+    }
+  }
+  return s;
+}
+
+}  // namespace kvtk::sim
