@@ -179,6 +179,11 @@ BENCHMARK(bm_replay<radix_index<leaf_s3fifo>>)
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(bm_replay<radix_index<leaf_reuse>>)
+    ->Name("prefix_replay40/radix-reuse")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(bm_replay<radix_index<leaf_belady>>)
     ->Name("prefix_replay40/radix-belady")
     ->Arg(10000)

@@ -15,7 +15,7 @@
 //     candidate when radix LRU is not one); ties by total hits, then candidate order (--index,
 //     then registry). Scoring warm, as the holdout is measured, and by the worst segment keeps a
 //     policy that wins only in one stretch of the trace from being chosen (a plain first-half
-//     total chose worse than LRU on 6 of 30 trace x capacity cells; this rule: see
+//     total chose worse than LRU on 6 of 30 trace x capacity cells, this rule on 4; see
 //     docs/policy-quality.md).
 //   * evaluate: every candidate and the offline optimum replay [0, k) to warm up (not counted) and
 //     then [k, n), counted: a deployed policy keeps its state, so the holdout sees a warm cache
