@@ -19,7 +19,7 @@ from ._kvtk import BlockCache, PrefixTree, Trace
 __version__: str = _kvtk.__version__
 
 __all__ = [
-    "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "compare", "simulate",
+    "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
     "cost", "sparse", "trace_stats", "trace_gen", "results_frame", "ReplayResults",
 ]
 
@@ -141,6 +141,20 @@ def mrc(trace: TraceLike, capacity: Union[None, int, str, Iterable[Union[int, st
     given = dict(capacity=capacity, points=points, partial_block=partial_block, sample=sample,
                  opt=opt, **options)
     return _run("mrc", trace, given, progress)
+
+
+def tune(trace: TraceLike, capacity: Union[int, str, Iterable[Union[int, str]]],
+         holdout: float = 0.5, partial_block: Optional[str] = None, threads: int = 1,
+         **options: Any) -> dict:
+    """``kvtk tune``: choose the best online policy on the first part of the trace and report it
+    on the rest (the holdout) beside radix LRU and the offline optimum. Returns the CLI's JSON:
+    ``trace`` (the split) and ``results`` (per capacity: ``chosen``, ``lru``, ``optimum``,
+    ``best_in_hindsight``, every candidate's ``tune`` and ``holdout`` figures, and
+    ``recommendation`` with the command to paste). Further options: index, policy, model, ...
+    Definitions: docs/policy-quality.md."""
+    given = dict(capacity=capacity, holdout=holdout, partial_block=partial_block,
+                 threads=threads, **options)
+    return _run("tune", trace, given)
 
 
 def compare(trace: TraceLike, policy: Union[str, Iterable[str]] = "all",

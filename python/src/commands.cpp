@@ -16,6 +16,7 @@
 #include "api/compare.hpp"
 #include "api/cost.hpp"
 #include "api/mrc.hpp"
+#include "api/tune.hpp"
 #include "api/replay.hpp"
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
@@ -94,6 +95,7 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
     return out;
   }
   if (command == "compare") return sim::to_json(sim::run(sim::compare_options_from_json(j), progress));
+  if (command == "tune") return sim::to_json(sim::run(sim::tune_options_from_json(j)));
   if (command == "cost") return sim::to_json(sim::run(sim::cost_options_from_json(j)));
   if (command == "sparse") return sim::to_json(sim::run(sim::sparse_options_from_json(j)));
   if (command == "trace_stats") return sim::to_json(sim::run(sim::trace_stats_options_from_json(j)));
@@ -103,7 +105,7 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
             {"warnings", r.warnings}};
   }
   throw nb::value_error(("unknown command '" + command +
-                         "' (replay mrc compare cost sparse trace_stats trace_gen simulate)").c_str());
+                         "' (replay mrc tune compare cost sparse trace_stats trace_gen simulate)").c_str());
 }
 
 // A numpy array that owns `values` (moved to the heap, freed with the array). bool columns are
@@ -153,6 +155,7 @@ std::string default_options(const std::string& command) {
   if (command == "replay") return sim::to_json(sim::replay_options{}).dump();
   if (command == "mrc") return sim::to_json(sim::mrc_options{}).dump();
   if (command == "compare") return sim::to_json(sim::compare_options{}).dump();
+  if (command == "tune") return sim::to_json(sim::tune_options{}).dump();
   if (command == "cost") return sim::to_json(sim::cost_options{}).dump();
   if (command == "sparse") return sim::to_json(sim::sparse_options{}).dump();
   if (command == "trace_stats") return sim::to_json(sim::trace_stats_options{}).dump();
@@ -185,7 +188,7 @@ std::pair<std::string, nb::dict> simulate(const std::string& options, nb::object
 void bind_commands(nb::module_& m) {
   m.def("run_command", &run_command, nb::arg("command"), nb::arg("options"),
         nb::arg("progress").none() = nb::none(),
-        "Runs a kvtk command (replay, mrc, compare, cost, sparse, trace_stats, trace_gen) from its options "
+        "Runs a kvtk command (replay, mrc, tune, compare, cost, sparse, trace_stats, trace_gen) from its options "
         "as JSON text; returns the result's JSON text (the CLI's --json).");
   m.def("default_options", &default_options, nb::arg("command"),
         "A command's options with their defaults, as JSON text.");

@@ -76,6 +76,18 @@ def test_engine_modes_equal_cli(kvtk_bin):
     assert sim["result"]["preemptions"] >= 0
 
 
+def test_tune_equals_cli(kvtk_bin):
+    py = kvtk.tune(CONVERSATION, capacity=[1000, "5859"], partial_block="cache")
+    cli = cli_json(kvtk_bin, "tune", "--trace", str(CONVERSATION), "--capacity", "1000,5859",
+                   "--partial-block", "cache")
+    assert py["results"] == cli["results"]
+    assert py["trace"]["tune_requests"] + py["trace"]["holdout_requests"] == 12031
+    for row in py["results"]:
+        assert row["chosen"]["opt_fraction"] > row["lru"]["opt_fraction"]
+    with pytest.raises(ValueError, match="holdout"):
+        kvtk.tune(CONVERSATION, capacity=100, holdout=1.5)
+
+
 def test_mrc_and_trace_stats_equal_cli(kvtk_bin):
     py = kvtk.mrc(CONVERSATION, points=6, opt=True)
     cli = cli_json(kvtk_bin, "mrc", "--trace", str(CONVERSATION), "--points", "6", "--opt")

@@ -6,6 +6,7 @@
 #include <kvtk/kvtk.hpp>
 #include <span>
 
+#include "api/options_json.hpp"
 #include "api/parallel.hpp"
 #include "api/text.hpp"
 #include "cli/common.hpp"
@@ -202,6 +203,33 @@ nlohmann::json recommendation(const tune_options& o, const candidate& c,
 }
 
 }  // namespace
+
+nlohmann::json to_json(const tune_options& o) {
+  return {{"trace", o.trace},       {"format", o.format},
+          {"block_tokens", o.block_tokens}, {"capacity", o.capacity},
+          {"model", o.model},       {"holdout", o.holdout},
+          {"partial_block", o.partial_block}, {"index", o.index},
+          {"policy", o.policy},     {"threads", o.threads},
+          {"skip_invalid", o.skip_invalid}};
+}
+
+tune_options tune_options_from_json(const nlohmann::json& j) {
+  tune_options o;
+  detail::options_reader in(j, "tune options");
+  in.get("trace", o.trace);
+  in.get("format", o.format);
+  in.get("block_tokens", o.block_tokens);
+  in.get("capacity", o.capacity);
+  in.get("model", o.model);
+  in.get("holdout", o.holdout);
+  in.get("partial_block", o.partial_block);
+  in.get("index", o.index);
+  in.get("policy", o.policy);
+  in.get("threads", o.threads);
+  in.get("skip_invalid", o.skip_invalid);
+  in.finish();
+  return o;
+}
 
 void validate(tune_options& o) {
   cli::check_request_format(o.format);

@@ -45,6 +45,12 @@ struct tune_options {
   bool skip_invalid = false;                   ///< skip malformed trace lines (counted)
 };
 
+/// The options as JSON (every field, by its name above).
+nlohmann::json to_json(const tune_options& o);
+/// Options from JSON: any subset of to_json's keys. Throws cli::usage_error naming the key for
+/// an unknown key or a value of the wrong type.
+tune_options tune_options_from_json(const nlohmann::json& j);
+
 /// Throws cli::usage_error naming the option (bad holdout, no capacity, an offline or unknown
 /// policy, an unknown index); trace_error when the trace cannot be read.
 void validate(tune_options& o);
