@@ -186,6 +186,15 @@ void compare_with_naive(bool depth) {
       INFO("capacity " << cap << " request " << r << " depth " << depth);
       REQUIRE(got == naive.process(blocks, base.full_blocks));
       hits += got;
+      // Same resident set, same ranks, and the tree's own invariants (heap order, child counts).
+      REQUIRE(idx.tree().size() == naive.nodes.size());
+      for (const auto& [k, x] : naive.nodes) {
+        const auto s = idx.tree().find(k);
+        REQUIRE(s != prefix_tree<Leaf>::root);
+        REQUIRE(idx.tree().at(s).rank == x.rank);
+        REQUIRE(idx.tree().at(s).locks == 0);
+      }
+      REQUIRE(idx.tree().audit().empty());
     }
     REQUIRE(idx.evictions() == naive.evictions);
     REQUIRE(idx.evictions() > t.requests() / 2);  // the cache works hard

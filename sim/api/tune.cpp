@@ -202,6 +202,40 @@ nlohmann::json recommendation(const tune_options& o, const candidate& c,
   return r;
 }
 
+// One capacity's result from its jobs: per candidate (tune segments, holdout), then the optimum.
+nlohmann::json capacity_row(const tune_options& o, std::size_t ci, std::uint64_t blocks,
+                            const std::vector<candidate>& cands,
+                            std::span<const std::vector<prefix_counts>> jobs) {
+  std::vector<std::vector<prefix_counts>> tune;
+  std::vector<prefix_counts> hold;
+  for (std::size_t c = 0; c < cands.size(); ++c) {
+    tune.push_back(jobs[2 * c]);
+    hold.push_back(jobs[2 * c + 1][0]);
+  }
+  const prefix_counts& opt = jobs.back()[0];
+  const choice ch = choose(cands, tune);
+  std::size_t hindsight = 0;
+  nlohmann::json tj = nlohmann::json::array(), hj = nlohmann::json::array();
+  for (std::size_t c = 0; c < cands.size(); ++c) {
+    if (hold[c].block_hits > hold[hindsight].block_hits) hindsight = c;
+    tj.push_back(counts_json(cands[c], sum(tune[c]), nullptr));
+    tj.back()["worst_segment_vs_lru"] = ch.worst[c];
+    hj.push_back(counts_json(cands[c], hold[c], &opt));
+  }
+  nlohmann::json row = {{"capacity", o.capacity[ci]},
+                        {"capacity_blocks", blocks},
+                        {"chosen", hj[ch.index]},
+                        {"best_in_hindsight", hj[hindsight]},
+                        {"optimum", counts_json({"radix", "belady"}, opt, &opt)},
+                        {"tune", tj},
+                        {"holdout", hj},
+                        {"recommendation", recommendation(o, cands[ch.index], o.capacity[ci])}};
+  for (std::size_t c = 0; c < cands.size(); ++c) {
+    if (cands[c].index == "radix" && cands[c].policy == "lru") row["lru"] = hj[c];
+  }
+  return row;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const tune_options& o) {
@@ -300,34 +334,8 @@ tune_result run(tune_options o) {
              {"skipped_lines", skipped.skipped_lines}};
   r.results = nlohmann::json::array();
   for (std::size_t ci = 0; ci < o.capacity.size(); ++ci) {
-    std::vector<std::vector<prefix_counts>> tune;
-    std::vector<prefix_counts> hold;
-    for (std::size_t c = 0; c < cands.size(); ++c) {
-      tune.push_back(out[ci * per + 2 * c]);
-      hold.push_back(out[ci * per + 2 * c + 1][0]);
-    }
-    const prefix_counts& opt = out[ci * per + per - 1][0];
-    const choice ch = choose(cands, tune);
-    std::size_t hindsight = 0;
-    nlohmann::json tj = nlohmann::json::array(), hj = nlohmann::json::array();
-    for (std::size_t c = 0; c < cands.size(); ++c) {
-      if (hold[c].block_hits > hold[hindsight].block_hits) hindsight = c;
-      tj.push_back(counts_json(cands[c], sum(tune[c]), nullptr));
-      tj.back()["worst_segment_vs_lru"] = ch.worst[c];
-      hj.push_back(counts_json(cands[c], hold[c], &opt));
-    }
-    nlohmann::json row = {{"capacity", o.capacity[ci]},
-                          {"capacity_blocks", asked[ci]},
-                          {"chosen", hj[ch.index]},
-                          {"best_in_hindsight", hj[hindsight]},
-                          {"optimum", counts_json({"radix", "belady"}, opt, &opt)},
-                          {"tune", tj},
-                          {"holdout", hj},
-                          {"recommendation", recommendation(o, cands[ch.index], o.capacity[ci])}};
-    for (std::size_t c = 0; c < cands.size(); ++c) {
-      if (cands[c].index == "radix" && cands[c].policy == "lru") row["lru"] = hj[c];
-    }
-    r.results.push_back(row);
+    r.results.push_back(capacity_row(o, ci, asked[ci], cands,
+                                     std::span(out).subspan(ci * per, per)));
   }
   return r;
 }
