@@ -348,9 +348,9 @@ std::string to_text(const tune_result& r) {
   auto at = [&](std::size_t i, std::size_t e) { return seg[i][e].get<unsigned long long>(); };
   std::string s = format(
       "kvtk tune: %s: chosen on requests [%llu, %llu) (three segments, after a warm-up on "
-      "[0, %llu)), reported on [%llu, %llu) after a warm-up on the rest\n",
+      "[0, %llu)), reported on [%llu, %llu) after a warm-up on [0, %llu)\n",
       r.trace["path"].get<std::string>().c_str(), at(1, 0), at(3, 1), at(0, 1), at(3, 1),
-      r.trace["requests"].get<unsigned long long>());
+      r.trace["requests"].get<unsigned long long>(), at(3, 1));
   for (const auto& row : r.results) {
     const auto& c = row["chosen"];
     s += format("\ncapacity %s (%llu blocks): chose %s/%s\n", row["capacity"].get<std::string>().c_str(),
