@@ -17,6 +17,14 @@ struct recorder {
   void operator()(kvtk::block_key k, std::uint32_t) const { victims->push_back(k); }
 };
 
+template <class P, class OnEvict = recorder>
+typename kvtk::block_cache<P, OnEvict>::config config_of(std::uint64_t capacity) {
+  typename kvtk::block_cache<P, OnEvict>::config cfg{};
+  cfg.capacity = capacity;
+  kvtk::promise_next_use<P>(cfg.policy);
+  return cfg;
+}
+
 template <class P>
 void run_conformance(std::uint64_t capacity, std::uint32_t max_entries, std::uint32_t max_size,
                      std::uint64_t seed) {
@@ -25,6 +33,8 @@ void run_conformance(std::uint64_t capacity, std::uint32_t max_entries, std::uin
   typename cache_t::config cfg{};
   cfg.capacity = capacity;
   cfg.max_entries = max_entries;
+  // Mechanics only: belady gets next_use = never (a valid hint) on every access.
+  kvtk::promise_next_use<P>(cfg.policy);
   cache_t cache(cfg, recorder{&victims});
 
   std::mt19937_64 rng(seed);
@@ -139,7 +149,7 @@ TEMPLATE_LIST_TEST_CASE("bad configurations are rejected with an exception", "[c
 TEMPLATE_LIST_TEST_CASE("all pinned: insert reports failure instead of evicting", "[conformance]",
                         kvtk::all_policies::tuple) {
   std::vector<kvtk::block_key> victims;
-  kvtk::block_cache<TestType, recorder> cache({.capacity = 4}, recorder{&victims});
+  kvtk::block_cache<TestType, recorder> cache(config_of<TestType>(4), recorder{&victims});
   for (kvtk::block_key k = 0; k < 4; ++k) {
     REQUIRE(cache.access(k).result == kvtk::access_result::inserted);
     REQUIRE(cache.pin(k));
@@ -154,7 +164,7 @@ TEMPLATE_LIST_TEST_CASE("all pinned: insert reports failure instead of evicting"
 TEMPLATE_LIST_TEST_CASE("hidden entries: not pinned by the caller, never victims, restored by unhide",
                         "[conformance]", kvtk::all_policies::tuple) {
   std::vector<kvtk::block_key> victims;
-  kvtk::block_cache<TestType, recorder> cache({.capacity = 3}, recorder{&victims});
+  kvtk::block_cache<TestType, recorder> cache(config_of<TestType>(3), recorder{&victims});
   for (kvtk::block_key k = 0; k < 3; ++k) REQUIRE(cache.access(k).result == kvtk::access_result::inserted);
   REQUIRE(cache.hide(1));
   REQUIRE(cache.hidden(1));
@@ -171,4 +181,55 @@ TEMPLATE_LIST_TEST_CASE("hidden entries: not pinned by the caller, never victims
   REQUIRE(cache.pins(1) == 0);
   REQUIRE(cache.pin(1));
   REQUIRE(cache.pins(1) == 1);
+}
+
+TEMPLATE_LIST_TEST_CASE("moves hand over the whole state: the moved-to cache continues exactly",
+                        "[conformance]", kvtk::all_policies::tuple) {
+  using cache_t = kvtk::block_cache<TestType, recorder>;
+  static_assert(std::is_nothrow_move_constructible_v<cache_t>);
+  static_assert(std::is_nothrow_move_assignable_v<cache_t>);
+  std::vector<kvtk::block_key> moved_victims, ref_victims, other_victims;
+  cache_t ref(config_of<TestType>(48), recorder{&ref_victims});
+  cache_t first(config_of<TestType>(48), recorder{&moved_victims});
+  cache_t other(config_of<TestType>(16), recorder{&other_victims});
+  std::mt19937_64 rng(3);
+  std::vector<kvtk::block_key> keys(6000);
+  for (auto& k : keys) k = rng() % 3 == 0 ? rng() % 16 : rng() % 200;
+  auto same = [&](cache_t& c, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      const auto a = c.access(keys[i]);
+      const auto b = ref.access(keys[i]);
+      REQUIRE(a.result == b.result);
+      REQUIRE(a.slot == b.slot);
+      if (i % 101 == 0) REQUIRE(c.pin(keys[i]) == ref.pin(keys[i]));
+      if (i % 101 == 50) REQUIRE(c.unpin(keys[(i / 101) * 101]) == ref.unpin(keys[(i / 101) * 101]));
+    }
+  };
+  for (std::size_t i = 0; i < 200; ++i) other.access(rng() % 40);
+  same(first, 0, 2000);
+  cache_t second(std::move(first));  // move construction
+  same(second, 2000, 4000);
+  const std::size_t other_evictions = other_victims.size();
+  other = std::move(second);  // move assignment over a cache with its own entries
+  CHECK(other_victims.size() == other_evictions);  // the old entries leave without callbacks
+  same(other, 4000, keys.size());
+  CHECK(moved_victims == ref_victims);
+  CHECK(other.size() == ref.size());
+  CHECK(other.stats().hits == ref.stats().hits);
+  CHECK(kvtk::test::audit(other).empty());
+}
+
+TEST_CASE("belady refuses a cache whose caller does not promise next uses", "[conformance]") {
+  CHECK_THROWS_WITH(kvtk::block_cache<kvtk::belady>({.capacity = 8}),
+                    Catch::Contains("belady is offline") && Catch::Contains("next_use_hints"));
+  kvtk::block_cache<kvtk::belady>::config cfg{.capacity = 8};
+  cfg.policy.next_use_hints = true;
+  CHECK_NOTHROW(kvtk::block_cache<kvtk::belady>(cfg));
+  // The run-time registry refuses it the same way.
+  CHECK_THROWS_AS(kvtk::visit_policy("belady",
+                                     []<class P>() {
+                                       kvtk::block_cache<P> c({.capacity = 8});
+                                       return c.size();
+                                     }),
+                  std::invalid_argument);
 }

@@ -31,7 +31,10 @@ TEMPLATE_LIST_TEST_CASE("no allocation after construction", "[alloc]", kvtk::all
   std::vector<kvtk::block_key> keys(200'000);
   for (auto& k : keys) k = rng() % 3 == 0 ? rng() % 64 : rng() % 4096;
   const std::vector<std::uint64_t> next = kvtk::next_use_positions(keys);
-  kvtk::block_cache<TestType> cache({.capacity = 256});
+  typename kvtk::block_cache<TestType>::config cfg{};
+  cfg.capacity = 256;
+  kvtk::promise_next_use<TestType>(cfg.policy);
+  kvtk::block_cache<TestType> cache(cfg);
 
   counting = true;
   kvtk::access_hint h;

@@ -51,6 +51,7 @@ void compare(Model model, std::size_t capacity, std::size_t n, std::uint64_t see
   using cache_t = kvtk::block_cache<P, recorder>;
   typename cache_t::config cfg{};
   cfg.capacity = capacity;
+  kvtk::promise_next_use<P>(cfg.policy);
   cache_t cache(cfg, recorder{&victims});
   std::mt19937 prio_rng(static_cast<unsigned>(seed));
   std::uint64_t misses = 0;

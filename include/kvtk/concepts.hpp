@@ -38,6 +38,7 @@ namespace kvtk {
 using block_key = std::uint64_t;
 
 /// Fields every cache node carries, whatever the policy.
+/// Thread safety: plain values (node_base, access_hint, policy_params, any_node).
 struct node_base {
   block_key key = 0;
   /// Size in capacity units (1 when the cache counts blocks; bytes when it counts bytes).
@@ -59,6 +60,22 @@ struct access_hint {
   std::uint32_t full_blocks = ~std::uint32_t{0};
   static constexpr std::uint64_t never = ~std::uint64_t{0};
 };
+
+/// The access_hint fields a policy reads (a bit set). A policy declares them as
+/// `static constexpr unsigned hints_read = ...;` (none when absent); without them it still runs,
+/// degraded, so replays record which of them they gave (`kvtk replay` results: "hints").
+namespace hint_fields {
+inline constexpr unsigned depth = 1, next_use = 2, priority = 4, full_blocks = 8;
+}
+/// The hint fields policy P reads: P::hints_read, or 0.
+template <class P>
+constexpr unsigned hints_read_by() noexcept {
+  if constexpr (requires { P::hints_read; }) {
+    return P::hints_read;
+  } else {
+    return 0;
+  }
+}
 
 /// Sizes fixed at construction; containers preallocate from these.
 struct policy_params {

@@ -12,6 +12,7 @@
 namespace kvtk {
 
 /// what() is "unknown <kind> '<name>' (known: a b c)".
+/// Thread safety: immutable once constructed; what() may be read from any thread.
 class unknown_name : public std::invalid_argument {
  public:
   /// Requires: nothing. Effects: keeps the parts and builds the message. Throws: std::bad_alloc.

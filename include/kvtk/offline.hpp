@@ -1,4 +1,5 @@
 // kvtk/offline.hpp — helpers for offline policies and whole-trace replays of flat key streams.
+/// Thread safety: functions with local state only; the key spans are only read.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,13 @@ template <class P>
 inline constexpr bool is_offline_policy = requires {
   requires P::offline;
 };
+
+/// Effects: records, for an offline P, the caller's promise to pass hint.next_use with every
+/// access (belady::config::next_use_hints); nothing for online policies.  Throws: nothing.
+template <class P>
+constexpr void promise_next_use(typename P::config& c) noexcept {
+  if constexpr (is_offline_policy<P>) c.next_use_hints = true;
+}
 
 /// Effects: next[i] = the smallest j > i with keys[j] == keys[i], or access_hint::never.
 /// Complexity: one backward sweep, O(n) expected, with lookups prefetched ahead; allocates the
@@ -60,7 +68,9 @@ flat_replay_counts replay_flat(std::span<const block_key> keys,
       throw std::invalid_argument("replay_flat: an offline policy needs next_use for every key");
     }
   }
-  block_cache<P> cache(cfg);
+  typename block_cache<P>::config with_promise = cfg;
+  promise_next_use<P>(with_promise.policy);
+  block_cache<P> cache(with_promise);
   access_hint hint;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if constexpr (is_offline_policy<P>) hint.next_use = next_use[i];

@@ -31,6 +31,7 @@ constexpr auto names_of(type_list<Ps...>) {
 
 /// Registry names in list order: lru fifo clock sieve lfu 2q arc s3fifo wtinylfu priority-lru
 /// belady cost-aware.
+/// Thread safety: compile-time data; every function of the registry is safe on any thread.
 inline constexpr auto policy_names = detail::names_of(all_policies{});
 
 /// Whether `name` names a registered policy.

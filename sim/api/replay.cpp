@@ -67,10 +67,25 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
   outcome o;
   if (j.hierarchy >= 0) {
     const auto& requested = p.hierarchies[static_cast<std::size_t>(j.hierarchy)];
-    kvtk::tier::tier_index<> idx(cli::allocation_config(requested, t.view().keys.size()));
+    auto cfg = cli::allocation_config(requested, t.view().keys.size());
+    if (p.tier_top == "radix") {
+      visit_leaf_policy(requested.tiers[0].policy, [&]<class L>() {
+        if constexpr (radix_index<L>::offline) {
+          throw usage_error("--index radix with --tiers: the top tier's policy '" +
+                            requested.tiers[0].policy + "' is offline (it needs next uses)");
+        } else {
+          kvtk::tier::radix_tier_index<L> idx(std::move(cfg));
+          o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+          o.seconds = seconds_since(t0);
+          o.tiers = cli::tier_report(cli::state_of(idx, "radix"), requested, o.counts, trace_days);
+        }
+      });
+      return o;
+    }
+    kvtk::tier::tier_index<> idx(std::move(cfg));
     o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
     o.seconds = seconds_since(t0);
-    o.tiers = cli::tier_report(idx, requested, o.counts, trace_days);
+    o.tiers = cli::tier_report(cli::state_of(idx, "flat"), requested, o.counts, trace_days);
     return o;
   }
   if (j.engine == "vllm") {
@@ -147,6 +162,37 @@ void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, 
                    static_cast<double>(std::min<std::size_t>(o.threads, total)));
 }
 
+nlohmann::json hint_names(unsigned bits) {
+  nlohmann::json a = nlohmann::json::array();
+  if (bits & hint_fields::depth) a.push_back("depth");
+  if (bits & hint_fields::next_use) a.push_back("next_use");
+  if (bits & hint_fields::priority) a.push_back("priority");
+  if (bits & hint_fields::full_blocks) a.push_back("full_blocks");
+  return a;
+}
+
+// Which access_hint fields the job's policy reads and which this replay gave it: replays give
+// every block's depth and the request's full-block count, next uses to offline policies, and no
+// priorities (traces carry none), so priority-lru runs as LRU and says so here.
+nlohmann::json hints_json(const job& j) {
+  unsigned read = 0, given = hint_fields::depth | hint_fields::full_blocks;
+  if (j.hierarchy >= 0 || j.engine != "ideal") {
+    given = hint_fields::depth;
+  } else if (j.index == "flat") {
+    read = visit_policy(j.policy, []<class P>() { return hints_read_by<P>(); });
+    if (visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; })) {
+      given |= hint_fields::next_use;
+    }
+  } else if (j.index == "radix") {
+    read = visit_leaf_policy(j.policy, []<class L>() { return hints_read_by<L>(); });
+    if (visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; })) {
+      given |= hint_fields::next_use;
+    }
+  }
+  return {{"read", hint_names(read)}, {"given", hint_names(given)},
+          {"missing", hint_names(read & ~given)}};
+}
+
 nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
                           const std::map<std::uint64_t, prefix_counts>* optimum,
                           std::uint64_t output_tokens) {
@@ -169,6 +215,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
       {"block_refs_per_second",
        out.seconds > 0 ? static_cast<double>(c.block_refs) / out.seconds : 0.0}};
   if (!out.engine.is_null()) r["engine_state"] = out.engine;
+  r["hints"] = hints_json(j);
   if (j.hierarchy >= 0) {
     r["tiers"] = out.tiers;
     if (!p.calibration_reports.empty()) {
@@ -204,6 +251,7 @@ nlohmann::json to_json(const replay_options& o) {
           {"tiers", o.tiers},
           {"tier_config", o.tier_config},
           {"inclusion", o.inclusion},
+          {"tier_top", o.tier_top},
           {"write_policy", o.write_policy},
           {"admission", o.admission},
           {"calibration", o.calibration},
@@ -231,6 +279,7 @@ replay_options replay_options_from_json(const nlohmann::json& j) {
   in.get("tiers", o.tiers);
   in.get("tier_config", o.tier_config);
   in.get("inclusion", o.inclusion);
+  in.get("tier_top", o.tier_top);
   in.get("write_policy", o.write_policy);
   in.get("admission", o.admission);
   in.get("calibration", o.calibration);
@@ -397,8 +446,10 @@ namespace {
 using detail::format;
 
 std::string tier_text(const nlohmann::json& rep) {
-  std::string s = format("\ntiers %s (%s, %s): load time mean %.3g s, max %.3g s\n",
+  const bool radix_top = rep.value("top_tier", "flat") == "radix";
+  std::string s = format("\ntiers %s (%s%s, %s): load time mean %.3g s, max %.3g s\n",
                          rep["hierarchy"].get<std::string>().c_str(),
+                         radix_top ? "radix top tier, " : "",
                          rep["inclusion"].get<std::string>().c_str(),
                          rep["write_policy"].get<std::string>().c_str(),
                          rep["load_time"]["mean_s"].get<double>(),

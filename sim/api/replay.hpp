@@ -51,6 +51,10 @@ struct replay_options {
   std::vector<std::string> tiers;     ///< hierarchies "name:capacity:policy[:usd_per_gb_month],..."
   std::vector<std::string> tier_config;  ///< hierarchies as JSON files
   std::string inclusion = "exclusive";   ///< tiers: exclusive | inclusive
+  /// tiers: the top tier: flat (a block_cache, tier_hierarchy) | radix (a prefix_tree whose leaf
+  /// order is the top tier's policy, radix_tier_hierarchy; exclusive write-back only). The CLI
+  /// sets radix when --index radix is given explicitly with --tiers.
+  std::string tier_top = "flat";
   std::string write_policy = "write-back";  ///< tiers: write-back | write-through | ...
   std::string admission = "always";         ///< tiers: always | frequency[:N] | tinylfu[:N] | ...
   std::string calibration;            ///< tiers: calibration JSON for the link figures ("" = none)

@@ -55,6 +55,12 @@ std::vector<std::string> policies_for(const std::string& index, const std::vecto
   return names;
 }
 
+std::string leaf_names() {
+  std::string s;
+  for (const auto n : kvtk::prefix::leaf_policy_names) s += " " + std::string(n);
+  return s;
+}
+
 // The tier hierarchies of --tiers / --tier-config, calibrated when asked; one job each.
 void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
   if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
@@ -66,6 +72,32 @@ void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, pl
   }
   for (const auto& file : o.tier_config) {
     p.hierarchies.push_back(cli::load_tier_config(file, o.block_tokens, bytes_per_token));
+  }
+  if (o.tier_top != "flat" && o.tier_top != "radix") {
+    throw usage_error("tier_top: unknown top tier '" + o.tier_top + "' (known: flat radix)");
+  }
+  p.tier_top = o.tier_top;
+  if (o.tier_top == "radix") {
+    for (const auto& h : p.hierarchies) {
+      const std::string what = "--index radix with --tiers " + cli::describe(h);
+      if (h.mode != kvtk::tier::inclusion::exclusive ||
+          h.write.kind != kvtk::tier::write_policy::write_back) {
+        throw usage_error(what + ": a radix top tier supports --exclusive write-back only");
+      }
+      const std::string& top = h.tiers[0].policy;
+      bool known = false;
+      for (const auto n : kvtk::prefix::leaf_policy_names) known |= n == top;
+      if (!known) {
+        throw usage_error(what + ": the top tier's policy '" + top +
+                          "' is not a radix leaf order (known:" + leaf_names() + ")");
+      }
+      const bool offline = kvtk::prefix::visit_leaf_policy(
+          top, []<class L>() { return kvtk::prefix::radix_index<L>::offline; });
+      if (offline) {
+        throw usage_error(what + ": the top tier's policy '" + top +
+                          "' is offline (it needs next uses); choose an online leaf order");
+      }
+    }
   }
   if (!o.calibration_mechanism.empty() && o.calibration.empty()) {
     throw usage_error("--calibration-mechanism needs --calibration");

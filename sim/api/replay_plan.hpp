@@ -33,6 +33,7 @@ struct plan {
   kvtk::prefix::partial_block pb = kvtk::prefix::partial_block::skip;
   std::vector<job> jobs;
   std::vector<kvtk::tier::hierarchy_config> hierarchies;
+  std::string tier_top = "flat";  ///< replay_options::tier_top, checked
   std::vector<nlohmann::json> calibration_reports;
   std::vector<std::string> price_storage;
   kvtk::cost::price_table table;

@@ -1,5 +1,6 @@
 #include "cli/replay.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -39,7 +40,8 @@ po::options_description describe(replay_options& o, replay_args& l) {
                        "cache (LRU). Engine modes run one job per capacity; without ideal the "
                        "grid does not run")(
       "index", po::value(&l.indexes)->default_value("radix"),
-                       "radix | flat | hashchain (a list)")(
+                       "radix | flat | hashchain (a list); with --tiers, naming radix makes "
+                       "the top tier a radix tree whose leaf order is the top tier's policy")(
       "policy", po::value(&l.policies)->default_value("lru"),
       "policies (a list, or all): radix leaf orders, flat core policies, vllm for hashchain; "
       "each runs with every listed index that knows it")(
@@ -95,6 +97,12 @@ void finish_options(const po::variables_map& vm, const replay_args& l, replay_op
   if (vm.count("inclusive")) o.inclusion = "inclusive";
   o.engine = cli::split_list(l.engines, "--engine");
   o.index = cli::split_list(l.indexes, "--index");
+  // With --tiers, an explicit --index radix makes the top tier a radix tree (the default index
+  // list is radix too, for the grid, so only an explicit one changes the hierarchy).
+  if (!vm["index"].defaulted() &&
+      std::find(o.index.begin(), o.index.end(), "radix") != o.index.end()) {
+    o.tier_top = "radix";
+  }
   o.policy = cli::split_list(l.policies, "--policy");
   if (!vm["capacity"].defaulted()) {
     o.capacity = cli::split_list(l.capacities, "--capacity");

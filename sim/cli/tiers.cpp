@@ -255,22 +255,20 @@ kvtk::tier::hierarchy_config allocation_config(kvtk::tier::hierarchy_config cfg,
   return cfg;
 }
 
-nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
-                           const kvtk::tier::hierarchy_config& cfg,
+nlohmann::json tier_report(const tier_state& h, const kvtk::tier::hierarchy_config& cfg,
                            const kvtk::prefix::prefix_counts& c, double trace_days) {
-  const auto& h = idx.hierarchy();
   const double bb = static_cast<double>(cfg.block_bytes);
   nlohmann::json tiers = nlohmann::json::array();
   std::uint64_t cumulative = 0;
-  for (std::size_t t = 0; t < h.tiers(); ++t) {
-    const auto& k = h.counters(t);
+  for (std::size_t t = 0; t < h.counters.size(); ++t) {
+    const auto& k = h.counters[t];
     const auto& s = cfg.tiers[t];
     cumulative += k.hits;
     nlohmann::json row = {
         {"name", s.name},
         {"policy", s.policy},
         {"capacity_blocks", s.capacity_blocks},
-        {"resident_blocks", h.resident(t)},
+        {"resident_blocks", h.resident[t]},
         {"hits", k.hits},
         {"hit_tokens", k.hit_tokens},
         {"cumulative_block_hit_ratio",
@@ -280,17 +278,17 @@ nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
         {"evictions", k.evictions},
         {"demotions", k.demotions},
         {"drops", k.drops},
-        {"kept_copies", h.kept_copies(t)},
+        {"kept_copies", h.kept_copies[t]},
         {"admission_rejects", k.admission_rejects},
         {"no_room_rejects", k.no_room_rejects},
         {"superseded", k.superseded},
         {"bytes_read_up", static_cast<double>(k.promotions) * bb},
         {"bytes_written", static_cast<double>(k.writes) * bb}};
     if (t > 0) {
-      row["link_from_above"] = {{"blocks_up", h.link(t).blocks_up},
-                                {"blocks_down", h.link(t).blocks_down},
-                                {"bytes_up", static_cast<double>(h.link(t).blocks_up) * bb},
-                                {"bytes_down", static_cast<double>(h.link(t).blocks_down) * bb}};
+      row["link_from_above"] = {{"blocks_up", h.links[t].blocks_up},
+                                {"blocks_down", h.links[t].blocks_down},
+                                {"bytes_up", static_cast<double>(h.links[t].blocks_up) * bb},
+                                {"bytes_down", static_cast<double>(h.links[t].blocks_down) * bb}};
       row["read_bytes_per_s"] = s.read_bytes_per_s;
       row["write_bytes_per_s"] = s.write_bytes_per_s;
       row["latency_s"] = s.latency_s;
@@ -310,8 +308,9 @@ nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
     }
     tiers.push_back(row);
   }
-  const auto& lt = idx.load_time();
+  const auto& lt = h.load;
   return {{"hierarchy", describe(cfg)},
+          {"top_tier", h.top},
           {"inclusion", cfg.mode == inclusion::inclusive ? "inclusive" : "exclusive"},
           {"write_policy", cfg.write.kind == write_policy::write_back      ? "write-back"
                            : cfg.write.kind == write_policy::write_through ? "write-through"

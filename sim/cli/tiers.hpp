@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/tier/tier.hpp"
@@ -43,11 +44,40 @@ std::string describe(const kvtk::tier::hierarchy_config& cfg);
 kvtk::tier::hierarchy_config allocation_config(kvtk::tier::hierarchy_config cfg,
                                                std::uint64_t refs);
 
+/// A finished hierarchy's counters, whatever its top tier (flat or radix).
+struct tier_state {
+  std::string top = "flat";  ///< flat (tier_hierarchy) | radix (radix_tier_hierarchy)
+  std::vector<kvtk::tier::tier_counters> counters;
+  std::vector<kvtk::tier::link_counters> links;
+  std::vector<std::size_t> resident;
+  std::vector<std::uint64_t> kept_copies;
+  kvtk::tier::load_time_counters load;
+};
+
+/// The state of a flat-top or radix-top tier index (anything with hierarchy() and load_time()).
+template <class Index>
+tier_state state_of(const Index& idx, std::string top) {
+  tier_state s;
+  s.top = std::move(top);
+  const auto& h = idx.hierarchy();
+  for (std::size_t t = 0; t < h.tiers(); ++t) {
+    s.counters.push_back(h.counters(t));
+    s.links.push_back(h.link(t));
+    s.resident.push_back(h.resident(t));
+    if constexpr (requires { h.kept_copies(t); }) {
+      s.kept_copies.push_back(h.kept_copies(t));
+    } else {
+      s.kept_copies.push_back(0);
+    }
+  }
+  s.load = idx.load_time();
+  return s;
+}
+
 /// The per-tier JSON of a finished replay. `requested` is the configuration asked for (its
-/// capacities and prices are reported; idx may run a capped allocation_config of it).
+/// capacities and prices are reported; the index may run a capped allocation_config of it).
 /// trace_days <= 0: endurance per day is omitted.
-nlohmann::json tier_report(const kvtk::tier::tier_index<>& idx,
-                           const kvtk::tier::hierarchy_config& requested,
+nlohmann::json tier_report(const tier_state& st, const kvtk::tier::hierarchy_config& requested,
                            const kvtk::prefix::prefix_counts& c, double trace_days);
 
 }  // namespace kvtk::sim::cli

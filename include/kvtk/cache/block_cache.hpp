@@ -12,6 +12,8 @@
 //   byte size to make it a byte capacity (then set max_entries to bound the node count).
 // * Pins: a pinned entry (pins > 0) is never evicted. If the unpinned entries cannot make room the
 //   insertion is rejected and nothing changes (no policy state is touched either).
+// * Movable, not copyable: a move hands over the node pool (whose address the intrusive hooks and
+//   the key table depend on) without touching it.
 // * OnEvict(key, slot) is called for each victim after it has left the cache and before its slot
 //   is reused, so the caller can release what it associated with the slot. It must not throw
 //   (it runs inside noexcept operations) and must not call back into the cache.
@@ -23,39 +25,18 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
+#include "kvtk/cache/cache_types.hpp"
 #include "kvtk/concepts.hpp"
 #include "kvtk/detail/key_table.hpp"
 
 namespace kvtk {
 
-/// Default eviction callback: does nothing.
-struct ignore_evictions {
-  constexpr void operator()(block_key, std::uint32_t) const noexcept {}
-};
-
-enum class access_result : std::uint8_t {
-  hit,       ///< the key was resident
-  inserted,  ///< the key was missing and is now resident
-  rejected,  ///< the key was missing and could not be admitted (see block_cache::insert)
-};
-
-enum class erase_result : std::uint8_t { erased, not_found, pinned };
-
-struct access_outcome {
-  access_result result;
-  /// Slot of the entry when hit or inserted; block_cache<>::npos when rejected.
-  std::uint32_t slot;
-};
-
-/// Counters kept by every block_cache (cheap: plain increments).
-struct cache_stats {
-  std::uint64_t hits = 0, misses = 0, insertions = 0, evictions = 0, rejections = 0;
-};
-
+/// Thread safety: distinct caches are independent; one cache needs external synchronisation.
 template <eviction_policy Policy, class OnEvict = ignore_evictions>
 class block_cache {
  public:
@@ -102,6 +83,21 @@ class block_cache {
 #endif
   block_cache(const block_cache&) = delete;
   block_cache& operator=(const block_cache&) = delete;
+  /// Effects: takes over other's nodes, table and policy state; slots stay valid (the node pool
+  /// keeps its address). A moved-from cache may only be destroyed or assigned to.
+  /// Complexity: O(1).  Throws: nothing.
+  block_cache(block_cache&&) noexcept = default;
+  /// Effects: destroys this cache's entries (without calling OnEvict), then as the move
+  /// constructor.  Complexity: O(max_entries()) for the old state.  Throws: nothing.
+  block_cache& operator=(block_cache&& other) noexcept {
+    // Not member-wise: the policy's intrusive lists must let go of this cache's nodes before the
+    // node pool that holds them is freed.
+    if (this != &other) {
+      std::destroy_at(this);
+      std::construct_at(this, std::move(other));
+    }
+    return *this;
+  }
 
   /// Requires: nothing (any key, hint and size).
   /// Effects: a resident key counts a hit and updates the policy (on_hit); a missing key counts a
@@ -118,6 +114,11 @@ class block_cache {
     ++stats_.misses;
     return insert_missing(key, hint, size);
   }
+  /// access() with the size first (the order of any_block_cache and the C ABI): a sized entry
+  /// rarely needs a hint, so the hint can be left out.  Throws: nothing.
+  access_outcome access(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
+    return access(key, hint, size);
+  }
 
   /// Requires: nothing.
   /// Effects: admits a missing key without counting a miss; a resident key is left untouched (no
@@ -128,6 +129,10 @@ class block_cache {
                         std::uint32_t size = 1) noexcept {
     if (const std::uint32_t s = table_.find(key); s != npos) return {access_result::hit, s};
     return insert_missing(key, hint, size);
+  }
+  /// insert() with the size first.  Throws: nothing.
+  access_outcome insert(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
+    return insert(key, hint, size);
   }
 
   /// Effects: counts a hit on the resident entry in `slot` (from find()) and updates the policy,

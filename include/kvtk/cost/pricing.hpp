@@ -8,6 +8,7 @@
 //   blended input price = (hit · p_hit + miss · p_miss) / (hit + miss)   (USD per 1M input tokens)
 // With an off-peak window, `offpeak_share` of all tokens (0..1; from arrival times or given) is
 // billed at (1 − discount) of the price.
+/// Thread safety: values and pure functions (the presets are constexpr).
 #pragma once
 
 #include <array>

@@ -14,6 +14,7 @@
 //  * break-even capacity (per tier): on a curve of hit tokens H(c) over `days`, the largest
 //    capacity c at which one more step of capacity still pays, i.e. where
 //    (H(c_next) − H(c)) · USD per hit token ≥ (c_next − c) · USD per block over `days`.
+/// Thread safety: values and pure functions.
 #pragma once
 
 #include <cmath>

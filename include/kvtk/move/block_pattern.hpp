@@ -3,6 +3,7 @@
 //
 // Piece p of the block with key k holds 8-byte words from a splitmix64 stream seeded by
 // (k, p); a tail shorter than 8 bytes takes the low bytes of the next word (little-endian).
+/// Thread safety: pure functions (they write only the caller's buffer).
 #pragma once
 
 #include <cstddef>

@@ -9,6 +9,7 @@
 //    pieces of piece_bytes() at a stride of pool_blocks x piece_bytes() (vLLM/SGLang GPU
 //    caches) — a mover copies `pieces()` chunks per block unless it gathers them.
 // Presets reproduce kvtk's model presets' bytes per token (bf16).
+/// Thread safety: values and pure functions.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // kvtk/move/timing_fit.hpp — the transfer-time model t = alpha + n * beta + bytes / B, fitted by
 // least squares over measured transfers (header-only: the host and CUDA benches share it).
+/// Thread safety: values and pure functions.
 #pragma once
 
 #include <algorithm>

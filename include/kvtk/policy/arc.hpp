@@ -30,6 +30,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct arc {
   static constexpr std::string_view name = "arc";
   /// ARC is self-tuning and has no parameters.

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -30,12 +31,18 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct belady {
   static constexpr std::string_view name = "belady";
   /// Offline: every access must carry hint.next_use (see kvtk/offline.hpp).
   static constexpr bool offline = true;
-  /// Belady has no parameters.
-  struct config {};
+  static constexpr unsigned hints_read = hint_fields::next_use;
+  struct config {
+    /// The caller's promise to pass hint.next_use with every access and insert. Default false,
+    /// and a cache built without it is refused: without next uses Belady would silently act as
+    /// LRU. kvtk::next_use_positions computes them for a key stream; replays set this.
+    bool next_use_hints = false;
+  };
   struct hook : detail::list_hook<belady> {
     std::uint64_t next_use = access_hint::never;
     std::uint64_t stamp = 0;  // access order, for ties
@@ -60,9 +67,10 @@ struct belady {
 
    public:
     using config_type = config;
-    /// Throws: std::bad_alloc.
-    container(const policy_params& p, const config&)
-        : heap_(std::size_t{p.max_entries} * 2 + 1), stash_(p.max_entries) {}
+    /// Throws: std::invalid_argument unless cfg.next_use_hints (an online caller has no next
+    /// uses to give); std::bad_alloc.
+    container(const policy_params& p, const config& cfg)
+        : heap_(checked(cfg, std::size_t{p.max_entries} * 2 + 1)), stash_(p.max_entries) {}
 
     /// Complexity: O(log n) amortized.
     void on_insert(Node& n, const access_hint& h) noexcept {
@@ -135,6 +143,15 @@ struct belady {
     }
 
    private:
+    static std::size_t checked(const config& cfg, std::size_t heap_entries) {
+      if (!cfg.next_use_hints) {
+        throw std::invalid_argument(
+            "belady is offline: it needs every access's next use (hint.next_use). Set "
+            "belady::config::next_use_hints = true when you pass them (kvtk::next_use_positions "
+            "computes them), or choose an online policy");
+      }
+      return heap_entries;
+    }
     void place(Node& n, std::uint64_t next_use) noexcept {
       n.next_use = next_use;
       n.stamp = ++clock_;

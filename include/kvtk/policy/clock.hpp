@@ -18,6 +18,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct clock {
   static constexpr std::string_view name = "clock";
   struct config {

@@ -31,8 +31,11 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct cost_aware {
   static constexpr std::string_view name = "cost-aware";
+  /// Prices each block by hint.depth; without depths every block looks like the first one.
+  static constexpr unsigned hints_read = hint_fields::depth;
   struct config {
     /// Tokens per block. Default 16 (vLLM).
     std::uint32_t block_tokens = 16;
@@ -71,6 +74,9 @@ struct cost_aware {
     }
     container(const container&) = delete;
     container& operator=(const container&) = delete;
+    // Moves keep every pointer valid: they point into vectors whose buffers move along.
+    container(container&&) noexcept = default;
+    container& operator=(container&&) noexcept = default;
 
     /// The value of a block at depth d (seconds saved per byte by a hit).
     [[nodiscard]] double value_at(std::uint32_t depth) const noexcept {

@@ -10,6 +10,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct fifo {
   static constexpr std::string_view name = "fifo";
   /// FIFO has no parameters.

@@ -24,6 +24,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct lfu {
   static constexpr std::string_view name = "lfu";
   /// LFU has no parameters.
@@ -52,6 +53,9 @@ struct lfu {
     }
     container(const container&) = delete;
     container& operator=(const container&) = delete;
+    // Moves keep every pointer valid: they point into vectors whose buffers move along.
+    container(container&&) noexcept = default;
+    container& operator=(container&&) noexcept = default;
 
     /// Effects: node gets frequency 1.  Complexity: O(1).
     void on_insert(Node& n, const access_hint&) noexcept {

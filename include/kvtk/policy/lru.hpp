@@ -11,6 +11,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct lru {
   static constexpr std::string_view name = "lru";
   /// LRU has no parameters.

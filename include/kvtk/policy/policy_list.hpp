@@ -22,6 +22,7 @@
 
 namespace kvtk {
 
+/// Thread safety: compile-time lists only.
 template <class... Ps>
 struct type_list {
   static constexpr std::size_t size = sizeof...(Ps);

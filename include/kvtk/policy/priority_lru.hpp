@@ -20,8 +20,11 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct priority_lru {
   static constexpr std::string_view name = "priority-lru";
+  /// Without priorities (all 35, the default) it is LRU.
+  static constexpr unsigned hints_read = hint_fields::priority;
   static constexpr std::uint32_t max_levels = 4096;
   struct config {
     /// Number of priority levels (1..4096). Default 101 (TensorRT-LLM's 0..100).

@@ -29,6 +29,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct s3fifo {
   static constexpr std::string_view name = "s3fifo";
   struct config {

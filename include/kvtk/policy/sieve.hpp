@@ -14,6 +14,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct sieve {
   static constexpr std::string_view name = "sieve";
   /// SIEVE has no parameters.

@@ -22,6 +22,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct two_q {
   static constexpr std::string_view name = "2q";
   struct config {

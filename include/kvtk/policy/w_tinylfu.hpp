@@ -27,6 +27,7 @@
 
 namespace kvtk {
 
+/// Thread safety: the family is stateless; a container belongs to one block_cache and follows it.
 struct w_tinylfu {
   static constexpr std::string_view name = "wtinylfu";
   struct config {

@@ -15,6 +15,7 @@
 //    them unchanged.
 //  * Alibaba Bailian `hash_ids` are per-block *content* ids: equal content under different
 //    prefixes shares an id, so they must be chained with chain_keys() before use as cache keys.
+/// Thread safety: pure functions and constants.
 #pragma once
 
 #include <cstdint>

@@ -26,6 +26,7 @@
 namespace kvtk::prefix {
 
 /// `--engine vllm`: vLLM's block pool (vllm_block_pool) as a replay index.
+/// Thread safety: as block_cache: one index per thread (as replay --threads uses them).
 class vllm_engine_index {
  public:
   static constexpr bool offline = false;
@@ -60,6 +61,7 @@ class vllm_engine_index {
 };
 
 /// `--engine sglang`: SGLang's radix cache (sglang_radix_cache) as a replay index.
+/// Thread safety: as block_cache: one index per thread (as replay --threads uses them).
 class sglang_engine_index {
  public:
   static constexpr bool offline = false;

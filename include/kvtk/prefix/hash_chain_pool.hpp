@@ -29,6 +29,7 @@
 
 namespace kvtk::prefix {
 
+/// Thread safety: as block_cache (its reference counts model vLLM's, they are not thread locks).
 class hash_chain_pool {
   struct block_tag {};
   struct block : detail::list_hook<block_tag> {

@@ -10,6 +10,7 @@
 //
 // `stamp` is the tree's global counter, incremented per block touch or insert in forward order, so
 // a parent's stamp is always older than that of the child the same request touched next.
+/// Thread safety: stateless orders are pure functions; a stateful order's state is its tree's.
 #pragma once
 
 #include <algorithm>
@@ -90,6 +91,7 @@ struct leaf_lfu {
 /// least recently used within a priority. Rank = priority << 56 | (stamp mod 2^56).
 struct leaf_priority_lru {
   static constexpr std::string_view name = "priority-lru";
+  static constexpr unsigned hints_read = hint_fields::priority;
   static constexpr std::uint64_t stamp_mask = (std::uint64_t{1} << 56) - 1;
   static std::uint64_t on_insert(std::uint64_t stamp, const access_hint& h) noexcept {
     return (std::uint64_t{std::min<std::uint32_t>(h.priority, 255)} << 56) | (stamp & stamp_mask);
@@ -103,6 +105,7 @@ struct leaf_priority_lru {
 /// next use (hint.next_use, a position in the block-reference stream) is furthest away goes first.
 struct leaf_belady {
   static constexpr std::string_view name = "belady";
+  static constexpr unsigned hints_read = hint_fields::next_use;
   static constexpr bool offline = true;
   static std::uint64_t on_insert(std::uint64_t, const access_hint& h) noexcept {
     return ~h.next_use;

@@ -1,4 +1,5 @@
 // kvtk/prefix/leaf_registry.hpp — leaf-order name -> type, from one compile-time list.
+/// Thread safety: compile-time data; visit_leaf_policy is safe on any thread.
 #pragma once
 
 #include <array>

@@ -50,9 +50,11 @@ struct reuse_features {
   double horizon = 3.0;   ///< reuse_config::horizon_multiplier
 };
 
+/// Thread safety: its state lives inside the prefix_tree and follows the tree's rules.
 template <reuse_features F = reuse_features{}>
 struct basic_leaf_reuse {
   static constexpr std::string_view name = "reuse";
+  static constexpr unsigned hints_read = hint_fields::depth | hint_fields::full_blocks;
   static constexpr reuse_features features = F;
 
   class state {

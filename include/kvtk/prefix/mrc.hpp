@@ -28,6 +28,7 @@
 namespace kvtk::prefix {
 
 /// A prefix-LRU miss-ratio curve: hits at every capacity.
+/// Thread safety: a value; the curve functions below keep local state and only read the trace.
 class prefix_mrc {
  public:
   prefix_mrc() = default;

@@ -35,6 +35,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kvtk/concepts.hpp"
@@ -69,9 +70,23 @@ constexpr unsigned segments_of() {
 /// Payload type for a tree that stores nothing per block.
 struct no_payload {};
 
-template <leaf_policy Leaf, class Payload = no_payload>
+/// Default eviction callback of a prefix_tree: does nothing.
+struct ignore_tree_evictions {
+  template <class Payload>
+  constexpr void operator()(block_key, std::uint32_t, const Payload&) const noexcept {}
+};
+
+/// Thread safety: as block_cache — distinct trees are independent; one tree needs external
+/// synchronisation for every call (match() included when another thread mutates it).
+template <leaf_policy Leaf, class Payload = no_payload, class EvictFn = ignore_tree_evictions>
 class prefix_tree {
  public:
+  /// Configuration, the same shape as block_cache::config: the callback is the constructor's
+  /// second argument, hints go with each call, payloads through set_payload().
+  struct config {
+    std::uint32_t capacity = 0;  ///< blocks (nodes), 0 < capacity < 2^31
+  };
+
   using handle = std::uint32_t;
   /// Number of evictable-leaf heaps: Leaf::segments (1 or 2) when the policy declares it, else 1.
   static constexpr unsigned segments = detail_tree::segments_of<Leaf>();
@@ -98,16 +113,22 @@ class prefix_tree {
     bool complete;           ///< all keys inserted; false = no evictable leaf, or a key conflict
   };
 
-  /// Requires: 0 < capacity < 2^31 (blocks).  Throws: std::invalid_argument, std::bad_alloc.
-  explicit prefix_tree(std::uint32_t capacity)
-      : nodes_(check(capacity)),
-        table_(capacity, key_of{nodes_.data()}, 2),
-        heap_(std::size_t{capacity} * segments),
-        state_(capacity) {
-    if constexpr (stateful) path_.reserve(capacity);  // a path is never longer than the tree
-    if constexpr (!std::is_empty_v<Payload>) payloads_.resize(capacity);
-    for (std::uint32_t i = 0; i < capacity; ++i) release_slot(capacity - 1 - i);
+  /// Effects: a tree of cfg.capacity blocks whose evictions call on_evict(key, slot, payload)
+  /// (the stored callback of insert(parent, keys, hint) and evict(n)).
+  /// Throws: std::invalid_argument unless 0 < capacity < 2^31; std::bad_alloc.
+  explicit prefix_tree(const config& cfg, EvictFn on_evict = {})
+      : nodes_(check(cfg.capacity)),
+        table_(cfg.capacity, key_of{nodes_.data()}, 2),
+        heap_(std::size_t{cfg.capacity} * segments),
+        state_(cfg.capacity),
+        on_evict_(std::move(on_evict)) {
+    if constexpr (stateful) path_.reserve(cfg.capacity);  // a path is never longer than the tree
+    if constexpr (!std::is_empty_v<Payload>) payloads_.resize(cfg.capacity);
+    for (std::uint32_t i = 0; i < cfg.capacity; ++i) release_slot(cfg.capacity - 1 - i);
   }
+  /// Requires: 0 < capacity < 2^31 (blocks).  The legacy form of prefix_tree({capacity}).
+  /// Throws: std::invalid_argument, std::bad_alloc.
+  explicit prefix_tree(std::uint32_t capacity) : prefix_tree(config{capacity}) {}
   prefix_tree(const prefix_tree&) = delete;
   prefix_tree& operator=(const prefix_tree&) = delete;
 
@@ -288,12 +309,37 @@ class prefix_tree {
     return {i, at, true};
   }
   template <class OnEvict>
+    requires(!std::is_convertible_v<OnEvict, const access_hint&>)
   insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
                        const access_hint& hint = {}) noexcept {
     return insert(
         parent, keys, on_evict, [&](std::uint32_t) -> const access_hint& { return hint; },
         [](std::uint32_t) { return Payload{}; });
   }
+
+  /// Requires: parent is root or a node the caller holds locked.
+  /// Effects: insert(parent, keys, on_evict, hint_for, payload_for) with the stored callback, the
+  /// i-th new node's hint equal to `hint` with depth hint.depth + i (so pass the matched length
+  /// as hint.depth), and default payloads (set them with set_payload()).
+  /// Complexity: O(keys · log n).  Throws: nothing.
+  insert_result insert(handle parent, std::span<const block_key> keys,
+                       const access_hint& hint = {}) noexcept {
+    access_hint h = hint;
+    return insert(
+        parent, keys, on_evict_,
+        [&](std::uint32_t i) -> const access_hint& {
+          h.depth = hint.depth + i;
+          return h;
+        },
+        [](std::uint32_t) { return Payload{}; });
+  }
+  /// Requires: h resident.  Effects: the payload of h becomes p (ignored if Payload is empty).
+  /// Complexity: O(1).  Throws: whatever Payload's assignment throws.
+  void set_payload(handle h, Payload p) {
+    if constexpr (!std::is_empty_v<Payload>) payloads_[h] = std::move(p);
+  }
+  /// evict(n, on_evict) with the stored callback.  Throws: nothing.
+  std::size_t evict(std::size_t n) noexcept { return evict(n, on_evict_); }
 
   /// Effects: evicts up to n evictable leaves in rank order (a parent left childless becomes a
   /// candidate in the same call), calling on_evict(key, slot, payload) for each. Returns how many.
@@ -580,6 +626,7 @@ class prefix_tree {
   std::vector<Payload> payloads_;
   std::uint64_t clock_ = 0;
   std::uint64_t evictions_ = 0;
+  [[no_unique_address]] EvictFn on_evict_;
 };
 
 }  // namespace kvtk::prefix

@@ -44,6 +44,7 @@ namespace kvtk::prefix {
 /// tokens, and input_length is empty too. Flat block traces (ids, oracle-general) load this way:
 /// 8 bytes per reference instead of 24 (bench/RESULTS.md, "End to end"). Read requests through
 /// requests(), blocks() and input_tokens(), which handle both layouts.
+/// Thread safety: read-only: any number of threads may read one view while nobody writes it.
 struct prefix_trace_view {
   std::uint32_t block_tokens = 512;  ///< tokens per block (requests without their own size)
   std::span<const block_key> keys;
@@ -180,6 +181,7 @@ struct ideal_counts {
 /// nothing evicted, a referenced block's whole prefix is resident too). One detail::key_set, no
 /// cache. add() takes consecutive ranges of requests, so a caller can do other work between
 /// them (drop the pages of a mapped trace it has passed, say); the ranges add up to one pass.
+/// Thread safety: as block_cache (one counter per thread).
 class ideal_counter {
  public:
   /// `key_refs`: the trace's number of keys (sizes the set's first table).
@@ -276,6 +278,7 @@ inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p,
 }
 
 /// Flat index: every block is an independent entry of a block_cache<P>.
+/// Thread safety: as block_cache (one index per thread; the trace may be shared).
 template <eviction_policy P>
 class flat_index {
  public:
@@ -305,12 +308,14 @@ class flat_index {
   static typename block_cache<P>::config make_config(std::uint32_t c) {
     typename block_cache<P>::config cfg{};
     cfg.capacity = c;
+    promise_next_use<P>(cfg.policy);  // process() passes next uses to offline policies
     return cfg;
   }
   block_cache<P> cache_;
 };
 
 /// Radix index: a prefix_tree with leaf-only eviction ordered by Leaf.
+/// Thread safety: as block_cache (one index per thread; the trace may be shared).
 template <leaf_policy Leaf>
 class radix_index {
  public:
@@ -347,6 +352,7 @@ class radix_index {
 };
 
 /// Hash-chain index: vLLM v1's block pool.
+/// Thread safety: as block_cache (one index per thread; the trace may be shared).
 class hash_chain_index {
  public:
   static constexpr bool offline = false;

@@ -44,6 +44,7 @@
 
 namespace kvtk::prefix {
 
+/// Thread safety: as block_cache (lock() is SGLang's lock_ref count, not a thread lock).
 class sglang_radix_cache {
   static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
   struct page {

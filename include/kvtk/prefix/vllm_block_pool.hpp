@@ -41,6 +41,7 @@
 
 namespace kvtk::prefix {
 
+/// Thread safety: as block_cache (ref counts model vLLM's, they are not thread locks).
 class vllm_block_pool {
   struct block_tag {};
   struct block : detail::list_hook<block_tag> {

@@ -146,6 +146,7 @@ inline void record_selection(block_stats& b, step_index now, double weight, std:
 /// Per-block key summaries in one flat store: min, max and mean key (d floats each) per block,
 /// block-major, so a block's min (or max, or mean) vector is contiguous. Sized at construction
 /// (3 * dims * max_blocks floats); nothing allocates afterwards.
+/// Thread safety: as block_cache (block_stats and decay_params are plain values).
 class key_summary_store {
  public:
   /// Requires: dims > 0, max_blocks > 0.  Effects: zero-filled store.

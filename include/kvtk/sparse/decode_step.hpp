@@ -62,6 +62,7 @@ struct decode_link {
 };
 
 /// The critical path of one stream of decode steps (the formula in the header comment).
+/// Thread safety: as block_cache (one clock per stream of steps).
 class decode_clock {
  public:
   struct step_time {

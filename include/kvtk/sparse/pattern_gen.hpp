@@ -141,6 +141,7 @@ struct step_selection {
   std::uint32_t context_blocks = 0;       ///< context length at this step
 };
 
+/// Thread safety: as block_cache: next() advances the state (one generator per thread).
 class pattern_generator {
  public:
   /// Throws: std::invalid_argument on a parameter outside its documented range, std::bad_alloc.

@@ -50,6 +50,7 @@
 namespace kvtk::sparse {
 
 /// Lossy residency: blocks over the budget are dropped for good. Default scorer: h2o.
+/// Thread safety: as block_cache (residency_core.hpp): one manager per request and thread.
 template <block_scorer Scorer = h2o>
 class lossy_manager : public detail::residency_core<Scorer> {
  public:
@@ -97,6 +98,7 @@ class lossy_manager : public detail::residency_core<Scorer> {
 };
 
 /// Lossless residency with recall from a lower tier. Default scorer: selection_lru.
+/// Thread safety: as block_cache (residency_core.hpp): one manager per request and thread.
 template <block_scorer Scorer = selection_lru>
 class offload_recall_manager : public detail::residency_core<Scorer> {
  public:

@@ -150,6 +150,7 @@ struct residency_counters {
 namespace detail {
 
 /// What both managers share: the records, the resident set, the budget and victim selection.
+/// Thread safety: as block_cache; a store given to set_query() must not change during a step.
 template <class Scorer>
 class residency_core {
  public:

@@ -19,6 +19,7 @@
 // The scorers: streaming_llm (age), h2o (accumulated mass), tova (last-step mass), snapkv
 // (prefill observation window), infllm_lru_s (decayed selection count), selection_lru (selection
 // recency), quest (upper bound of q.k from per-block key min/max).
+/// Thread safety: scorers are stateless (score() is const and pure); all_scorers is compile-time.
 #pragma once
 
 #include <array>

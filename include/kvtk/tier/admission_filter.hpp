@@ -26,6 +26,7 @@
 
 namespace kvtk::tier {
 
+/// Thread safety: as block_cache: admit() (const) only reads; record() mutates.
 class admission_filter {
  public:
   static constexpr std::uint32_t tracker_entries = 1u << 16;

@@ -97,6 +97,7 @@ struct no_tier_observer {
 template <class Policies = all_policies, class Observer = no_tier_observer>
 class tier_hierarchy;
 
+/// Thread safety: as block_cache; the tiers' callbacks and Observer run inside process().
 template <class... Ps, class Observer>
 class tier_hierarchy<type_list<Ps...>, Observer> {
   struct on_evict {
@@ -286,6 +287,9 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
     tiers_[t]->template emplace<cache_of<P>>(c, on_evict{this, static_cast<std::uint32_t>(t)});
   }
 
+ public:
+  /// Effects: the constructor's checks of a config, apart from the policy names.  Throws: as the
+  /// constructor.  (radix_tier_hierarchy validates its lower tiers with it.)
   static void validate(const hierarchy_config& cfg) {
     if (cfg.tiers.empty() || cfg.tiers.size() > max_tiers) {
       throw std::invalid_argument("tier hierarchy: 1 to 8 tiers");
@@ -321,6 +325,7 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
     }
   }
 
+ private:
   template <class F>
   decltype(auto) with(std::size_t t, F&& f) noexcept {
     return kvtk::detail::visit_engaged(*tiers_[t], f);  // every tier is emplaced at construction

@@ -25,8 +25,36 @@ struct load_time_counters {
   double total_s = 0;                     ///< summed over requests
   double max_s = 0;                       ///< the slowest request
   std::uint64_t requests_from_lower = 0;  ///< requests that read anything from a lower tier
+
+  /// Adds one request that waited `wait` seconds; `from_lower`: it read a block from below.
+  void add(double wait, bool from_lower) noexcept {
+    if (wait > 0 || from_lower) {
+      total_s += wait;
+      max_s = std::max(max_s, wait);
+      ++requests_from_lower;
+    }
+  }
 };
 
+/// The load time (above) of a request that reads from[s] blocks of its hit run from tier s.
+/// Requires: from.size() >= cfg.tiers.size().  Complexity: O(tiers).  Throws: nothing.
+inline double lower_tier_wait(const hierarchy_config& cfg,
+                              std::span<const std::uint64_t> from) noexcept {
+  double wait = 0;
+  for (std::size_t s = 1; s < cfg.tiers.size(); ++s) {
+    if (from[s] == 0) continue;
+    const tier_spec& t = cfg.tiers[s];
+    // The one transfer-time model (kvtk/move/timing_fit.hpp); no bandwidth term without a block
+    // size.
+    const kvtk::move::timing_model link{t.latency_s, t.read_per_block_s,
+                                        cfg.block_bytes > 0 ? t.read_bytes_per_s : 0.0};
+    wait += link.predict(static_cast<double>(from[s]),
+                         static_cast<double>(from[s]) * static_cast<double>(cfg.block_bytes));
+  }
+  return wait;
+}
+
+/// Thread safety: as block_cache (one index per thread; the trace may be shared).
 template <class Policies = all_policies>
 class tier_index {
  public:
@@ -50,23 +78,7 @@ class tier_index {
     const std::uint32_t hit = h_.process(blocks, served_, base, tokens_of);
     std::array<std::uint64_t, tier_hierarchy<Policies>::max_tiers> from{};
     for (std::uint32_t i = 0; i < hit; ++i) ++from[served_[i]];
-    double wait = 0;
-    const auto& cfg = h_.config();
-    for (std::size_t s = 1; s < h_.tiers(); ++s) {
-      if (from[s] == 0) continue;
-      const tier_spec& t = cfg.tiers[s];
-      // The one transfer-time model (kvtk/move/timing_fit.hpp); no bandwidth term without a
-      // block size.
-      const kvtk::move::timing_model link{t.latency_s, t.read_per_block_s,
-                                          cfg.block_bytes > 0 ? t.read_bytes_per_s : 0.0};
-      wait += link.predict(static_cast<double>(from[s]),
-                           static_cast<double>(from[s]) * static_cast<double>(cfg.block_bytes));
-    }
-    if (wait > 0 || hit > from[0]) {
-      load_.total_s += wait;
-      load_.max_s = std::max(load_.max_s, wait);
-      ++load_.requests_from_lower;
-    }
+    load_.add(lower_tier_wait(h_.config(), from), hit > from[0]);
     return hit;
   }
 

@@ -5,6 +5,7 @@
 // path between it and the tier above (for tier 0: unused). Every field documents its unit and
 // default; tier_hierarchy validates a hierarchy_config and throws std::invalid_argument naming
 // the tier and the field.
+/// Thread safety: plain values.
 #pragma once
 
 #include <cstdint>
