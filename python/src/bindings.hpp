@@ -37,9 +37,16 @@ class eviction_queue {
   explicit eviction_queue(nb::object on_evict) : on_evict_(std::move(on_evict)) {}
   void push(std::uint64_t key) { keys_.push_back(key); }
   /// Calls on_evict(key) for each queued key (the GIL held) and returns them, emptying the queue.
-  std::vector<std::uint64_t> deliver() {
+  std::vector<std::uint64_t> deliver() { return call(take()); }
+  /// The queued keys, emptying the queue (under the owner's lock when it has one).
+  std::vector<std::uint64_t> take() {
     std::vector<std::uint64_t> keys;
     keys.swap(keys_);
+    return keys;
+  }
+  /// Calls on_evict(key) for each key (the GIL held, no lock of the owner held: the callable may
+  /// call back into the owner) and returns them.
+  std::vector<std::uint64_t> call(std::vector<std::uint64_t> keys) {
     if (!on_evict_.is_none()) {
       for (const std::uint64_t k : keys) on_evict_(k);
     }

@@ -2,6 +2,9 @@
 // online policy, chosen by name) for engines written in Python. A batched access takes a numpy
 // array of uint64 keys and runs without the GIL; evictions during it are collected and handed to
 // the Python on_evict callable after the batch, in eviction order.
+// Threads: every method takes the object's mutex around its use of the cache (the batch with the
+// GIL released, so other Python threads run meanwhile and wait only if they use this cache), and
+// calls on_evict with the GIL held and the mutex free (on_evict may use the cache again).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -50,28 +54,29 @@ class py_block_cache {
       const std::size_t end = std::min(n, at + chunk);
       {
         nb::gil_scoped_release release;
+        const std::lock_guard<std::mutex> lock(mu_);
         for (std::size_t i = at; i < end; ++i) {
           (*hits)[i] = cache_->access(k[i]).result == kvtk::access_result::hit;
         }
       }
       if (!progress.is_none()) progress(end, n);
       if (end < n && PyErr_CheckSignals() != 0) {
-        evicted_.deliver();
+        deliver();
         throw nb::python_error();
       }
     }
-    evicted_.deliver();
+    deliver();
     return {reinterpret_cast<bool*>(hits->data()), {n}, owner};
   }
   bool access_one(std::uint64_t key) {
-    const bool hit = cache_->access(key).result == kvtk::access_result::hit;
-    evicted_.deliver();
+    const bool hit = locked([&] { return cache_->access(key).result == kvtk::access_result::hit; });
+    deliver();
     return hit;
   }
   // True when the key is resident afterwards (admitted now or before).
   bool insert(std::uint64_t key) {
-    const bool in = cache_->insert(key).result != kvtk::access_result::rejected;
-    evicted_.deliver();
+    const bool in = locked([&] { return cache_->insert(key).result != kvtk::access_result::rejected; });
+    deliver();
     return in;
   }
   // Evicts n unpinned entries in the policy's victim order, never one of `protect`, and returns
@@ -81,36 +86,54 @@ class py_block_cache {
       std::optional<nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>
           protect) {
     std::vector<kvtk::block_key> held;  // protected keys pinned for the call
-    if (protect) {
-      for (std::size_t i = 0; i < protect->shape(0); ++i) {
-        if (cache_->pin(protect->data()[i])) held.push_back(protect->data()[i]);
+    const bool done = locked([&] {
+      if (protect) {
+        for (std::size_t i = 0; i < protect->shape(0); ++i) {
+          if (cache_->pin(protect->data()[i])) held.push_back(protect->data()[i]);
+        }
       }
-    }
-    const bool done = cache_->evict(n);
-    for (const kvtk::block_key k : held) cache_->unpin(k);
+      const bool ok = cache_->evict(n);
+      for (const kvtk::block_key k : held) cache_->unpin(k);
+      return ok;
+    });
     if (!done) {
       throw std::runtime_error("BlockCache.evict: cannot free " + std::to_string(n) +
                                " entries without evicting pinned or protected ones");
     }
-    auto* victims = new std::vector<std::uint64_t>(evicted_.deliver());
+    auto* victims = new std::vector<std::uint64_t>(deliver());
     nb::capsule owner(victims, [](void* p) noexcept { delete static_cast<std::vector<std::uint64_t>*>(p); });
     return {victims->data(), {victims->size()}, owner};
   }
-  bool contains(std::uint64_t key) const { return cache_->contains(key); }
-  bool erase(std::uint64_t key) { return cache_->erase(key) == kvtk::erase_result::erased; }
-  bool pin(std::uint64_t key) { return cache_->pin(key); }
-  bool unpin(std::uint64_t key) { return cache_->unpin(key); }
-  std::size_t size() const { return cache_->size(); }
-  std::uint64_t capacity() const { return cache_->capacity(); }
-  std::string policy() const { return std::string(cache_->policy()); }
+  bool contains(std::uint64_t key) const { return locked([&] { return cache_->contains(key); }); }
+  bool erase(std::uint64_t key) {
+    return locked([&] { return cache_->erase(key) == kvtk::erase_result::erased; });
+  }
+  bool pin(std::uint64_t key) { return locked([&] { return cache_->pin(key); }); }
+  bool unpin(std::uint64_t key) { return locked([&] { return cache_->unpin(key); }); }
+  std::size_t size() const { return locked([&] { return cache_->size(); }); }
+  std::uint64_t capacity() const { return locked([&] { return cache_->capacity(); }); }
+  std::string policy() const { return std::string(cache_->policy()); }  // fixed at construction
   nb::dict stats() const {
+    const kvtk::cache_stats st = locked([&] { return cache_->stats(); });
     nb::dict d;
-    d["hits"] = cache_->stats().hits;
-    d["misses"] = cache_->stats().misses;
+    d["hits"] = st.hits;
+    d["misses"] = st.misses;
     return d;
   }
 
  private:
+  template <class F>
+  auto locked(F&& f) const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return f();
+  }
+  // Evictions queued by the cache's callback (under mu_), handed to on_evict without it.
+  std::vector<std::uint64_t> deliver() {
+    std::vector<std::uint64_t> keys = locked([&] { return evicted_.take(); });
+    return evicted_.call(std::move(keys));
+  }
+
+  mutable std::mutex mu_;
   eviction_queue evicted_;
   std::optional<kvtk::any_block_cache> cache_;
 };

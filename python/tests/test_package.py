@@ -225,6 +225,33 @@ def test_block_cache_lru_equals_a_reference_lru():
     assert cache.stats["hits"] == sum(ref_hits)
 
 
+def test_block_cache_shared_between_threads():
+    # One cache, two threads: big batches without the GIL on one, single calls on the other.
+    # Every access is counted once and the callback sees every eviction exactly once.
+    evicted = []
+    cache = kvtk.BlockCache("lru", 1000, on_evict=evicted.append)
+    rng = np.random.default_rng(11)
+    batch = (rng.integers(0, 50000, 2_000_000)).astype(np.uint64)
+    singles = rng.integers(0, 50000, 20000).tolist()
+
+    def batches():
+        for _ in range(3):
+            cache.access(batch)
+
+    t = threading.Thread(target=batches)
+    t.start()
+    for k in singles:
+        cache.access_one(k)
+        cache.contains(k + 1)
+        if cache.pin(k):
+            cache.unpin(k)
+    t.join()
+    st = cache.stats
+    assert st["hits"] + st["misses"] == 3 * len(batch) + len(singles)
+    assert len(cache) == 1000
+    assert len(evicted) == st["misses"] - 1000  # every miss was admitted; all but 1000 left
+
+
 def test_block_cache_pins_and_errors():
     cache = kvtk.BlockCache("s3fifo", 4)
     assert cache.insert(1) and 1 in cache

@@ -43,6 +43,10 @@ class ghost_lists {
   }
   ghost_lists(const ghost_lists&) = delete;
   ghost_lists& operator=(const ghost_lists&) = delete;
+  // A move keeps every pointer valid (the pool's buffer moves along). No move assignment: the
+  // lists would have to let go of the old pool's entries before it is freed.
+  ghost_lists(ghost_lists&&) noexcept = default;
+  ghost_lists& operator=(ghost_lists&&) = delete;
 
   /// The list holding key, or none.  Complexity: O(1) expected.
   [[nodiscard]] int find(std::uint64_t key) const noexcept {

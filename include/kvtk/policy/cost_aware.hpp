@@ -74,9 +74,10 @@ struct cost_aware {
     }
     container(const container&) = delete;
     container& operator=(const container&) = delete;
-    // Moves keep every pointer valid: they point into vectors whose buffers move along.
+    // A move keeps every pointer valid: they point into vectors whose buffers move along.
+    // (block_cache's move assignment destroys and move-constructs, so none is needed here.)
     container(container&&) noexcept = default;
-    container& operator=(container&&) noexcept = default;
+    container& operator=(container&&) = delete;
 
     /// The value of a block at depth d (seconds saved per byte by a hit).
     [[nodiscard]] double value_at(std::uint32_t depth) const noexcept {

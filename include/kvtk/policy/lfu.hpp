@@ -53,9 +53,10 @@ struct lfu {
     }
     container(const container&) = delete;
     container& operator=(const container&) = delete;
-    // Moves keep every pointer valid: they point into vectors whose buffers move along.
+    // A move keeps every pointer valid: they point into vectors whose buffers move along.
+    // (block_cache's move assignment destroys and move-constructs, so none is needed here.)
     container(container&&) noexcept = default;
-    container& operator=(container&&) noexcept = default;
+    container& operator=(container&&) = delete;
 
     /// Effects: node gets frequency 1.  Complexity: O(1).
     void on_insert(Node& n, const access_hint&) noexcept {
