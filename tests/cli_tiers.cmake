@@ -47,6 +47,35 @@ expect(0 "\"endurance_used\"" replay --trace ${T} --tier-config ${D}/three.json 
 # dram: 4,000 blocks x 35,979,264 B = 143.9 GB at $3/GB-month.
 expect(0 "\"usd_per_month\": 431\\.75" replay --trace ${T} --tier-config ${D}/three.json --model deepseek-v3 --json -)
 
+# A radix top tier (--tier-top radix, or --index radix alone): one tier = radix replay, counts
+# equal to the radix grid's at the same capacity; the JSON says which top it was.
+foreach(top "--tier-top;radix" "--index;radix")
+  execute_process(COMMAND ${KVTK} replay --trace ${T} ${top} --tiers hbm:10000:lru --partial-block cache
+                  --csv - OUTPUT_VARIABLE a RESULT_VARIABLE rc1)
+  execute_process(COMMAND ${KVTK} replay --trace ${T} --index radix --policy lru --capacity 10000
+                  --partial-block cache --no-opt --csv - OUTPUT_VARIABLE b RESULT_VARIABLE rc2)
+  string(REGEX MATCH "tiers,hbm:lru:10000,10000,([0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+)," ma "${a}")
+  set(ca "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "radix,lru,10000,([0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+)," mb "${b}")
+  set(cb "${CMAKE_MATCH_1}")
+  if(rc1 OR rc2 OR ca STREQUAL "" OR NOT ca STREQUAL cb)
+    message(FATAL_ERROR "one-tier radix hierarchy (${top}) != radix replay:\n${a}\n---\n${b}")
+  endif()
+endforeach()
+expect(0 "\"top_tier\": \"radix\"" replay --trace ${T} --index radix
+       --tiers hbm:1000:reuse,dram:4000:lru,ssd:20000:s3fifo --json -)
+expect(0 "tiers hbm:reuse:1000>dram:lru:4000 \\(radix top tier, exclusive, write-back\\)"
+       replay --trace ${T} --tier-top radix --tiers hbm:1000:reuse,dram:4000:lru)
+expect(0 "\"top_tier\": \"flat\"" replay --trace ${T} --index flat,radix --tiers hbm:1000:lru --json -)
+expect(2 "radix top tier; --tier-top flat for a flat one.*radix leaf policy 'arc'"
+       replay --trace ${T} --index radix --tiers hbm:1000:arc)
+expect(2 "radix top tier.*inclusive" replay --trace ${T} --tier-top radix
+       --tiers hbm:1000:lru,dram:4000:lru --inclusive)
+expect(2 "radix top tier.*belady" replay --trace ${T} --tier-top radix --tiers hbm:1000:belady)
+expect(2 "--tier-top: unknown top tier 'tree'" replay --trace ${T} --tier-top tree --tiers hbm:1000:lru)
+# belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
+expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)
+
 # Bad hierarchies: usage errors naming the tier and the reason.
 expect(2 "'hbm:10' is not name:capacity:policy.:usd_per_gb_month." replay --trace ${T} --tiers hbm:10)
 expect(2 "tier dram: unknown policy 'mru'" replay --trace ${T} --tiers hbm:10:lru,dram:20:mru)

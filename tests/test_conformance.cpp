@@ -132,6 +132,7 @@ TEMPLATE_LIST_TEST_CASE("bad configurations are rejected with an exception", "[c
                         kvtk::all_policies::tuple) {
   using cache_t = kvtk::block_cache<TestType>;
   typename cache_t::config cfg{};
+  kvtk::promise_next_use<TestType>(cfg.policy);
   cfg.capacity = 0;
   REQUIRE_THROWS_AS(cache_t(cfg), std::invalid_argument);
   cfg.capacity = std::uint64_t{1} << 40;  // bytes, but no node bound given

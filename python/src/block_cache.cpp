@@ -2,9 +2,11 @@
 // online policy, chosen by name) for engines written in Python. A batched access takes a numpy
 // array of uint64 keys and runs without the GIL; evictions during it are collected and handed to
 // the Python on_evict callable after the batch, in eviction order.
-// Threads: every method takes the object's mutex around its use of the cache (the batch with the
-// GIL released, so other Python threads run meanwhile and wait only if they use this cache), and
-// calls on_evict with the GIL held and the mutex free (on_evict may use the cache again).
+// Threads: every method takes the object's mutex around its use of the cache, never waiting for
+// it with the GIL held (the batch holds it with the GIL released; a method that finds it taken
+// releases the GIL while it waits), so other Python threads keep running. A call takes the
+// evictions it caused inside its own lock hold, then calls on_evict with the GIL held and the
+// mutex free (on_evict may use the cache again).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -50,6 +52,7 @@ class py_block_cache {
     auto* hits = new std::vector<std::uint8_t>(n);
     nb::capsule owner(hits, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
     const std::uint64_t* k = keys.data();
+    std::vector<std::uint64_t> mine;  // this call's evictions, taken under its own lock hold
     for (std::size_t at = 0; at < n; at += chunk) {
       const std::size_t end = std::min(n, at + chunk);
       {
@@ -58,25 +61,33 @@ class py_block_cache {
         for (std::size_t i = at; i < end; ++i) {
           (*hits)[i] = cache_->access(k[i]).result == kvtk::access_result::hit;
         }
+        mine = evicted_.take();
       }
+      evicted_.call(std::move(mine));
       if (!progress.is_none()) progress(end, n);
-      if (end < n && PyErr_CheckSignals() != 0) {
-        deliver();
-        throw nb::python_error();
-      }
+      if (end < n && PyErr_CheckSignals() != 0) throw nb::python_error();
     }
-    deliver();
     return {reinterpret_cast<bool*>(hits->data()), {n}, owner};
   }
   bool access_one(std::uint64_t key) {
-    const bool hit = locked([&] { return cache_->access(key).result == kvtk::access_result::hit; });
-    deliver();
+    std::vector<std::uint64_t> mine;
+    const bool hit = locked([&] {
+      const bool h = cache_->access(key).result == kvtk::access_result::hit;
+      mine = evicted_.take();
+      return h;
+    });
+    evicted_.call(std::move(mine));
     return hit;
   }
   // True when the key is resident afterwards (admitted now or before).
   bool insert(std::uint64_t key) {
-    const bool in = locked([&] { return cache_->insert(key).result != kvtk::access_result::rejected; });
-    deliver();
+    std::vector<std::uint64_t> mine;
+    const bool in = locked([&] {
+      const bool r = cache_->insert(key).result != kvtk::access_result::rejected;
+      mine = evicted_.take();
+      return r;
+    });
+    evicted_.call(std::move(mine));
     return in;
   }
   // Evicts n unpinned entries in the policy's victim order, never one of `protect`, and returns
@@ -86,6 +97,7 @@ class py_block_cache {
       std::optional<nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>
           protect) {
     std::vector<kvtk::block_key> held;  // protected keys pinned for the call
+    std::vector<std::uint64_t> mine;
     const bool done = locked([&] {
       if (protect) {
         for (std::size_t i = 0; i < protect->shape(0); ++i) {
@@ -94,13 +106,14 @@ class py_block_cache {
       }
       const bool ok = cache_->evict(n);
       for (const kvtk::block_key k : held) cache_->unpin(k);
+      mine = evicted_.take();
       return ok;
     });
     if (!done) {
       throw std::runtime_error("BlockCache.evict: cannot free " + std::to_string(n) +
                                " entries without evicting pinned or protected ones");
     }
-    auto* victims = new std::vector<std::uint64_t>(deliver());
+    auto* victims = new std::vector<std::uint64_t>(evicted_.call(std::move(mine)));
     nb::capsule owner(victims, [](void* p) noexcept { delete static_cast<std::vector<std::uint64_t>*>(p); });
     return {victims->data(), {victims->size()}, owner};
   }
@@ -122,15 +135,16 @@ class py_block_cache {
   }
 
  private:
+  // Runs f under mu_ (called with the GIL held): when another thread holds mu_, wait for it
+  // with the GIL released, so that Python threads that do not use this cache keep running.
   template <class F>
   auto locked(F&& f) const {
-    const std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      nb::gil_scoped_release release;
+      lock.lock();
+    }
     return f();
-  }
-  // Evictions queued by the cache's callback (under mu_), handed to on_evict without it.
-  std::vector<std::uint64_t> deliver() {
-    std::vector<std::uint64_t> keys = locked([&] { return evicted_.take(); });
-    return evicted_.call(std::move(keys));
   }
 
   mutable std::mutex mu_;

@@ -174,9 +174,20 @@ nlohmann::json hint_names(unsigned bits) {
 // Which access_hint fields the job's policy reads and which this replay gave it: replays give
 // every block's depth and the request's full-block count, next uses to offline policies, and no
 // priorities (traces carry none), so priority-lru runs as LRU and says so here.
-nlohmann::json hints_json(const job& j) {
+nlohmann::json hints_json(const job& j, const plan& p) {
   unsigned read = 0, given = hint_fields::depth | hint_fields::full_blocks;
-  if (j.hierarchy >= 0 || j.engine != "ideal") {
+  if (j.hierarchy >= 0) {
+    // Hierarchies give each block its depth; every tier's policy reads what it reads.
+    given = hint_fields::depth;
+    const auto& tiers = p.hierarchies[static_cast<std::size_t>(j.hierarchy)].tiers;
+    for (std::size_t t = 0; t < tiers.size(); ++t) {
+      if (t == 0 && p.tier_top == "radix") {
+        read |= visit_leaf_policy(tiers[t].policy, []<class L>() { return hints_read_by<L>(); });
+      } else {
+        read |= visit_policy(tiers[t].policy, []<class P>() { return hints_read_by<P>(); });
+      }
+    }
+  } else if (j.engine != "ideal") {
     given = hint_fields::depth;
   } else if (j.index == "flat") {
     read = visit_policy(j.policy, []<class P>() { return hints_read_by<P>(); });
@@ -215,7 +226,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
       {"block_refs_per_second",
        out.seconds > 0 ? static_cast<double>(c.block_refs) / out.seconds : 0.0}};
   if (!out.engine.is_null()) r["engine_state"] = out.engine;
-  r["hints"] = hints_json(j);
+  r["hints"] = hints_json(j, p);
   if (j.hierarchy >= 0) {
     r["tiers"] = out.tiers;
     if (!p.calibration_reports.empty()) {

@@ -66,20 +66,22 @@ void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, pl
   if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
     throw usage_error("--inclusive/--exclusive: unknown inclusion '" + o.inclusion + "'");
   }
+  if (o.tier_top != "flat" && o.tier_top != "radix") {
+    throw usage_error("--tier-top: unknown top tier '" + o.tier_top + "' (known: flat radix)");
+  }
   const cli::tier_flags flags{o.inclusion, o.write_policy, o.admission};
   for (const auto& spec : o.tiers) {
-    p.hierarchies.push_back(cli::parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token));
+    p.hierarchies.push_back(
+        cli::parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
   }
   for (const auto& file : o.tier_config) {
-    p.hierarchies.push_back(cli::load_tier_config(file, o.block_tokens, bytes_per_token));
-  }
-  if (o.tier_top != "flat" && o.tier_top != "radix") {
-    throw usage_error("tier_top: unknown top tier '" + o.tier_top + "' (known: flat radix)");
+    p.hierarchies.push_back(
+        cli::load_tier_config(file, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
   }
   p.tier_top = o.tier_top;
   if (o.tier_top == "radix") {
     for (const auto& h : p.hierarchies) {
-      const std::string what = "--index radix with --tiers " + cli::describe(h);
+      const std::string what = "--tier-top radix: " + cli::describe(h);
       if (h.mode != kvtk::tier::inclusion::exclusive ||
           h.write.kind != kvtk::tier::write_policy::write_back) {
         throw usage_error(what + ": a radix top tier supports --exclusive write-back only");

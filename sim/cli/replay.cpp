@@ -19,7 +19,7 @@ namespace po = boost::program_options;
 
 // The options that are lists or files on the command line, before they reach replay_options.
 struct replay_args {
-  std::string engines, indexes, policies, capacities, json_out, csv_out;
+  std::string engines, indexes, policies, capacities, json_out, csv_out, tier_top;
 };
 
 // `kvtk replay`'s options, bound to o and l.
@@ -40,8 +40,8 @@ po::options_description describe(replay_options& o, replay_args& l) {
                        "cache (LRU). Engine modes run one job per capacity; without ideal the "
                        "grid does not run")(
       "index", po::value(&l.indexes)->default_value("radix"),
-                       "radix | flat | hashchain (a list); with --tiers, naming radix makes "
-                       "the top tier a radix tree whose leaf order is the top tier's policy")(
+                       "radix | flat | hashchain (a list); with --tiers, --index radix alone "
+                       "also makes the top tier a radix tree (--tier-top)")(
       "policy", po::value(&l.policies)->default_value("lru"),
       "policies (a list, or all): radix leaf orders, flat core policies, vllm for hashchain; "
       "each runs with every listed index that knows it")(
@@ -71,6 +71,9 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "a tier hierarchy as a JSON file (docs/tiers.md \"Command line\"; repeatable)")(
       "inclusive", "tiers: lower tiers keep copies of blocks held above")(
       "exclusive", "tiers: a block lives in one tier (the default)")(
+      "tier-top", po::value(&l.tier_top)->default_value("flat"),
+      "tiers: the top tier: flat (a block cache) | radix (a radix tree whose leaf order is the top "
+      "tier's policy; exclusive write-back only). --index radix alone implies radix")(
       "write-policy", po::value(&o.write_policy)->default_value("write-back"),
       "tiers: write-back | write-through | write-through-selective[:N] (inclusive only but "
       "write-back)")("admission", po::value(&o.admission)->default_value("always"),
@@ -97,10 +100,12 @@ void finish_options(const po::variables_map& vm, const replay_args& l, replay_op
   if (vm.count("inclusive")) o.inclusion = "inclusive";
   o.engine = cli::split_list(l.engines, "--engine");
   o.index = cli::split_list(l.indexes, "--index");
-  // With --tiers, an explicit --index radix makes the top tier a radix tree (the default index
-  // list is radix too, for the grid, so only an explicit one changes the hierarchy).
-  if (!vm["index"].defaulted() &&
-      std::find(o.index.begin(), o.index.end(), "radix") != o.index.end()) {
+  // The top tier of --tiers hierarchies: --tier-top, else radix when --index names radix alone
+  // (the default index list is radix too, for the grid, so only an explicit one counts; with
+  // --index flat,radix the hierarchies keep a flat top unless --tier-top radix).
+  if (!vm["tier-top"].defaulted()) {
+    o.tier_top = l.tier_top;
+  } else if (!vm["index"].defaulted() && o.index == std::vector<std::string>{"radix"}) {
     o.tier_top = "radix";
   }
   o.policy = cli::split_list(l.policies, "--policy");

@@ -96,8 +96,9 @@ std::uint64_t block_bytes_of(std::uint32_t block_tokens, std::uint64_t bytes_per
   return bytes_per_token * block_tokens;
 }
 
-// Validates by building the hierarchy once (its constructor names the tier and the problem).
-void check(const hierarchy_config& cfg, const std::string& where) {
+// Validates by building the hierarchy once (its constructor names the tier and the problem):
+// a tier_hierarchy, or with a radix top tier a radix_tier_hierarchy of the top tier's leaf order.
+void check(const hierarchy_config& cfg, const std::string& where, bool radix_top) {
   try {
     // A small probe: the checks (policies, inclusion order, figures) do not depend on the
     // capacities' size, and capping each at 64 keeps their order.
@@ -108,9 +109,16 @@ void check(const hierarchy_config& cfg, const std::string& where) {
         throw std::invalid_argument("tier " + t.name + ": capacity must be in [1, 2^31) blocks");
       }
     }
-    kvtk::tier::tier_hierarchy<> probe(small);
+    if (radix_top) {
+      kvtk::prefix::visit_leaf_policy(cfg.tiers[0].policy, [&]<class L>() {
+        kvtk::tier::radix_tier_hierarchy<L> probe(small);
+      });
+    } else {
+      kvtk::tier::tier_hierarchy<> probe(small);
+    }
   } catch (const std::invalid_argument& e) {
-    throw usage_error(where + ": " + e.what());
+    throw usage_error(where + (radix_top ? " (a radix top tier; --tier-top flat for a flat one)" : "") +
+                      ": " + e.what());
   }
 }
 
@@ -140,7 +148,8 @@ void apply_tier_defaults(tier_spec& t, std::uint64_t block_bytes) {
 }
 
 hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flags,
-                                 std::uint32_t block_tokens, std::uint64_t bytes_per_token) {
+                                 std::uint32_t block_tokens, std::uint64_t bytes_per_token,
+                                 bool radix_top) {
   hierarchy_config cfg;
   cfg.mode = parse_inclusion(flags.inclusion);
   cfg.write = parse_write(flags.write_policy);
@@ -173,12 +182,12 @@ hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flag
     }
     cfg.tiers.push_back(t);
   }
-  check(cfg, "--tiers '" + spec + "'");
+  check(cfg, "--tiers '" + spec + "'", radix_top);
   return cfg;
 }
 
 hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_tokens,
-                                  std::uint64_t bytes_per_token) {
+                                  std::uint64_t bytes_per_token, bool radix_top) {
   const nlohmann::json j = read_json_file("--tier-config", path);
   const std::string where = "--tier-config '" + path + "'";
   auto text = [&](const nlohmann::json& o, const char* key, const std::string& fallback) {
@@ -230,7 +239,7 @@ hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_t
     apply_tier_defaults(t, cfg.block_bytes);
     cfg.tiers.push_back(t);
   }
-  check(cfg, where);
+  check(cfg, where, radix_top);
   return cfg;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvtk/prefix/replay.hpp"
+#include "kvtk/prefix/leaf_registry.hpp"
 #include "kvtk/tier/tier.hpp"
 
 namespace kvtk::sim::cli {
@@ -28,11 +29,13 @@ void apply_tier_defaults(kvtk::tier::tier_spec& t, std::uint64_t block_bytes);
 /// --capacity's units. Throws usage_error naming the tier and the problem.
 kvtk::tier::hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flags,
                                              std::uint32_t block_tokens,
-                                             std::uint64_t bytes_per_token);
+                                             std::uint64_t bytes_per_token,
+                                             bool radix_top = false);
 
 /// A JSON hierarchy file (README "Tiers"). Throws usage_error naming the file and the problem.
 kvtk::tier::hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_tokens,
-                                              std::uint64_t bytes_per_token);
+                                              std::uint64_t bytes_per_token,
+                                              bool radix_top = false);
 
 /// "hbm:lru:1000>dram:arc:5000 (exclusive, write-back)".
 std::string describe(const kvtk::tier::hierarchy_config& cfg);

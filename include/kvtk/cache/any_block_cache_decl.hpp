@@ -7,7 +7,7 @@
 //   translation unit that includes it instantiates block_cache for all of them);
 // * compiled: include only this header and link kvtk::policies, which holds the instantiations
 //   (the reason to use it: compile time, see bench/RESULTS.md "Engine-facing API").
-// A program uses one way or the other for any_block_cache, not both.
+// Both may be used in one program (the factory is a template instantiated identically by both).
 //
 // Design: the cache is a pointer to a heap-allocated block_cache<P, detail::optional_eviction> and a
 // pointer to a constant table of functions for that P (one table per policy, built at compile
@@ -20,6 +20,7 @@
 // mutates it (see docs/thread-safety.md; kvtk::sharded_block_cache shards a cache with locks).
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -69,10 +70,14 @@ struct any_cache_parts {
   const any_cache_ops* ops;
   void* cache;
 };
-/// Builds the cache of the policy named `policy`.  Defined in any_block_cache_impl.hpp (inline,
-/// header-only use) or in the kvtk::policies library.
+/// Builds the cache of the policy named `policy`.  Defined in any_block_cache_impl.hpp; the
+/// kvtk::policies library instantiates it. A template (of a dummy parameter) so that a translation
+/// unit that sees the definition (header-only use) and the library's explicit instantiation are
+/// the same entity, not an inline and a non-inline definition of one function: the two uses may
+/// be mixed in one program.
 /// Throws: unknown_policy; std::invalid_argument for an offline policy or a bad config;
 /// std::bad_alloc.
+template <class = void>
 any_cache_parts make_any_block_cache(std::string_view policy, std::uint64_t capacity,
                                      std::uint32_t max_entries, eviction_function on_evict);
 }  // namespace detail
@@ -92,7 +97,7 @@ class any_block_cache {
   /// caller does not have) or a bad config; std::bad_alloc.
   any_block_cache(std::string_view policy, const config& cfg, eviction_function on_evict = {}) {
     const detail::any_cache_parts p =
-        detail::make_any_block_cache(policy, cfg.capacity, cfg.max_entries, std::move(on_evict));
+        detail::make_any_block_cache<>(policy, cfg.capacity, cfg.max_entries, std::move(on_evict));
     ops_ = p.ops;
     cache_ = p.cache;
   }
@@ -118,8 +123,10 @@ class any_block_cache {
   // block_cache's operation of the same name, plus one indirect call.
 
   /// As block_cache::access(key, size, hint).
-  access_outcome access(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
-    return ops_->access(cache_, key, size, hint);
+  /// (A template so that access(key, {}) stays the hint form: {} deduces no integer type.)
+  template <std::integral Size>
+  access_outcome access(block_key key, Size size, const access_hint& hint = {}) noexcept {
+    return ops_->access(cache_, key, static_cast<std::uint32_t>(size), hint);
   }
   /// The same with size 1 (or the legacy order hint, size).
   access_outcome access(block_key key, const access_hint& hint = {},
@@ -132,8 +139,9 @@ class any_block_cache {
               const access_hint& hint = {}) noexcept {
     ops_->access_batch(cache_, keys, out, hint);
   }
-  access_outcome insert(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
-    return ops_->insert(cache_, key, size, hint);
+  template <std::integral Size>
+  access_outcome insert(block_key key, Size size, const access_hint& hint = {}) noexcept {
+    return ops_->insert(cache_, key, static_cast<std::uint32_t>(size), hint);
   }
   access_outcome insert(block_key key, const access_hint& hint = {},
                         std::uint32_t size = 1) noexcept {

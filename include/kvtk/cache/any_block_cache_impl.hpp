@@ -1,9 +1,10 @@
 // kvtk/cache/any_block_cache_impl.hpp — the definitions behind any_block_cache_decl.hpp: one
 // table of operations per policy of all_policies, and the by-name factory. Included by
-// any_block_cache.hpp (header-only use, KVTK_ANY_FUNC = inline) and compiled once into the
-// kvtk::policies library (KVTK_ANY_FUNC defined empty before the include).
+// any_block_cache.hpp (header-only use) and explicitly instantiated once in the kvtk::policies
+// library (sim/policies/any_block_cache.cpp).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -12,10 +13,6 @@
 #include "kvtk/cache/block_cache.hpp"
 #include "kvtk/offline.hpp"
 #include "kvtk/registry.hpp"
-
-#ifndef KVTK_ANY_FUNC
-#define KVTK_ANY_FUNC inline
-#endif
 
 namespace kvtk::detail {
 
@@ -33,8 +30,14 @@ struct any_cache_table {
       },
       [](void* p, std::span<const block_key> keys, std::span<access_result> out,
          access_hint h) noexcept {
+        // The batch knows its keys ahead: start each key's table lookup a few keys early, so
+        // the misses overlap instead of following one another.
+        constexpr std::size_t ahead = 8;
         cache& x = c(p);
-        for (std::size_t i = 0; i < keys.size(); ++i) {
+        const std::size_t n = keys.size();
+        for (std::size_t i = 0; i < std::min(n, ahead); ++i) x.prefetch(keys[i]);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (i + ahead < n) x.prefetch(keys[i + ahead]);
           h.depth = static_cast<std::uint32_t>(i);
           out[i] = x.access(keys[i], h).result;
         }
@@ -57,10 +60,9 @@ struct any_cache_table {
   };
 };
 
-KVTK_ANY_FUNC any_cache_parts make_any_block_cache(std::string_view policy,
-                                                   std::uint64_t capacity,
-                                                   std::uint32_t max_entries,
-                                                   eviction_function on_evict) {
+template <class>
+any_cache_parts make_any_block_cache(std::string_view policy, std::uint64_t capacity,
+                                     std::uint32_t max_entries, eviction_function on_evict) {
   return visit_policy(policy, [&]<class P>() -> any_cache_parts {
     if constexpr (is_offline_policy<P>) {
       throw std::invalid_argument("any_block_cache: policy '" + std::string(policy) +

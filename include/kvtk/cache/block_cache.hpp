@@ -23,6 +23,7 @@
 // After construction no operation allocates.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -116,8 +117,10 @@ class block_cache {
   }
   /// access() with the size first (the order of any_block_cache and the C ABI): a sized entry
   /// rarely needs a hint, so the hint can be left out.  Throws: nothing.
-  access_outcome access(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
-    return access(key, hint, size);
+  /// (A template so that access(key, {}) stays the hint form: {} deduces no integer type.)
+  template <std::integral Size>
+  access_outcome access(block_key key, Size size, const access_hint& hint = {}) noexcept {
+    return access(key, hint, static_cast<std::uint32_t>(size));
   }
 
   /// Requires: nothing.
@@ -131,8 +134,9 @@ class block_cache {
     return insert_missing(key, hint, size);
   }
   /// insert() with the size first.  Throws: nothing.
-  access_outcome insert(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
-    return insert(key, hint, size);
+  template <std::integral Size>
+  access_outcome insert(block_key key, Size size, const access_hint& hint = {}) noexcept {
+    return insert(key, hint, static_cast<std::uint32_t>(size));
   }
 
   /// Effects: counts a hit on the resident entry in `slot` (from find()) and updates the policy,

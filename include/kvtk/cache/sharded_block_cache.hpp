@@ -74,6 +74,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -195,8 +196,9 @@ class sharded_block_cache {
   }
 
   /// access() with the size first (block_cache's and any_block_cache's other order).
-  access_outcome access(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
-    return access(key, hint, size);
+  template <std::integral Size>
+  access_outcome access(block_key key, Size size, const access_hint& hint = {}) noexcept {
+    return access(key, hint, static_cast<std::uint32_t>(size));
   }
 
   /// Requires: nothing.
@@ -252,8 +254,9 @@ class sharded_block_cache {
   }
 
   /// insert() with the size first.
-  access_outcome insert(block_key key, std::uint32_t size, const access_hint& hint = {}) noexcept {
-    return insert(key, hint, size);
+  template <std::integral Size>
+  access_outcome insert(block_key key, Size size, const access_hint& hint = {}) noexcept {
+    return insert(key, hint, static_cast<std::uint32_t>(size));
   }
 
   /// Effects: the global slot of a resident key, or npos; no policy update, no counters. The

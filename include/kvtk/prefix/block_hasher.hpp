@@ -812,6 +812,8 @@ inline block_key sglang_block_key(const block_digest& d) noexcept {
 // ------------------------------------------------------------------------------------------------
 
 /// The block keys of one engine configuration.
+/// Thread safety: const member functions may be called from any number of threads at once (the
+/// hasher keeps only its options); distinct hashers are independent.
 class block_hasher {
  public:
   /// vLLM v1 keys. NONE_HASH is computed once here.
@@ -884,6 +886,7 @@ class block_hasher {
 /// Builds the prefix_trace that replay() and exact_prefix_lru_mrc() read from token sequences:
 /// one request per add(), its keys the hasher's 64-bit block keys, its input length the number
 /// of tokens, trace.block_tokens = the hasher's block size.
+/// Thread safety: one builder needs external synchronisation (add() appends).
 class prefix_trace_builder {
  public:
   explicit prefix_trace_builder(block_hasher h) : h_(std::move(h)) {

@@ -317,13 +317,16 @@ class prefix_tree {
         [](std::uint32_t) { return Payload{}; });
   }
 
-  /// Requires: parent is root or a node the caller holds locked.
-  /// Effects: insert(parent, keys, on_evict, hint_for, payload_for) with the stored callback, the
-  /// i-th new node's hint equal to `hint` with depth hint.depth + i (so pass the matched length
-  /// as hint.depth), and default payloads (set them with set_payload()).
+  /// Requires: parent is root or a node the caller holds locked; new_slots is empty or
+  /// new_slots.size() >= keys.size().
+  /// Effects: insert(parent, keys, on_evict, hint_for, payload_for, new_slots) with the stored
+  /// callback, the i-th new node's hint equal to `hint` with depth hint.depth + i (pass the
+  /// matched length as hint.depth; the legacy insert(parent, keys, on_evict, hint) gives every
+  /// new node hint.depth itself), and default payloads: set them with set_payload() on the
+  /// handles written to new_slots[0, inserted).
   /// Complexity: O(keys · log n).  Throws: nothing.
   insert_result insert(handle parent, std::span<const block_key> keys,
-                       const access_hint& hint = {}) noexcept {
+                       const access_hint& hint = {}, std::span<handle> new_slots = {}) noexcept {
     access_hint h = hint;
     return insert(
         parent, keys, on_evict_,
@@ -331,12 +334,15 @@ class prefix_tree {
           h.depth = hint.depth + i;
           return h;
         },
-        [](std::uint32_t) { return Payload{}; });
+        [](std::uint32_t) { return Payload{}; }, new_slots);
   }
-  /// Requires: h resident.  Effects: the payload of h becomes p (ignored if Payload is empty).
+  /// Requires: h resident (root is ignored: it has no payload).
+  /// Effects: the payload of h becomes p (ignored if Payload is empty).
   /// Complexity: O(1).  Throws: whatever Payload's assignment throws.
   void set_payload(handle h, Payload p) {
-    if constexpr (!std::is_empty_v<Payload>) payloads_[h] = std::move(p);
+    if constexpr (!std::is_empty_v<Payload>) {
+      if (h != root) payloads_[h] = std::move(p);
+    }
   }
   /// evict(n, on_evict) with the stored callback.  Throws: nothing.
   std::size_t evict(std::size_t n) noexcept { return evict(n, on_evict_); }

@@ -66,6 +66,8 @@ template <prefix::leaf_policy Leaf, class Policies = all_policies>
 class radix_tier_hierarchy;
 
 /// Thread safety: as block_cache; the tiers' eviction callbacks run inside process().
+/// Thread safety: as tier_hierarchy — distinct hierarchies are independent; one needs external
+/// synchronisation for every call.
 template <prefix::leaf_policy Leaf, class... Ps>
 class radix_tier_hierarchy<Leaf, type_list<Ps...>> {
   struct on_evict {
@@ -360,6 +362,7 @@ class radix_tier_hierarchy<Leaf, type_list<Ps...>> {
 /// A radix tier hierarchy as a prefix-replay index (kvtk::prefix::replay), with the per-request
 /// load time each lower tier adds (tier_index.hpp's model).
 /// Thread safety: as block_cache (one index per thread; the trace may be shared).
+/// Thread safety: as radix_tier_hierarchy.
 template <prefix::leaf_policy Leaf, class Policies = all_policies>
 class radix_tier_index {
  public:
