@@ -29,6 +29,18 @@ namespace kvtk::python {
 namespace {
 
 class py_block_cache {
+  // Runs f under mu_ (called with the GIL held): when another thread holds mu_, wait for it
+  // with the GIL released, so that Python threads that do not use this cache keep running.
+  template <class F>
+  auto locked(F&& f) const -> decltype(f()) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      nb::gil_scoped_release release;
+      lock.lock();
+    }
+    return f();
+  }
+
  public:
   py_block_cache(const std::string& policy, std::uint64_t capacity,
                  std::optional<std::uint32_t> max_entries, nb::object on_evict)
@@ -135,17 +147,6 @@ class py_block_cache {
   }
 
  private:
-  // Runs f under mu_ (called with the GIL held): when another thread holds mu_, wait for it
-  // with the GIL released, so that Python threads that do not use this cache keep running.
-  template <class F>
-  auto locked(F&& f) const {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) {
-      nb::gil_scoped_release release;
-      lock.lock();
-    }
-    return f();
-  }
 
   mutable std::mutex mu_;
   eviction_queue evicted_;
