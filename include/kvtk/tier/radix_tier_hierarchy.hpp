@@ -362,7 +362,6 @@ class radix_tier_hierarchy<Leaf, type_list<Ps...>> {
 /// A radix tier hierarchy as a prefix-replay index (kvtk::prefix::replay), with the per-request
 /// load time each lower tier adds (tier_index.hpp's model).
 /// Thread safety: as block_cache (one index per thread; the trace may be shared).
-/// Thread safety: as radix_tier_hierarchy.
 template <prefix::leaf_policy Leaf, class Policies = all_policies>
 class radix_tier_index {
  public:
