@@ -15,6 +15,7 @@ set(KVTK_FORMATS_SOURCES
   formats/requests_load.cpp
   formats/parallel_jsonl.cpp
   formats/kvtb.cpp
+  formats/next_use_file.cpp
   formats/writers.cpp
   formats/decode_records.cpp)
 set(KVTK_DES_SOURCES
@@ -37,6 +38,7 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
+  api/next_uses.cpp
   api/replay_plan.cpp
   api/move.cpp
   api/mrc.cpp

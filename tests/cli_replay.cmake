@@ -30,6 +30,37 @@ endforeach()
 if(NOT csv1 STREQUAL csv2 OR NOT csv1 STREQUAL csv3)
   message(FATAL_ERROR "results differ with the thread count:\n${csv1}\n---\n${csv2}\n---\n${csv3}")
 endif()
+# The next-use sidecar (.kvtn): the same results with next uses in memory, from a sidecar being
+# built, and from one reused; exactly one sidecar file is written.
+execute_process(COMMAND ${KVTK} trace convert ${T} -o ${WORK_DIR}/nu.kvtb RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "trace convert to kvtb failed")
+endif()
+file(MAKE_DIRECTORY ${WORK_DIR}/nucache)
+set(i 0)
+foreach(mode off ${WORK_DIR}/nucache ${WORK_DIR}/nucache)
+  math(EXPR i "${i}+1")
+  execute_process(COMMAND ${KVTK} replay --trace ${WORK_DIR}/nu.kvtb --index radix,flat
+                  --policy lru,belady --capacity 1000,10000 --next-use-cache ${mode}
+                  --csv ${WORK_DIR}/nu${i}.csv RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "replay --next-use-cache ${mode} failed")
+  endif()
+  file(READ ${WORK_DIR}/nu${i}.csv text)
+  string(REGEX REPLACE ",[^,\n]*,[^,\n]*\n" "\n" text "${text}")
+  set(nu${i} "${text}")
+endforeach()
+if(NOT nu1 STREQUAL nu2 OR NOT nu1 STREQUAL nu3)
+  message(FATAL_ERROR "--next-use-cache changed results:\n${nu1}\n---\n${nu2}\n---\n${nu3}")
+endif()
+file(GLOB side ${WORK_DIR}/nucache/*-skip.kvtn)
+list(LENGTH side n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "expected one sidecar, got: ${side}")
+endif()
+expect(2 "--next-use-cache: '.*' is not an existing directory"
+       replay --trace ${T} --next-use-cache ${WORK_DIR}/missing)
+
 string(REGEX MATCHALL "\n" lines "${csv1}")
 list(LENGTH lines n_lines)
 if(NOT n_lines EQUAL 22)  # header + (3 radix + 3 flat) policies x 3 capacities + 3 hashchain

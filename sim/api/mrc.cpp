@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "api/next_uses.hpp"
 #include "api/options_json.hpp"
 #include "api/text.hpp"
 #include "cli/common.hpp"
@@ -47,7 +48,8 @@ nlohmann::json to_json(const mrc_options& o) {
   return {{"trace", o.trace},       {"format", o.format},       {"block_tokens", o.block_tokens},
           {"partial_block", o.partial_block}, {"capacity", o.capacity}, {"points", o.points},
           {"model", o.model},       {"sample", o.sample},       {"opt", o.opt},
-          {"engine", o.engine},     {"skip_invalid", o.skip_invalid}};
+          {"engine", o.engine},     {"skip_invalid", o.skip_invalid},
+          {"next_use_cache", o.next_use_cache}};
 }
 
 mrc_options mrc_options_from_json(const nlohmann::json& j) {
@@ -64,6 +66,7 @@ mrc_options mrc_options_from_json(const nlohmann::json& j) {
   in.get("opt", o.opt);
   in.get("engine", o.engine);
   in.get("skip_invalid", o.skip_invalid);
+  in.get("next_use_cache", o.next_use_cache);
   in.finish();
   return o;
 }
@@ -83,6 +86,7 @@ void validate(mrc_options& o) {
     }
   }
   cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  check_next_use_cache(o.next_use_cache);
   (void)parse_capacities(o);
 }
 
@@ -196,9 +200,11 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
              {"span_s", t.arrival_s.size() > 1 ? t.arrival_s.back() - t.arrival_s.front() : 0.0}};
   if (sampling) r.sample = sample_summary(o.sample, sampled, caps, block_refs, r.warnings);
   r.curve = nlohmann::json::array();
-  // The optimum at every capacity shares one next-use pass.
-  const std::vector<std::uint64_t> next =
-      o.opt ? next_use_positions(t, pb) : std::vector<std::uint64_t>{};
+  // The optimum at every capacity shares one next-use pass (or sidecar), and one decision of
+  // which index it runs; each replay goes in slices that drop the pages they have passed.
+  const next_use_column next =
+      o.opt ? next_uses_for(o.trace, loaded, pb, o.next_use_cache) : next_use_column{};
+  const bool opt_flat = o.opt && detail::optimum_runs_flat(loaded, pb);
   for (std::uint64_t c : caps) {
     nlohmann::json row = {
         {"capacity_blocks", c},
@@ -206,10 +212,10 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
         {"token_hit_ratio", sampling ? sampled.token_hit_ratio(c) : exact.token_hit_ratio(c)}};
     if (sampling) row["token_hit_ratio_error"] = sampled.error_estimate(c);
     if (o.opt) {
-      const prefix_counts best = replay_optimum(t, cli::allocation_capacity(c, t.keys.size()), pb, next);
+      const prefix_counts best = detail::optimum_sliced(
+          loaded, cli::allocation_capacity(c, t.keys.size()), opt_flat, pb, next, &bar);
       row["opt_block_hit_ratio"] = best.block_hit_ratio();
       row["opt_token_hit_ratio"] = best.token_hit_ratio();
-      bar.add(block_refs);
     }
     for (const auto& e : engines) {
       const prefix_counts got = replay_engine(t, e, cli::allocation_capacity(c, t.keys.size()));

@@ -36,6 +36,8 @@ struct mrc_options {
   /// Engine accounting is not a stack algorithm, so each point is one replay.
   std::vector<std::string> engine;
   bool skip_invalid = false;  ///< skip malformed trace lines (counted) instead of stopping
+  /// Where the optimum's next uses come from: auto | off | a directory (replay_options).
+  std::string next_use_cache = "auto";
 };
 
 nlohmann::json to_json(const mrc_options& o);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/next_uses.hpp"
 #include "api/options_json.hpp"
 #include "api/parallel.hpp"
 #include "api/replay_plan.hpp"
@@ -35,24 +36,13 @@ using replay_detail::make_plan;
 using replay_detail::default_capacities;
 
 // Replays in slices of requests so that a long job reports progress and lets go of the pages of
-// a mapped trace it has passed (loaded_trace::release); the slices add up to one replay
-// (replay_requests), so results do not depend on the slicing.
+// a mapped trace (loaded_trace::release) and of a sidecar's next uses it has passed; the slices
+// add up to one replay (replay_requests), so results do not depend on the slicing. Only offline
+// indexes read `next`.
 template <class Index>
 prefix_counts replay_with_progress(const loaded_trace& lt, Index& idx, partial_block p,
-                                   std::span<const std::uint64_t> next, detail::progress_relay& bar) {
-  const prefix_trace_view& t = lt.view();
-  prefix_counts c;
-  std::uint64_t pos = 0;
-  constexpr std::size_t slice = 1 << 14;
-  for (std::size_t r = 0; r < t.requests(); r += slice) {
-    const std::uint64_t before = c.block_refs;
-    const std::size_t end = std::min(t.requests(), r + slice);
-    replay_requests(t, idx, p, next, r, end, c, pos);
-    lt.release(r, end);
-    bar.add(c.block_refs - before);
-  }
-  c.evictions = idx.evictions();
-  return c;
+                                   const next_use_column* next, detail::progress_relay& bar) {
+  return detail::replay_sliced(lt, idx, p, next, &bar);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -60,7 +50,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 outcome run_job(const job& j, const loaded_trace& t, const plan& p,
-                const std::vector<std::uint64_t>& next, detail::progress_relay& bar,
+                const next_use_column& next, detail::progress_relay& bar,
                 double trace_days) {
   const std::uint32_t cap = cli::allocation_capacity(j.capacity, t.view().keys.size());
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,7 +65,7 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
                             requested.tiers[0].policy + "' is offline (it needs next uses)");
         } else {
           kvtk::tier::radix_tier_index<L> idx(std::move(cfg));
-          o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+          o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
           o.seconds = seconds_since(t0);
           o.tiers = cli::tier_report(cli::state_of(idx, "radix"), requested, o.counts, trace_days);
         }
@@ -83,21 +73,21 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
       return o;
     }
     kvtk::tier::tier_index<> idx(std::move(cfg));
-    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
     o.seconds = seconds_since(t0);
     o.tiers = cli::tier_report(cli::state_of(idx, "flat"), requested, o.counts, trace_days);
     return o;
   }
   if (j.engine == "vllm") {
     vllm_engine_index idx(cap);
-    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
     o.engine = {{"version", vllm_engine_index::engine_version},
                 {"unscheduled_requests", idx.unscheduled()},
                 {"cached_blocks", idx.pool().cached_blocks()},
                 {"distinct_cached_blocks", idx.pool().distinct_keys()}};
   } else if (j.engine == "sglang") {
     sglang_engine_index idx(cap);
-    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
     o.engine = {{"version", sglang_engine_index::engine_version},
                 {"unscheduled_requests", idx.unscheduled()},
                 {"cached_blocks", idx.cache().cached_blocks()},
@@ -105,16 +95,16 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
   } else if (j.index == "flat") {
     o.counts = visit_policy(j.policy, [&]<class P>() {
       flat_index<P> idx(cap);
-      return replay_with_progress(t, idx, p.pb, next, bar);
+      return replay_with_progress(t, idx, p.pb, &next, bar);
     });
   } else if (j.index == "radix") {
     o.counts = visit_leaf_policy(j.policy, [&]<class L>() {
       radix_index<L> idx(cap);
-      return replay_with_progress(t, idx, p.pb, next, bar);
+      return replay_with_progress(t, idx, p.pb, &next, bar);
     });
   } else {
     hash_chain_index idx(cap);
-    o.counts = replay_with_progress(t, idx, p.pb, {}, bar);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
   }
   o.seconds = seconds_since(t0);
   return o;
@@ -122,11 +112,11 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
 
 // Ideal: every distinct block fits (the same counts as an unbounded LRU): from the next uses
 // when they were needed anyway, else one pass with a set (in slices, releasing mapped pages).
-ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb,
-                      const std::vector<std::uint64_t>& next, bool want_ideal) {
+ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb, const next_use_column& next,
+                      bool want_ideal) {
   const prefix_trace_view& t = loaded.view();
   ideal_counts ideal;
-  if (!next.empty()) return replay_ideal(t, pb, next);
+  if (!next.empty()) return detail::ideal_sliced(loaded, pb, next);
   if (want_ideal) {
     ideal_counter counter(t.keys.size());
     constexpr std::size_t slice = 1 << 16;
@@ -268,6 +258,7 @@ nlohmann::json to_json(const replay_options& o) {
           {"calibration", o.calibration},
           {"calibration_mechanism", o.calibration_mechanism},
           {"skip_invalid", o.skip_invalid},
+          {"next_use_cache", o.next_use_cache},
           {"timings", o.timings}};
 }
 
@@ -296,6 +287,7 @@ replay_options replay_options_from_json(const nlohmann::json& j) {
   in.get("calibration", o.calibration);
   in.get("calibration_mechanism", o.calibration_mechanism);
   in.get("skip_invalid", o.skip_invalid);
+  in.get("next_use_cache", o.next_use_cache);
   in.get("timings", o.timings);
   in.finish();
   return o;
@@ -304,6 +296,7 @@ replay_options replay_options_from_json(const nlohmann::json& j) {
 void validate(replay_options& o) {
   cli::check_request_format(o.format);
   cli::resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
+  check_next_use_cache(o.next_use_cache);
   (void)make_plan(o);
 }
 
@@ -355,7 +348,7 @@ struct replayed {
 };
 
 replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace& loaded,
-                     const std::vector<std::uint64_t>& next, std::uint64_t ideal_refs,
+                     const next_use_column& next, std::uint64_t ideal_refs,
                      double trace_days, const progress_callback& progress) {
   const prefix_trace_view& t = loaded.view();
   replayed r;
@@ -371,6 +364,8 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
   const std::size_t total = p.jobs.size() + opt_caps.size();
   detail::progress_relay bar(progress, ideal_refs * total);
   check_job_memory(o, p, t.keys.size(), total);
+  // Which index the optimum runs, decided once for every capacity (replay_optimum's rule).
+  const bool opt_flat = !opt_caps.empty() && detail::optimum_runs_flat(loaded, p.pb);
   detail::parallel_for(o.threads, total, [&](std::size_t i) {
     if (i < p.jobs.size()) {
       r.results[i] = run_job(p.jobs[i], loaded, p, next, bar, trace_days);
@@ -378,8 +373,8 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
     }
     const std::uint64_t c = opt_caps[i - p.jobs.size()];
     const auto t0 = std::chrono::steady_clock::now();
-    r.optimum[c] = replay_optimum(t, cli::allocation_capacity(c, t.keys.size()), p.pb, next);
-    bar.add(r.optimum[c].block_refs);
+    r.optimum[c] = detail::optimum_sliced(loaded, cli::allocation_capacity(c, t.keys.size()),
+                                          opt_flat, p.pb, next, &bar);
     optimum_seconds[i - p.jobs.size()] = seconds_since(t0);
   });
   for (const double x : optimum_seconds) r.optimum_seconds += x;
@@ -397,8 +392,9 @@ replay_result run(replay_options o, const progress_callback& progress) {
                                                   o.skip_invalid, skipped, false, o.threads);
   const prefix_trace_view& t = loaded.view();
   clock->lap("read");
-  const std::vector<std::uint64_t> next =
-      needs_next_use(o, p) ? next_use_positions(t, p.pb) : std::vector<std::uint64_t>{};
+  const next_use_column next = needs_next_use(o, p)
+                                   ? next_uses_for(o.trace, loaded, p.pb, o.next_use_cache)
+                                   : next_use_column{};
   clock->lap("next_use");
   const ideal_counts ideal = ideal_of(loaded, p.pb, next, o.ideal);
   clock->lap("ideal");

@@ -60,6 +60,10 @@ struct replay_options {
   std::string calibration;            ///< tiers: calibration JSON for the link figures ("" = none)
   std::string calibration_mechanism;  ///< tiers: the fit to use ("" = fastest for 256 blocks)
   bool skip_invalid = false;          ///< skip malformed trace lines (counted) instead of stopping
+  /// Where the next uses (for opt and offline policies) come from: auto (a sidecar file for kvtb
+  /// traces with more than 32 Mi block keys, else memory) | off (memory) | a directory for the
+  /// sidecar (kvtb traces). Results are the same every way (api/next_uses.hpp, docs/formats.md).
+  std::string next_use_cache = "auto";
   bool timings = false;               ///< record where the time went (result.timings)
 };
 

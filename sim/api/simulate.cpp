@@ -1,6 +1,8 @@
 #include "api/simulate.hpp"
 
+#include <cstdio>
 #include <filesystem>
+#include <type_traits>
 #include <memory>
 #include <sstream>
 
@@ -9,6 +11,7 @@
 #include "cli/cost.hpp"
 #include "formats/decode_records.hpp"
 #include "formats/requests.hpp"
+#include "util/output_file.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -89,7 +92,8 @@ nlohmann::json to_json(const simulate_options& o) {
   return {{"trace", o.trace},     {"format", o.format},   {"block_tokens", o.block_tokens},
           {"config_file", o.config_file}, {"config", o.config}, {"set", o.set},
           {"calibration", o.calibration}, {"timing_table", o.timing_table}, {"engine", o.engine}, {"iteration_log", o.iteration_log},
-          {"pricing", o.pricing}, {"skip_invalid", o.skip_invalid}};
+          {"pricing", o.pricing}, {"skip_invalid", o.skip_invalid},
+          {"csv", o.csv}, {"force", o.force}, {"requests", o.requests}};
 }
 
 simulate_options simulate_options_from_json(const nlohmann::json& j) {
@@ -107,11 +111,15 @@ simulate_options simulate_options_from_json(const nlohmann::json& j) {
   in.get("iteration_log", o.iteration_log);
   in.get("pricing", o.pricing);
   in.get("skip_invalid", o.skip_invalid);
+  in.get("csv", o.csv);
+  in.get("force", o.force);
+  in.get("requests", o.requests);
   in.finish();
   return o;
 }
 
 void validate(simulate_options& o) {
+  if (!o.csv.empty()) check_output(o.csv, o.force, "--csv");
   cli::check_request_format(o.format);
   cli::resolve_trace(o.trace, o.format, o.block_tokens);
   nlohmann::json j = config_json(o);
@@ -140,11 +148,34 @@ simulate_result run(simulate_options o, const progress_callback& progress) {
   if (cfg.sparse.enabled && skipped.decode_records > 0) {
     recorded_requests = attach_decode_records(o.trace, loaded.view().requests(), cfg);
   }
+  des::simulation_hooks hooks;
+  hooks.progress = progress;
+  hooks.keep_requests = o.requests;
+  // The trace's pages are dropped behind the simulation (a mapped kvtb file), and the CSV is
+  // written as requests retire, in trace order, through one 1 MiB buffer.
+  hooks.release = [&loaded](std::size_t first, std::size_t last) { loaded.release(first, last); };
+  std::unique_ptr<output_file> csv;
+  std::string rows;
+  if (!o.csv.empty()) {
+    csv = std::make_unique<output_file>(o.csv, o.force);
+    rows = csv_header(cfg.sparse.enabled);
+    hooks.on_request = [&](std::uint64_t i, const des::request_outcome& out) {
+      append_csv_row(rows, i, out, cfg.sparse.enabled);
+      if (rows.size() >= (1u << 20)) {
+        csv->write(rows);
+        rows.clear();
+      }
+    };
+  }
   des::simulation_result res;
   try {
-    res = des::simulate(loaded.view(), cfg, progress);
+    res = des::simulate(loaded.view(), cfg, hooks);
   } catch (const std::invalid_argument& e) {
     throw usage_error(e.what());
+  }
+  if (csv) {
+    csv->write(rows);
+    csv->commit();
   }
   if (!o.pricing.empty()) {
     std::vector<std::string> storage;
@@ -175,23 +206,59 @@ nlohmann::json to_json(const simulate_result& r) {
   return out;
 }
 
-std::string to_csv(const simulate_result& r) {
-  std::ostringstream csv;
-  csv << "request,instance,rejected,arrival_s,prefill_start_s,first_token_s,done_s,blocks,"
-         "hit_blocks,dram_blocks,pool_blocks,inflight_miss_blocks,input_tokens,hit_tokens,"
-         "output_tokens,mean_tbt_s"
-      << (r.sparse ? ",recalls,stall_s\n" : "\n");
-  for (std::size_t i = 0; i < r.requests.size(); ++i) {
-    const auto& o = r.requests[i];
-    csv << i << ',' << o.instance << ',' << o.rejected << ',' << o.arrival << ','
-        << o.prefill_start << ',' << o.first_token << ',' << o.done << ',' << o.blocks << ','
-        << o.hit_blocks << ',' << o.dram_blocks << ',' << o.pool_blocks << ','
-        << o.inflight_miss_blocks << ',' << o.input_tokens << ',' << o.hit_tokens << ','
-        << o.output_tokens << ',' << o.mean_tbt;
-    if (r.sparse) csv << ',' << o.recalls << ',' << o.stall_s;
-    csv << '\n';
+std::string csv_header(bool sparse) {
+  return std::string(
+             "request,instance,rejected,arrival_s,prefill_start_s,first_token_s,done_s,blocks,"
+             "hit_blocks,dram_blocks,pool_blocks,inflight_miss_blocks,input_tokens,hit_tokens,"
+             "output_tokens,mean_tbt_s") +
+         (sparse ? ",recalls,stall_s\n" : "\n");
+}
+
+void append_csv_row(std::string& out, std::uint64_t index, const des::request_outcome& o,
+                    bool sparse) {
+  // Six significant digits, as an ostream's default: the format the CSV always had.
+  char buf[64];
+  auto num = [&](double v) {
+    const int n = std::snprintf(buf, sizeof buf, "%g", v);
+    out.append(buf, static_cast<std::size_t>(n));
+  };
+  auto sep = [&](auto v) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      num(v);
+    } else {
+      out += std::to_string(v);
+    }
+    out += ',';
+  };
+  sep(index);
+  sep(o.instance);
+  sep(static_cast<int>(o.rejected));
+  sep(o.arrival);
+  sep(o.prefill_start);
+  sep(o.first_token);
+  sep(o.done);
+  sep(o.blocks);
+  sep(o.hit_blocks);
+  sep(o.dram_blocks);
+  sep(o.pool_blocks);
+  sep(o.inflight_miss_blocks);
+  sep(o.input_tokens);
+  sep(o.hit_tokens);
+  sep(o.output_tokens);
+  num(o.mean_tbt);
+  if (sparse) {
+    out += ',';
+    out += std::to_string(o.recalls);
+    out += ',';
+    num(o.stall_s);
   }
-  return csv.str();
+  out += '\n';
+}
+
+std::string to_csv(const simulate_result& r) {
+  std::string csv = csv_header(r.sparse);
+  for (std::size_t i = 0; i < r.requests.size(); ++i) append_csv_row(csv, i, r.requests[i], r.sparse);
+  return csv;
 }
 
 std::string iterations_csv(const simulate_result& r) {

@@ -45,6 +45,13 @@ struct simulate_options {
   std::string pricing;              ///< price preset or .json: attach an API cost ("" = none)
   bool skip_invalid = false;        ///< skip malformed trace lines (counted) instead of stopping
   bool iteration_log = false;       ///< engine schedulers: keep every iteration's batch
+  /// Streams one CSV row per request (to_csv's format) to this file as requests retire ("-" =
+  /// stdout; "" = none): the rows never all sit in memory. Written by util/output_file's rules.
+  std::string csv;
+  bool force = false;               ///< replace an existing `csv` file (never an input)
+  /// Keep every request's outcome in simulate_result::requests (136 bytes a request). Off, the
+  /// simulation's memory is bounded by the requests in flight (docs/simulate.md "Memory").
+  bool requests = true;
 };
 
 nlohmann::json to_json(const simulate_options& o);
@@ -72,6 +79,11 @@ simulate_result run(simulate_options options, const progress_callback& progress 
 
 nlohmann::json to_json(const simulate_result& r);  ///< `kvtk simulate --json`
 std::string to_csv(const simulate_result& r);      ///< `kvtk simulate --csv`: one row per request
+/// The CSV's header line (with its newline); `sparse` adds recalls and stall_s.
+std::string csv_header(bool sparse);
+/// Effects: appends request `index`'s CSV row (with its newline) to `out`.
+void append_csv_row(std::string& out, std::uint64_t index, const des::request_outcome& o,
+                    bool sparse);
 /// `kvtk simulate --iterations`: the iteration log as CSV, instance,iteration,start_s,end_s,
 /// request,new_tokens,context_tokens (one row per request scheduled in an iteration;
 /// context_tokens = its tokens computed before this iteration).

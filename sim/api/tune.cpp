@@ -6,6 +6,7 @@
 #include <kvtk/kvtk.hpp>
 #include <span>
 
+#include "api/next_uses.hpp"
 #include "api/options_json.hpp"
 #include "api/parallel.hpp"
 #include "api/text.hpp"
@@ -244,7 +245,7 @@ nlohmann::json to_json(const tune_options& o) {
           {"model", o.model},       {"holdout", o.holdout},
           {"partial_block", o.partial_block}, {"index", o.index},
           {"policy", o.policy},     {"threads", o.threads},
-          {"skip_invalid", o.skip_invalid}};
+          {"skip_invalid", o.skip_invalid}, {"next_use_cache", o.next_use_cache}};
 }
 
 tune_options tune_options_from_json(const nlohmann::json& j) {
@@ -261,6 +262,7 @@ tune_options tune_options_from_json(const nlohmann::json& j) {
   in.get("policy", o.policy);
   in.get("threads", o.threads);
   in.get("skip_invalid", o.skip_invalid);
+  in.get("next_use_cache", o.next_use_cache);
   in.finish();
   return o;
 }
@@ -278,6 +280,7 @@ void validate(tune_options& o) {
   if (o.index.empty()) throw usage_error("--index: empty list");
   (void)candidates(o);
   cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  check_next_use_cache(o.next_use_cache);
   const std::uint64_t bpt = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
   for (const std::string& c : o.capacity) (void)cli::parse_capacity(c, o.block_tokens, bpt);
 }
@@ -296,7 +299,8 @@ tune_result run(tune_options o) {
     throw usage_error("--holdout " + detail::format("%g", o.holdout) + ": the trace's " +
                       std::to_string(n) + " requests leave an empty tune or holdout part");
   }
-  const std::vector<std::uint64_t> next = next_use_positions(t, pb);
+  const next_use_column next_uses = next_uses_for(o.trace, loaded, pb, o.next_use_cache);
+  const std::span<const std::uint64_t> next = next_uses.span();
   const std::uint64_t bpt = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
 
   // Tune: warm-up [0, k/4), scored in three segments up to k. Holdout: warm-up [0, k), then [k, n).

@@ -43,6 +43,8 @@ struct tune_options {
   std::vector<std::string> policy = {"all"};  ///< candidate policies (online only), or {"all"}
   std::uint32_t threads = 1;                   ///< worker threads; results do not depend on it
   bool skip_invalid = false;                   ///< skip malformed trace lines (counted)
+  /// Where the optimum's next uses come from: auto | off | a directory (replay_options).
+  std::string next_use_cache = "auto";
 };
 
 /// The options as JSON (every field, by its name above).

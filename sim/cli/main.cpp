@@ -1,6 +1,7 @@
 // The `kvtk` executable: subcommand dispatch.
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <exception>
@@ -8,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <unistd.h>
 
 #include "cli/common.hpp"
 #include "cli/compare.hpp"
@@ -37,8 +40,41 @@ constexpr const char* kUsage =
     "  sparse    sparse-attention residency: recalls, stalls, dropped mass under an HBM budget\n"
     "  move      real block movement: measure and calibrate copy paths (host backend)\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
+    "  sweep     run a grid of replay/mrc/simulate/cost cells locally or on a Ray cluster\n"
+    "            (the Python package's kvtk._sweep; docs/sweeps.md)\n"
     "\n"
     "'kvtk <command> --help' describes a command; 'kvtk --version' prints the version.\n";
+
+// `kvtk sweep` is the Python package's (python/kvtk/_sweep): its cells call the bound library
+// from worker processes or Ray tasks and write Parquet through pyarrow, none of which the
+// executable has. exec keeps the exit code, stdin/stdout and Ctrl-C as they are.
+[[noreturn]] void exec_sweep(int argc, char** argv) {
+  const char* env = std::getenv("KVTK_SWEEP_PYTHON");
+  const std::string python = env != nullptr && *env != '\0' ? env : "python3";
+  static const char* const script =
+      "import runpy, sys\n"
+      "try:\n"
+      "    import kvtk._sweep\n"
+      "except ImportError as e:\n"
+      "    sys.stderr.write('kvtk sweep: the kvtk Python package is not importable by ' + "
+      "sys.executable + ' (' + str(e) + '); install it with pip install \"./python[sweep]\" "
+      "(docs/sweeps.md) or set KVTK_SWEEP_PYTHON to a Python that has it\\n')\n"
+      "    sys.exit(2)\n"
+      "sys.argv[0] = 'kvtk sweep'\n"
+      "runpy.run_module('kvtk._sweep', run_name='__main__', alter_sys=False)\n";
+  std::vector<char*> args;
+  args.push_back(const_cast<char*>(python.c_str()));
+  args.push_back(const_cast<char*>("-c"));
+  args.push_back(const_cast<char*>(script));
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execvp(python.c_str(), args.data());
+  std::fprintf(stderr,
+               "kvtk sweep: cannot run %s (%s): kvtk sweep needs Python with the kvtk package "
+               "(pip install \"./python[sweep]\"; docs/sweeps.md), or KVTK_SWEEP_PYTHON naming one\n",
+               python.c_str(), std::strerror(errno));
+  std::exit(2);
+}
 
 }  // namespace
 
@@ -56,6 +92,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (cmd == "sweep") exec_sweep(argc, argv);
   std::vector<std::string> rest(argv + 2, argv + argc);
   kvtk::sim::install_signal_cleanup();  // an interrupted write leaves no temporary behind
   try {

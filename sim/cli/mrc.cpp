@@ -36,7 +36,9 @@ int run_mrc(const std::vector<std::string>& args) {
       "also replay engine modes at every capacity (a list: vllm, sglang; kvtk replay --help)")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
       "csv", po::value(&csv_out), "write CSV to a file, or - for stdout")(
-      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
+      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping")(
+      "next-use-cache", po::value(&o.next_use_cache)->default_value("auto"),
+      "where --opt's next uses come from: auto | off | a directory (kvtk replay --help)");
   po::variables_map vm;
   if (const int rc = parse_command("mrc", opts, args, vm,
                                    [&] {

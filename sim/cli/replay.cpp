@@ -85,6 +85,11 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "calibration-mechanism", po::value(&o.calibration_mechanism),
       "tiers: the copy mechanism whose fit to use (default: the fastest for 256 blocks)")(
       "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping")(
+      "next-use-cache", po::value(&o.next_use_cache)->default_value("auto"),
+      "where the next uses of --opt and offline policies come from: auto (a sidecar file "
+      "<trace>.next-<skip|cache>.kvtn, else in $TMPDIR/kvtk-next, for kvtb traces over 32 Mi "
+      "block keys; else memory) | off (memory: 8 bytes a reference plus a key map) | a directory "
+      "for the sidecar (kvtb traces); results are the same every way (docs/formats.md)")(
       "timings",
       "report where the time went (read, next_use, ideal, replay incl. optimum, output, write) "
       "and the peak RSS: a \"timings\" object in the JSON and a line on stderr");

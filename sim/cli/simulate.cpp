@@ -44,6 +44,9 @@ int run_simulate(const std::vector<std::string>& args) {
   if (const int rc = parse_command("simulate", opts, args, vm, [&] {
         o.skip_invalid = vm.count("skip-invalid") != 0;
         o.iteration_log = vm.count("iterations") != 0;
+        o.csv = csv_out;  // streamed by run() as requests retire
+        o.force = force_outputs();
+        o.requests = false;  // nothing here needs them all: memory stays bounded
         validate(o);
       });
       rc >= 0) {
@@ -52,7 +55,6 @@ int run_simulate(const std::vector<std::string>& args) {
   const simulate_result r = run(o);
   try {
     if (vm.count("json")) write_to(json_out, to_json(r).dump(2) + "\n");
-    if (vm.count("csv")) write_to(csv_out, to_csv(r));
     if (vm.count("iterations")) write_to(iterations_out, iterations_csv(r));
   } catch (const std::exception& e) {
     std::cerr << "kvtk simulate: " << e.what() << "\n";

@@ -33,7 +33,9 @@ int run_tune(const std::vector<std::string>& args) {
       "candidate policies (a list of online policies, or all)")(
       "threads", po::value(&o.threads)->default_value(1), "worker threads")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
-      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping");
+      "skip-invalid", "skip malformed trace lines (counted and reported) instead of stopping")(
+      "next-use-cache", po::value(&o.next_use_cache)->default_value("auto"),
+      "where the optimum's next uses come from: auto | off | a directory (kvtk replay --help)");
   po::variables_map vm;
   if (const int rc = parse_command("tune", opts, args, vm,
                                    [&] {

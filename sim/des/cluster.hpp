@@ -4,8 +4,8 @@
 // and transfer completions, decode steps; ordered by time, then kind, then sequence number, so
 // runs are deterministic), the prefill and decode instances (each with its HBM cache, optional
 // host-DRAM tier, waiting queue and decode batch), an optional cluster-wide pool, and one
-// request_state / request_outcome per request. Its member functions live in one file per
-// concern:
+// request_state / request_outcome per request in flight (des/outcomes.hpp). Its member
+// functions live in one file per concern:
 //   cluster_events.cpp  the event loop and the request life cycle (arrive, prefill, decode)
 //   cluster_route.cpp   the router, parsed once per simulation
 //   cluster_timing.cpp  compute and transfer times (iteration times: timing.hpp)
@@ -30,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include "des/outcomes.hpp"
 #include "des/simulator.hpp"
 #include "kvtk/move/timing_fit.hpp"
 #include "des/sparse_decode.hpp"
@@ -93,7 +94,12 @@ class gap_histogram {
   void add(double s) {
     ++n_;
     max_ = std::max(max_, s);
-    counts_[bucket(s)]++;
+    // The requests of one decode step share their gap: one logarithm per step, not per token.
+    if (s != last_s_) {
+      last_s_ = s;
+      last_b_ = bucket(s);
+    }
+    counts_[last_b_]++;
   }
   [[nodiscard]] double quantile(double q) const {
     if (n_ == 0) return 0;
@@ -123,10 +129,9 @@ class gap_histogram {
   std::vector<std::uint64_t> counts_ = std::vector<std::uint64_t>(buckets, 0);
   std::uint64_t n_ = 0;
   double max_ = 0;
+  double last_s_ = 0;          // the last value added and its bucket (bucket(0) == 0)
+  std::size_t last_b_ = 0;
 };
-
-// {"mean", "p50", "p90", "p99"} of latencies in seconds (the summaries' distributions).
-nlohmann::json latency_dist(const std::vector<double>& v);
 
 // The routers, chosen once per simulation (not by comparing strings per request).
 enum class router_kind { random, round_robin, least_loaded, cache_aware, conductor };
@@ -138,7 +143,7 @@ class cluster {
  public:
   cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 
-  simulation_result run(const simulation_progress& progress = {});
+  simulation_result run(const simulation_hooks& hooks);
 
  private:
   void validate() const;
@@ -198,12 +203,15 @@ class cluster {
   void on_decode_done(std::uint32_t tagged);
 
   void finish(std::uint32_t r);
-  // Counts a request that ended (finished or rejected) and reports progress when due.
-  void ended();
+  // Counts request r, which ended (finished or rejected), and reports progress when due.
+  void ended(std::uint32_t r);
+  // The next event: the earliest in the queue, or the next arrival of the trace when it comes
+  // first (arrivals sorted by time are not queued; see simulate()).
+  bool next_event(event& e);
 
   // The sparse-decode totals (releases every request's manager first).
   nlohmann::json sparse_summary();
-  simulation_result summarize();
+  simulation_result summarize(outcome_stream& sink);
 
   static constexpr std::uint32_t decode_flag = 1u << 31;
   const kvtk::prefix::prefix_trace_view& t_;
@@ -217,8 +225,10 @@ class cluster {
   iteration_timing timing_;  // every iteration's duration (formula or table)
   router_kind router_ = router_kind::round_robin;    // c_.router, parsed once
   std::vector<double> route_cost_, route_weight_;     // one entry per prefill instance
-  std::vector<request_outcome> out_;
-  std::vector<request_state> st_;
+  request_window<request_state> w_;  // the requests in flight (des/outcomes.hpp)
+  std::vector<std::uint32_t> finished_;  // on_decode_done's scratch
+  std::uint32_t next_arrival_ = 0;     // sorted arrivals: the next one the trace gives
+  bool queued_arrivals_ = false;       // unsorted arrivals: all queued up front
   std::vector<instance> prefill_, decode_;
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> pool_;  // null without a pool
   std::unordered_map<kvtk::block_key, std::uint32_t> pool_in_flight_;

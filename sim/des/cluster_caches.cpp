@@ -81,7 +81,7 @@ void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
   auto& flying = in_flight(i);
   std::uint64_t inflight = 0;
   while (h + inflight < b.size() && flying.count(b[h + inflight])) ++inflight;
-  request_outcome& o = out_[r];
+  request_outcome& o = w_.out(r);
   o.hit_blocks = h;
   o.pool_blocks = m.pool;
   o.dram_blocks = m.dram;
@@ -89,7 +89,7 @@ void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
   o.hit_tokens = std::min<std::uint64_t>(h * bt_, L);
   for (std::uint64_t k = 0; k < h; ++k) {
     if (in.hbm && in.tiers->pin(b[k])) {
-      st_[r].pinned.push_back(b[k]);
+      w_.st(r).pinned.push_back(b[k]);
     }
   }
   for (std::uint64_t k = h; k < b.size(); ++k) ++flying[b[k]];

@@ -3,12 +3,20 @@
 
 namespace kvtk::sim::des::detail {
 
-simulation_result cluster::run(const simulation_progress& progress) {
-  if (progress) progress_ = &progress;
-  for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], arrival, 0, r);
-  while (!events_.empty()) {
-    const event e = events_.top();
-    events_.pop();
+simulation_result cluster::run(const simulation_hooks& hooks) {
+  if (hooks.progress) progress_ = &hooks.progress;
+  outcome_stream sink(hooks, c_);
+  // Sorted arrivals come from the trace one at a time; otherwise all are queued, in the
+  // (time, kind, sequence) order of the heap. Both give the same order: an arrival is the
+  // last kind at its time, and arrivals keep trace order.
+  queued_arrivals_ = hooks.queue_all_arrivals ||
+                     !std::is_sorted(t_.arrival_s.begin(), t_.arrival_s.end());
+  if (queued_arrivals_) {
+    for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], arrival, 0, r);
+  }
+  if (hooks.release) hooks.release(0, t_.requests());  // the checks' passes are done with it
+  event e{};
+  while (next_event(e)) {
     now_ = e.t;
     switch (e.kind) {
       case arrival:
@@ -24,8 +32,26 @@ simulation_result cluster::run(const simulation_progress& progress) {
         on_decode_done(e.instance);
         break;
     }
+    w_.retire(sink);
   }
-  return summarize();
+  w_.end_all();
+  w_.retire(sink);
+  w_.end_all();
+  w_.retire(sink);
+  return summarize(sink);
+}
+
+bool cluster::next_event(event& e) {
+  if (!queued_arrivals_ && next_arrival_ < t_.requests() &&
+      (events_.empty() || t_.arrival_s[next_arrival_] < events_.top().t)) {
+    e = {t_.arrival_s[next_arrival_], arrival, 0, 0, next_arrival_};
+    ++next_arrival_;
+    return true;
+  }
+  if (events_.empty()) return false;
+  e = events_.top();
+  events_.pop();
+  return true;
 }
 
 void cluster::push(double t, int kind, std::uint32_t inst, std::uint32_t req) {
@@ -39,23 +65,24 @@ std::uint64_t cluster::output_tokens(std::uint32_t r) const {
 }
 
 void cluster::on_arrival(std::uint32_t r) {
-  out_[r].arrival = now_;
-  out_[r].input_tokens = t_.input_tokens(r);
-  out_[r].blocks = t_.cacheable(r, p_).size();
+  w_.open(r);
+  w_.out(r).arrival = now_;
+  w_.out(r).input_tokens = t_.input_tokens(r);
+  w_.out(r).blocks = t_.cacheable(r, p_).size();
   const std::uint32_t i = route(r);
-  out_[r].instance = i;
+  w_.out(r).instance = i;
   instance& in = prefill_[i];
   if (c_.reject_over_slo && c_.ttft_slo_s > 0 && predicted_ttft(i, r) > c_.ttft_slo_s) {
-    out_[r].rejected = true;  // admission control: it would miss its TTFT SLO
-    out_[r].prefill_start = out_[r].first_token = out_[r].done = now_;
+    w_.out(r).rejected = true;  // admission control: it would miss its TTFT SLO
+    w_.out(r).prefill_start = w_.out(r).first_token = w_.out(r).done = now_;
     ++rejected_;
-    ended();
+    ended(r);
     return;
   }
   match_and_pin(i, r);
   // Conductor's queue estimate: the request's prefill without cache as an upper bound.
-  st_[r].predicted_prefill_s = compute_s(0, t_.input_tokens(r));
-  in.queued_prefill_s += st_[r].predicted_prefill_s;
+  w_.st(r).predicted_prefill_s = compute_s(0, t_.input_tokens(r));
+  in.queued_prefill_s += w_.st(r).predicted_prefill_s;
   in.queued_tokens += t_.input_tokens(r);
   in.queue.push_back(r);
   try_start(i);
@@ -71,7 +98,7 @@ void cluster::try_start(std::uint32_t i) {
   if (!in.queue.empty()) {
     const std::uint32_t r = in.queue.front();
     in.queue.pop_front();
-    in.queued_prefill_s -= st_[r].predicted_prefill_s;
+    in.queued_prefill_s -= w_.st(r).predicted_prefill_s;
     start_prefill(i, r);
   } else if (c_.decode_instances == 0 && !in.batch.empty()) {
     start_decode_step(in, i, /*decode pool*/ false);
@@ -81,7 +108,7 @@ void cluster::try_start(std::uint32_t i) {
 void cluster::start_prefill(std::uint32_t i, std::uint32_t r) {
   instance& in = prefill_[i];
   const std::uint64_t L = t_.input_tokens(r);
-  request_outcome& o = out_[r];
+  request_outcome& o = w_.out(r);
   o.prefill_start = now_;
   pool_read_blocks_ += o.pool_blocks;
   dram_read_blocks_ += o.dram_blocks;
@@ -112,7 +139,7 @@ void cluster::run_chunk(std::uint32_t i) {
   instance& in = prefill_[i];
   const auto r = static_cast<std::uint32_t>(in.prefilling);
   const std::uint64_t L = t_.input_tokens(r);
-  const request_outcome& o = out_[r];
+  const request_outcome& o = w_.out(r);
   const std::uint64_t end = std::min<std::uint64_t>(L, in.prefill_pos + c_.chunk_tokens);
   double dur = timing_.prefill_s(in.prefill_pos, end);
   if (in.prefill_pos == o.hit_tokens) {
@@ -145,25 +172,25 @@ void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
   // update evicts as an unpinned replay would), and the instance's tiers take the request as
   // tier_hierarchy::process does (kvtk replay --tiers's semantics): the blocks enter HBM in
   // order, written through to DRAM.
-  for (kvtk::block_key k : st_[r].pinned) in.tiers->unpin(k);
-  st_[r].pinned.clear();
+  for (kvtk::block_key k : w_.st(r).pinned) in.tiers->unpin(k);
+  w_.st(r).pinned.clear();
   if (in.tiers) in.tiers->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
   if (pool_) {  // the prefill's results are shared: every block the pool lacks is written to it
     for (const kvtk::block_key k : b) pool_write_blocks_ += pool_has(k) ? 0 : 1;
     pool_->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
   }
   auto& flying = in_flight(i);
-  for (std::size_t k = out_[r].hit_blocks; k < b.size(); ++k) {
+  for (std::size_t k = w_.out(r).hit_blocks; k < b.size(); ++k) {
     auto it = flying.find(b[k]);
     if (it != flying.end() && --it->second == 0) flying.erase(it);
   }
-  request_outcome& o = out_[r];
+  request_outcome& o = w_.out(r);
   o.first_token = now_;
-  st_[r].last_token = now_;
-  st_[r].remaining = output_tokens(r) - 1;
+  w_.st(r).last_token = now_;
+  w_.st(r).remaining = output_tokens(r) - 1;
   o.output_tokens = 1;
   in.busy = false;
-  if (st_[r].remaining == 0) {
+  if (w_.st(r).remaining == 0) {
     finish(r);
   } else if (c_.decode_instances == 0) {
     in.batch.push_back(r);
@@ -191,17 +218,17 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
   double kv_bytes = 0, context = 0;
   std::uint64_t recalls = 0, prefetched = 0;
   for (std::uint32_t r : in.stepping) {
-    context += static_cast<double>(t_.input_tokens(r) + out_[r].output_tokens);
+    auto& e = w_.at(r);
+    const std::uint64_t tokens = t_.input_tokens(r) + e.out.output_tokens;
+    context += static_cast<double>(tokens);
     if (c_.sparse.enabled) {
-      const auto k =
-          sparse_->step(r, t_.input_tokens(r) + out_[r].output_tokens, st_[r].remaining);
+      const auto k = sparse_->step(r, tokens, e.st.remaining);
       kv_bytes += static_cast<double>(k.pages) * sparse_link_.page_bytes;
       recalls += k.recalls;
       prefetched += k.prefetched;
-      out_[r].recalls += k.recalls;
+      e.out.recalls += k.recalls;
     } else {
-      kv_bytes += static_cast<double>(t_.input_tokens(r) + out_[r].output_tokens) *
-                  c_.model.kv_bytes_per_token;
+      kv_bytes += static_cast<double>(tokens) * c_.model.kv_bytes_per_token;
     }
   }
   // Sparse: the formula reads the selected pages; a table takes the row at the mean context.
@@ -215,7 +242,7 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
     if (stall > 0) {
       ++stalled_steps_;
       stall_s_ += stall;
-      for (std::uint32_t r : in.stepping) out_[r].stall_s += stall;
+      for (std::uint32_t r : in.stepping) w_.out(r).stall_s += stall;
     }
     dur += stall;
   }
@@ -229,14 +256,16 @@ void cluster::on_decode_done(std::uint32_t tagged) {
   const bool decode_pool = (tagged & decode_flag) != 0;
   const std::uint32_t i = tagged & ~decode_flag;
   instance& in = decode_pool ? decode_[i] : prefill_[i];
-  std::vector<std::uint32_t> finished;
+  std::vector<std::uint32_t>& finished = finished_;  // scratch: no allocation per step
+  finished.clear();
   for (std::uint32_t r : in.stepping) {
-    ++out_[r].output_tokens;
-    st_[r].tbt_sum += now_ - st_[r].last_token;
-    gaps_.add(now_ - st_[r].last_token);
-    ++st_[r].tbt_n;
-    st_[r].last_token = now_;
-    if (--st_[r].remaining == 0) finished.push_back(r);
+    auto& e = w_.at(r);
+    ++e.out.output_tokens;
+    e.st.tbt_sum += now_ - e.st.last_token;
+    gaps_.add(now_ - e.st.last_token);
+    ++e.st.tbt_n;
+    e.st.last_token = now_;
+    if (--e.st.remaining == 0) finished.push_back(r);
   }
   for (std::uint32_t r : finished) {
     in.batch.erase(std::find(in.batch.begin(), in.batch.end(), r));
@@ -253,12 +282,13 @@ void cluster::on_decode_done(std::uint32_t tagged) {
 
 void cluster::finish(std::uint32_t r) {
   if (sparse_) sparse_->release(r);
-  out_[r].done = now_;
-  out_[r].mean_tbt = st_[r].tbt_n ? st_[r].tbt_sum / static_cast<double>(st_[r].tbt_n) : 0.0;
-  ended();
+  w_.out(r).done = now_;
+  w_.out(r).mean_tbt = w_.st(r).tbt_n ? w_.st(r).tbt_sum / static_cast<double>(w_.st(r).tbt_n) : 0.0;
+  ended(r);
 }
 
-void cluster::ended() {
+void cluster::ended(std::uint32_t r) {
+  w_.end(r);
   ++ended_;
   if (progress_ == nullptr || (ended_ < next_report_ && ended_ < t_.requests())) return;
   next_report_ = ended_ + std::max<std::uint64_t>(1, t_.requests() / 256);

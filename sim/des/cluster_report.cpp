@@ -3,29 +3,8 @@
 
 namespace kvtk::sim::des::detail {
 
-namespace {
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
-}
-
-nlohmann::json dist(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v) sum += x;
-  return {{"mean", v.empty() ? 0.0 : sum / static_cast<double>(v.size())},
-          {"p50", percentile(v, 0.5)},
-          {"p90", percentile(v, 0.9)},
-          {"p99", percentile(v, 0.99)}};
-}
-
-}  // namespace
-
-nlohmann::json latency_dist(const std::vector<double>& v) { return dist(v); }
-
 nlohmann::json cluster::sparse_summary() {
-  for (std::uint32_t r = 0; r < st_.size(); ++r) sparse_->release(r);
+  for (std::uint32_t r = 0; r < t_.requests(); ++r) sparse_->release(r);
   const auto& k = sparse_->totals();
   return {
       {"steps", k.steps},
@@ -53,33 +32,12 @@ nlohmann::json cluster::sparse_summary() {
       {"decode_kv_read_bytes", decode_kv_read_bytes_}};
 }
 
-simulation_result cluster::summarize() {
-  std::uint64_t refs = 0, hits = 0, pool_hits = 0, inflight = 0, tok = 0, tok_hits = 0;
-  std::uint64_t out_tokens = 0, good = 0;
-  std::vector<double> ttft, tbt, e2e, queueing;
-  double first = 0, last = 0;
-  std::uint64_t dram_hits = 0;
-  for (std::size_t r = 0; r < out_.size(); ++r) {
-    const request_outcome& o = out_[r];
-    if (o.rejected) continue;  // counted in "rejected"; no latency, no goodput
-    refs += o.blocks;
-    hits += o.hit_blocks;
-    pool_hits += o.pool_blocks;
-    dram_hits += o.dram_blocks;
-    inflight += o.inflight_miss_blocks;
-    tok += o.input_tokens;
-    tok_hits += o.hit_tokens;
-    out_tokens += o.output_tokens;
-    ttft.push_back(o.first_token - o.arrival);
-    if (o.output_tokens > 1) tbt.push_back(o.mean_tbt);
-    e2e.push_back(o.done - o.arrival);
-    queueing.push_back(o.prefill_start - o.arrival);
-    const bool ok = (c_.ttft_slo_s == 0 || o.first_token - o.arrival <= c_.ttft_slo_s) &&
-                    (c_.tbt_slo_s == 0 || o.mean_tbt <= c_.tbt_slo_s);
-    good += ok;
-    if (r == 0 || o.arrival < first) first = o.arrival;
-    last = std::max(last, o.done);
-  }
+simulation_result cluster::summarize(outcome_stream& sink) {
+  const outcome_totals& k = sink.totals;
+  const std::uint64_t refs = k.refs, hits = k.hits, pool_hits = k.pool_hits;
+  const std::uint64_t dram_hits = k.dram_hits, inflight = k.inflight, tok = k.tok;
+  const std::uint64_t tok_hits = k.tok_hits, out_tokens = k.out_tokens, good = k.good;
+  const double first = k.first, last = k.last;
   const double span = last - first;
   double busy = 0;
   for (const auto& in : prefill_) busy += in.busy_s;
@@ -92,7 +50,7 @@ simulation_result cluster::summarize() {
   };
   simulation_result res;
   res.summary = {
-      {"requests", out_.size()},
+      {"requests", k.requests},
       {"block_refs", refs},
       {"block_hits", hits},
       {"block_hit_ratio", ratio(hits, refs)},
@@ -104,14 +62,14 @@ simulation_result cluster::summarize() {
       {"dram_block_hits", dram_hits},
       {"local_block_hits", hits - pool_hits - dram_hits},
       {"inflight_miss_blocks", inflight},
-      {"ttft_s", dist(ttft)},
-      {"tbt_s", dist(tbt)},
+      {"ttft_s", k.ttft.json()},
+      {"tbt_s", k.tbt.json()},
       {"token_gap_s", gaps_.json()},
-      {"e2e_s", dist(e2e)},
-      {"queueing_s", dist(queueing)},
+      {"e2e_s", k.e2e.json()},
+      {"queueing_s", k.queueing.json()},
       {"span_s", span},
       {"throughput_requests_per_s",
-       span > 0 ? static_cast<double>(out_.size() - rejected_) / span : 0.0},
+       span > 0 ? static_cast<double>(k.requests - rejected_) / span : 0.0},
       {"output_tokens", out_tokens},
       {"output_tokens_per_s", span > 0 ? static_cast<double>(out_tokens) / span : 0.0},
       {"goodput_requests_per_s", span > 0 ? static_cast<double>(good) / span : 0.0},
@@ -128,7 +86,8 @@ simulation_result cluster::summarize() {
                  {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                  {"prefill_to_decode", pd_bytes_}}}};
   if (c_.sparse.enabled) res.summary["sparse"] = sparse_summary();
-  res.requests = std::move(out_);
+  res.summary["max_live_requests"] = w_.max_live();
+  res.requests = std::move(sink.kept);
   return res;
 }
 

@@ -75,8 +75,7 @@ class engine_sim {
  public:
   engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
              std::uint32_t kv_blocks)
-      : t_(t), c_(c), rng_(c.seed), out_(t.requests()), rq_(t.requests()),
-        inst_(c.prefill_instances),
+      : t_(t), c_(c), rng_(c.seed), inst_(c.prefill_instances),
         timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s,
                 c.timing) {
     bt_ = t.block_tokens;
@@ -85,7 +84,7 @@ class engine_sim {
     async_ = c.sched.async_scheduling && c.sched.scheduler == "vllm-v1";
   }
 
-  simulation_result run(const simulation_progress* progress);
+  simulation_result run(const simulation_hooks& hooks);
 
  private:
   void push(double t, int kind, std::uint32_t who) { events_.push({t, kind, seq_++, who, who}); }
@@ -106,26 +105,29 @@ class engine_sim {
   // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
   // tokens; ratio 1: a replay's output lengths are fixed, as with ignore_eos).
   std::uint64_t out_rest(std::uint32_t r) const {
-    return std::min<std::uint64_t>(rq_[r].out_total - rq_[r].out_done, 4096);
+    return std::min<std::uint64_t>(w_.st(r).out_total - w_.st(r).out_done, 4096);
   }
   void sample(std::uint32_t r);
   // Async scheduling: requests that finished in the last iteration stayed in `running` (holding
   // their blocks, counting toward max_num_seqs) through this schedule; now they go.
   void release_finishing(std::uint32_t i) {
     std::erase_if(inst_[i].running, [&](std::uint32_t r) {
-      if (!rq_[r].finishing) return false;
-      kv_[i].finish(rq_[r].kv, rq_[r].computed);
-      rq_[r].finishing = false;
+      if (!w_.st(r).finishing) return false;
+      kv_[i].finish(w_.st(r).kv, w_.st(r).computed);
+      w_.st(r).finishing = false;
+      w_.end(r);
       return true;
     });
   }
-  simulation_result summarize();
+  simulation_result summarize(outcome_stream& sink);
+  bool next_event(event& e);
 
   const kvtk::prefix::prefix_trace_view& t_;
   const cluster_config& c_;
   std::mt19937_64 rng_;
-  std::vector<request_outcome> out_;
-  std::vector<engine_request> rq_;
+  request_window<engine_request> w_;  // the requests in flight (des/outcomes.hpp)
+  std::uint32_t next_arrival_ = 0;    // sorted arrivals: the next one the trace gives
+  bool queued_arrivals_ = false;      // unsorted arrivals: all queued up front
   std::vector<engine_instance> inst_;
   std::deque<KV> kv_;  // a deque: the caches cannot move
   iteration_timing timing_;
@@ -142,7 +144,7 @@ class engine_sim {
 
 template <class KV>
 void engine_sim<KV>::arrive(std::uint32_t r) {
-  engine_request& q = rq_[r];
+  engine_request& q = w_.open(r).st;
   q.L = t_.input_tokens(r);
   std::uint64_t out = t_.output_length.empty() ? 1 : t_.output_length[r];
   if (c_.max_output_tokens >= 0) out = std::min<std::uint64_t>(out, c_.max_output_tokens);
@@ -162,7 +164,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
     i = static_cast<std::uint32_t>(rr_++ % n);
   }
   q.inst = i;
-  request_outcome& o = out_[r];
+  request_outcome& o = w_.out(r);
   o.arrival = now_;
   o.instance = i;
   o.input_tokens = q.L;
@@ -175,23 +177,23 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
 template <class KV>
 bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
                            std::uint64_t held) {
-  engine_request& q = rq_[r];
+  engine_request& q = w_.st(r);
   const admission a = kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held});
   if (!a.ok) return false;
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
   if (!q.started) {  // the first admission decides the reported hit
     q.started = true;
-    out_[r].prefill_start = now_;
-    out_[r].hit_blocks = a.hit_tokens / bt_;
-    out_[r].hit_tokens = a.hit_tokens;
+    w_.out(r).prefill_start = now_;
+    w_.out(r).hit_blocks = a.hit_tokens / bt_;
+    w_.out(r).hit_tokens = a.hit_tokens;
   }
   return true;
 }
 
 template <class KV>
 void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
-  engine_request& q = rq_[r];
+  engine_request& q = w_.st(r);
   kv_[i].preempt(q.kv);
   q.computed = 0;
   q.scheduled = 0;
@@ -213,7 +215,7 @@ bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
   bool preempted = false;
   for (std::size_t k = 0; k < in.running.size() && budget > 0;) {
     const std::uint32_t r = in.running[k];
-    engine_request& q = rq_[r];
+    engine_request& q = w_.st(r);
     if (q.finishing) {  // async: done, its output not yet processed
       ++k;
       continue;
@@ -239,7 +241,7 @@ bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
     in.waiting.pop_front();
     in.running.push_back(r);
     in.batch.push_back(r);
-    budget -= rq_[r].scheduled;
+    budget -= w_.st(r).scheduled;
   }
   return !in.batch.empty();
 }
@@ -252,16 +254,16 @@ bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
     const std::uint32_t r = in.waiting.front();
     // A prompt longer than the budget is admitted alone (V0 would refuse it outright).
     const bool alone = in.batch.empty();
-    if (!admit(i, r, alone ? rq_[r].seq() : budget, true)) break;
+    if (!admit(i, r, alone ? w_.st(r).seq() : budget, true)) break;
     in.waiting.pop_front();
     in.running.push_back(r);
     in.batch.push_back(r);
-    budget -= std::min(budget, rq_[r].scheduled);
+    budget -= std::min(budget, w_.st(r).scheduled);
   }
   if (!in.batch.empty()) return true;
   for (std::size_t k = 0; k < in.running.size();) {
     const std::uint32_t r = in.running[k];
-    engine_request& q = rq_[r];
+    engine_request& q = w_.st(r);
     while (!kv_[i].grow(q.kv, q.seq()) && in.running.back() != r) preempt(i, in.running.back());
     if (!kv_[i].grow(q.kv, q.seq())) {
       preempt(i, r);
@@ -286,7 +288,7 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
   }
   if (in.chunked >= 0) {  // the chunked request continues first, its chunk ending on a page
     const auto r = static_cast<std::uint32_t>(in.chunked);
-    engine_request& q = rq_[r];
+    engine_request& q = w_.st(r);
     const std::uint64_t rest = q.seq() - q.computed;
     const std::uint64_t n = rest <= budget ? rest : (q.computed + budget) / page * page - q.computed;
     if (n > 0 && kv_[i].grow(q.kv, q.computed + n)) {
@@ -299,10 +301,10 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
       preempt(i, r);  // its next chunk does not fit: back to the queue, its pages freed
     }
   }
-  if constexpr (requires(KV k) { k.peek(rq_[0].kv, 1); }) {
+  if constexpr (requires(KV k) { k.peek(w_.st(0).kv, 1); }) {
     if (c_.sched.schedule_policy == "lpm" && in.chunked < 0) {
       std::stable_sort(in.waiting.begin(), in.waiting.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return kv_[i].peek(rq_[a].kv, rq_[a].seq()) > kv_[i].peek(rq_[b].kv, rq_[b].seq());
+        return kv_[i].peek(w_.st(a).kv, w_.st(a).seq()) > kv_[i].peek(w_.st(b).kv, w_.st(b).seq());
       });
     }
   }
@@ -313,7 +315,7 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
     in.waiting.pop_front();
     in.running.push_back(r);
     in.batch.push_back(r);
-    engine_request& q = rq_[r];
+    engine_request& q = w_.st(r);
     budget -= std::min(budget, page_up(q.scheduled));
     held += page_up(q.scheduled) + page + out_rest(r);
     if (q.computed + q.scheduled < q.seq()) in.chunked = r;
@@ -324,19 +326,19 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
   for (bool short_of_pages = true; short_of_pages && !in.running.empty();) {
     short_of_pages = false;
     for (const std::uint32_t r : in.running) {
-      if (!kv_[i].grow(rq_[r].kv, rq_[r].seq())) {
+      if (!kv_[i].grow(w_.st(r).kv, w_.st(r).seq())) {
         short_of_pages = true;
         break;
       }
     }
     if (!short_of_pages) break;
     preempt(i, *std::min_element(in.running.begin(), in.running.end(), [&](auto a, auto b) {
-      return rq_[a].out_done != rq_[b].out_done ? rq_[a].out_done < rq_[b].out_done
-                                                : rq_[a].L > rq_[b].L;
+      return w_.st(a).out_done != w_.st(b).out_done ? w_.st(a).out_done < w_.st(b).out_done
+                                                : w_.st(a).L > w_.st(b).L;
     }));
   }
   for (const std::uint32_t r : in.running) {
-    rq_[r].scheduled = 1;
+    w_.st(r).scheduled = 1;
     in.batch.push_back(r);
   }
   return !in.batch.empty();
@@ -365,7 +367,8 @@ void engine_sim<KV>::start(std::uint32_t i) {
     }
     const std::uint32_t r = in.waiting.front();
     in.waiting.pop_front();
-    out_[r].rejected = true;
+    w_.out(r).rejected = true;
+    w_.end(r);
     ++unschedulable_;
     ++ended_;
     empty = 0;
@@ -373,7 +376,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
   parts_.clear();
   decode_batch d;
   for (const std::uint32_t r : in.batch) {
-    const engine_request& q = rq_[r];
+    const engine_request& q = w_.st(r);
     if (q.decoding() && q.scheduled == 1) {
       ++d.requests;
       d.context_tokens += static_cast<double>(q.computed);
@@ -385,7 +388,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
   const double dur = timing_.seconds(parts_, d);
   if (c_.sched.log_iterations) {
     for (const std::uint32_t r : in.batch) {
-      log_.push_back({i, in.iterations, now_, now_ + dur, r, rq_[r].scheduled, rq_[r].computed});
+      log_.push_back({i, in.iterations, now_, now_ + dur, r, w_.st(r).scheduled, w_.st(r).computed});
     }
   }
   ++in.iterations;
@@ -397,8 +400,8 @@ void engine_sim<KV>::start(std::uint32_t i) {
 
 template <class KV>
 void engine_sim<KV>::sample(std::uint32_t r) {
-  engine_request& q = rq_[r];
-  request_outcome& o = out_[r];
+  engine_request& q = w_.st(r);
+  request_outcome& o = w_.out(r);
   ++q.out_done;
   if (q.out_done == 1) {
     o.first_token = now_;
@@ -414,7 +417,7 @@ template <class KV>
 void engine_sim<KV>::end(std::uint32_t i) {
   engine_instance& in = inst_[i];
   for (const std::uint32_t r : in.batch) {
-    engine_request& q = rq_[r];
+    engine_request& q = w_.st(r);
     const bool prefill = !(q.decoding() && q.scheduled == 1);
     q.computed += q.scheduled;
     q.scheduled = 0;
@@ -432,8 +435,9 @@ void engine_sim<KV>::end(std::uint32_t i) {
     } else {
       kv_[i].finish(q.kv, q.computed);
       std::erase(in.running, r);
+      w_.end(r);
     }
-    request_outcome& o = out_[r];
+    request_outcome& o = w_.out(r);
     o.done = now_;
     o.output_tokens = q.out_total;
     o.mean_tbt = q.tbt_n ? q.tbt_sum / static_cast<double>(q.tbt_n) : 0.0;
@@ -445,12 +449,19 @@ void engine_sim<KV>::end(std::uint32_t i) {
 
 
 template <class KV>
-simulation_result engine_sim<KV>::run(const simulation_progress* progress) {
-  for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], request_arrival, r);
+simulation_result engine_sim<KV>::run(const simulation_hooks& hooks) {
+  outcome_stream sink(hooks, c_);
+  // As cluster::run: sorted arrivals come from the trace (an arrival goes after an iteration
+  // end and before an instance start at its time), unsorted ones are all queued.
+  queued_arrivals_ = hooks.queue_all_arrivals ||
+                     !std::is_sorted(t_.arrival_s.begin(), t_.arrival_s.end());
+  if (queued_arrivals_) {
+    for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], request_arrival, r);
+  }
+  if (hooks.release) hooks.release(0, t_.requests());
   std::uint64_t next_report = 0;
-  while (!events_.empty()) {
-    const event e = events_.top();
-    events_.pop();
+  event e{};
+  while (next_event(e)) {
     now_ = e.t;
     if (e.kind == request_arrival) {
       arrive(e.request);
@@ -459,36 +470,40 @@ simulation_result engine_sim<KV>::run(const simulation_progress* progress) {
     } else {
       start(e.instance);
     }
-    if (progress != nullptr && *progress && (ended_ >= next_report || ended_ == t_.requests())) {
-      (*progress)(ended_, t_.requests());
+    w_.retire(sink);
+    if (hooks.progress && (ended_ >= next_report || ended_ == t_.requests())) {
+      hooks.progress(ended_, t_.requests());
       next_report = ended_ + std::max<std::uint64_t>(1, t_.requests() / 256);
     }
   }
-  return summarize();
+  w_.end_all();
+  w_.retire(sink);
+  return summarize(sink);
 }
 
 template <class KV>
-simulation_result engine_sim<KV>::summarize() {
-  std::uint64_t refs = 0, hits = 0, tok = 0, tok_hits = 0, out_tokens = 0, good = 0;
-  std::vector<double> ttft, tbt, e2e, queueing;
-  double first = 0, last = 0;
-  for (std::size_t r = 0; r < out_.size(); ++r) {
-    const request_outcome& o = out_[r];
-    if (o.rejected) continue;  // counted in "rejected"
-    refs += o.blocks;
-    hits += o.hit_blocks;
-    tok += o.input_tokens;
-    tok_hits += o.hit_tokens;
-    out_tokens += o.output_tokens;
-    ttft.push_back(o.first_token - o.arrival);
-    if (o.output_tokens > 1) tbt.push_back(o.mean_tbt);
-    e2e.push_back(o.done - o.arrival);
-    queueing.push_back(o.prefill_start - o.arrival);
-    good += (c_.ttft_slo_s == 0 || o.first_token - o.arrival <= c_.ttft_slo_s) &&
-            (c_.tbt_slo_s == 0 || o.mean_tbt <= c_.tbt_slo_s);
-    if (r == 0 || o.arrival < first) first = o.arrival;
-    last = std::max(last, o.done);
+bool engine_sim<KV>::next_event(event& e) {
+  if (!queued_arrivals_ && next_arrival_ < t_.requests()) {
+    const double a = t_.arrival_s[next_arrival_];
+    if (events_.empty() || a < events_.top().t ||
+        (a == events_.top().t && events_.top().kind > request_arrival)) {
+      e = {a, request_arrival, 0, next_arrival_, next_arrival_};
+      ++next_arrival_;
+      return true;
+    }
   }
+  if (events_.empty()) return false;
+  e = events_.top();
+  events_.pop();
+  return true;
+}
+
+template <class KV>
+simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
+  const outcome_totals& k = sink.totals;
+  const std::uint64_t refs = k.refs, hits = k.hits, tok = k.tok, tok_hits = k.tok_hits;
+  const std::uint64_t out_tokens = k.out_tokens, good = k.good;
+  const double first = k.first, last = k.last;
   const double span = last - first;
   double busy = 0;
   std::uint64_t evictions = 0, cached = 0;
@@ -502,7 +517,7 @@ simulation_result engine_sim<KV>::summarize() {
   };
   auto per_s = [&](double x) { return span > 0 ? x / span : 0.0; };
   simulation_result res;
-  res.summary = {{"requests", out_.size()},
+  res.summary = {{"requests", k.requests},
                  {"block_refs", refs},
                  {"block_hits", hits},
                  {"block_hit_ratio", ratio(hits, refs)},
@@ -510,13 +525,13 @@ simulation_result engine_sim<KV>::summarize() {
                  {"token_hits", tok_hits},
                  {"token_hit_ratio", ratio(tok_hits, tok)},
                  {"rejected", unschedulable_},
-                 {"ttft_s", latency_dist(ttft)},
-                 {"tbt_s", latency_dist(tbt)},
+                 {"ttft_s", k.ttft.json()},
+                 {"tbt_s", k.tbt.json()},
                  {"token_gap_s", gaps_.json()},
-                 {"e2e_s", latency_dist(e2e)},
-                 {"queueing_s", latency_dist(queueing)},
+                 {"e2e_s", k.e2e.json()},
+                 {"queueing_s", k.queueing.json()},
                  {"span_s", span},
-                 {"throughput_requests_per_s", per_s(static_cast<double>(out_.size() - unschedulable_))},
+                 {"throughput_requests_per_s", per_s(static_cast<double>(k.requests - unschedulable_))},
                  {"output_tokens", out_tokens},
                  {"output_tokens_per_s", per_s(static_cast<double>(out_tokens))},
                  {"goodput_requests_per_s", per_s(static_cast<double>(good))},
@@ -528,8 +543,9 @@ simulation_result engine_sim<KV>::summarize() {
                  {"iterations", iterations_},
                  {"evictions", evictions},
                  {"cached_blocks_at_end", cached},
-                 {"timing", timing_.describe()}};
-  res.requests = std::move(out_);
+                 {"timing", timing_.describe()},
+                 {"max_live_requests", w_.max_live()}};
+  res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
   return res;
 }
@@ -537,15 +553,15 @@ simulation_result engine_sim<KV>::summarize() {
 }  // namespace
 
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
-                                  const simulation_progress& progress) {
+                                  const simulation_hooks& hooks) {
   check_engine_config(t, c);
   const std::uint32_t blocks = engine_kv_blocks(t, c);
   if (c.sched.accounting() == "vllm") {
     engine_sim<vllm_kv> sim(t, c, blocks);
-    return sim.run(&progress);
+    return sim.run(hooks);
   }
   engine_sim<sglang_kv> sim(t, c, blocks);
-  return sim.run(&progress);
+  return sim.run(hooks);
 }
 
 }  // namespace detail

@@ -14,6 +14,7 @@ namespace kvtk::sim::des {
 
 struct cluster_config;
 struct simulation_result;
+struct simulation_hooks;
 using simulation_progress = std::function<void(std::uint64_t ended, std::uint64_t total)>;
 
 /// Which scheduler runs each instance, and its parameters (config keys of the same names).
@@ -56,7 +57,7 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
 /// The simulation with an engine scheduler (cfg.sched.engine_scheduler()).
 /// Throws std::invalid_argument for a config the engine schedulers do not model.
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t,
-                                  const cluster_config& cfg, const simulation_progress& progress);
+                                  const cluster_config& cfg, const simulation_hooks& hooks);
 }  // namespace detail
 
 }  // namespace kvtk::sim::des

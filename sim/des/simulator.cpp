@@ -8,7 +8,7 @@ namespace kvtk::sim::des {
 namespace detail {
 
 cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c)
-    : t_(t), c_(c), rng_(c.seed), out_(t.requests()), st_(t.requests()) {
+    : t_(t), c_(c), rng_(c.seed) {
   validate();
   router_ = parse_router(c.router);
   bt_ = t.block_tokens;
@@ -109,11 +109,18 @@ void cluster::check_timing_table() const {
 }  // namespace detail
 
 simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
-                           const simulation_progress& progress) {
+                           const simulation_hooks& hooks) {
   cfg.sched.validate();
-  if (cfg.sched.engine_scheduler()) return detail::simulate_engine(trace, cfg, progress);
+  if (cfg.sched.engine_scheduler()) return detail::simulate_engine(trace, cfg, hooks);
   detail::cluster c(trace, cfg);
-  return c.run(progress);
+  return c.run(hooks);
+}
+
+simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
+                           const simulation_progress& progress) {
+  simulation_hooks hooks;
+  hooks.progress = progress;
+  return simulate(trace, cfg, hooks);
 }
 
 }  // namespace kvtk::sim::des

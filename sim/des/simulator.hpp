@@ -159,8 +159,31 @@ struct simulation_result {
 /// stop the simulation (the exception propagates out of simulate()).
 using simulation_progress = std::function<void(std::uint64_t ended, std::uint64_t total)>;
 
+/// What a caller does with a simulation as it runs, so that memory stays bounded by what is in
+/// flight rather than by the trace (des/outcomes.hpp).
+struct simulation_hooks {
+  simulation_progress progress;  ///< see simulation_progress; empty = none
+  /// Called once per request, in trace order, as soon as it and every earlier request have
+  /// ended (finished or rejected), with its final outcome (the streamed CSV). May throw.
+  std::function<void(std::uint64_t request, const request_outcome&)> on_request;
+  /// Called with [first, last) when those requests' trace data will not be read again (every
+  /// 65,536 requests; the pages of a mapped trace can be dropped). Must not throw.
+  std::function<void(std::size_t first, std::size_t last)> release;
+  /// Keep every outcome in simulation_result::requests (about 136 bytes a request).
+  bool keep_requests = true;
+  /// Queue every arrival up front even when they are sorted (what unsorted arrivals get): the
+  /// same results with more memory; for tests of that equivalence.
+  bool queue_all_arrivals = false;
+};
+
 /// Runs the simulation. Throws std::invalid_argument for an impossible config (zero instances,
 /// an unknown router or policy, negative figures) and when the trace has no arrival times.
+/// Memory: the caches, the requests in flight and the latency histograms (and the outcomes
+/// with keep_requests); the summary's "max_live_requests" is the most requests held at once.
+/// Arrivals sorted by time are taken from the trace as they come; unsorted ones are all queued
+/// up front (about 40 bytes a request).
+simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
+                           const simulation_hooks& hooks);
 simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
                            const simulation_progress& progress = {});
 

@@ -139,6 +139,9 @@ class loaded_trace {
   /// resident set (a pass is done with them; a later access reads them back from the page
   /// cache); nothing for a trace in memory. The view stays valid and unchanged.
   void release(std::size_t first, std::size_t last) const noexcept;
+  /// The mapping of a kvtb file (its header identifies the trace: formats/next_use_file.hpp);
+  /// nullptr for a trace in memory.
+  [[nodiscard]] const kvtb::mapping* kvtb_file() const noexcept { return mapping_; }
 
   /// Loads `path`. A kvtb file is mapped and checked (size, version, checksums); any other
   /// format is read into memory. block_tokens 0 = the format's default; a kvtb file refuses a

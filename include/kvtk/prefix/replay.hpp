@@ -238,43 +238,73 @@ inline ideal_counts replay_ideal(const prefix_trace_view& t,
 /// The same counts from next_use = next_use_positions(t, p), when a caller has it anyway (for
 /// the optimum): no set, one forward pass over next_use with a bit per reference. A reference is
 /// "seen before its request" when its previous occurrence lies in an earlier request, or in the
-/// same request and was itself seen before (a key repeated inside one request).
+/// same request and was itself seen before (a key repeated inside one request). As ideal_counter,
+/// add() takes consecutive ranges of requests, so that a caller can let go of the stretches of
+/// the trace and of next_use it has passed (add reads next_use only at the positions of the
+/// requests it is given); the ranges add up to one pass.
+/// Thread safety: one counter per thread; next_use and the trace are only read.
+class next_use_ideal_counter {
+ public:
+  /// Requires: next_use outlives the counter.  Throws: std::bad_alloc.
+  explicit next_use_ideal_counter(std::span<const std::uint64_t> next_use)
+      : next_(next_use), seen_before_(next_use.size(), false) {}
+
+  /// Effects: counts requests [first, last) of t (the next range after the previous call's).
+  /// Throws: std::invalid_argument when next_use is too short or not a list of later positions.
+  void add(const prefix_trace_view& t, partial_block p, std::size_t first, std::size_t last) {
+    prefix_counts& c = out_.counts;
+    for (std::size_t r = first; r < last; ++r) {
+      const auto blocks = t.cacheable(r, p);
+      const std::uint64_t begin = pos_, end = pos_ + blocks.size(), L = t.input_tokens(r);
+      if (end > next_.size()) throw std::invalid_argument("replay_ideal: next_use too short");
+      // Forward order makes seen_before[j] final before j passes it on; the leading run is read
+      // after the loop because a repeat inside this request gets its bit here.
+      for (std::uint64_t j = begin; j < end; ++j) {
+        const std::uint64_t nx = next_[j];
+        if (nx == access_hint::never) continue;
+        ++repeats_;
+        if (nx <= j || nx >= next_.size()) {
+          throw std::invalid_argument("replay_ideal: next_use is not a list of later positions");
+        }
+        seen_before_[nx] = nx >= end || seen_before_[j];
+      }
+      std::uint64_t h = 0;
+      while (h < blocks.size() && seen_before_[begin + h]) ++h;
+      pos_ = end;
+      ++c.requests;
+      c.block_refs += blocks.size();
+      c.block_hits += h;
+      c.token_refs += L;
+      c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+    }
+  }
+  /// The position in next_use of the next request's first cacheable block.
+  [[nodiscard]] std::uint64_t position() const noexcept { return pos_; }
+  /// Returns the counts once every request was added.
+  /// Throws: std::invalid_argument when next_use is longer than the references added.
+  [[nodiscard]] ideal_counts finish() const {
+    if (pos_ != next_.size()) throw std::invalid_argument("replay_ideal: next_use too long");
+    ideal_counts out = out_;
+    out.unique_blocks = pos_ - repeats_;
+    return out;
+  }
+
+ private:
+  std::span<const std::uint64_t> next_;
+  std::vector<bool> seen_before_;
+  std::uint64_t pos_ = 0, repeats_ = 0;
+  ideal_counts out_;
+};
+
+/// The ideal replay of t from next_use in one pass (next_use_ideal_counter).
 /// Requires: next_use.size() == the number of cacheable references.
 /// Complexity: O(block refs); memory 1 bit per reference.  Throws: std::invalid_argument when
 /// next_use has the wrong size; std::bad_alloc.
 inline ideal_counts replay_ideal(const prefix_trace_view& t, partial_block p,
                                  std::span<const std::uint64_t> next_use) {
-  ideal_counts out;
-  prefix_counts& c = out.counts;
-  std::vector<bool> seen_before(next_use.size(), false);
-  std::uint64_t pos = 0, repeats = 0;
-  for (std::size_t r = 0; r < t.requests(); ++r) {
-    const auto blocks = t.cacheable(r, p);
-    const std::uint64_t first = pos, end = pos + blocks.size(), L = t.input_tokens(r);
-    if (end > next_use.size()) throw std::invalid_argument("replay_ideal: next_use too short");
-    // Forward order makes seen_before[j] final before j passes it on; the leading run is read
-    // after the loop because a repeat inside this request gets its bit here.
-    for (std::uint64_t j = first; j < end; ++j) {
-      const std::uint64_t nx = next_use[j];
-      if (nx == access_hint::never) continue;
-      ++repeats;
-      if (nx <= j || nx >= next_use.size()) {
-        throw std::invalid_argument("replay_ideal: next_use is not a list of later positions");
-      }
-      seen_before[nx] = nx >= end || seen_before[j];
-    }
-    std::uint64_t h = 0;
-    while (h < blocks.size() && seen_before[first + h]) ++h;
-    pos = end;
-    ++c.requests;
-    c.block_refs += blocks.size();
-    c.block_hits += h;
-    c.token_refs += L;
-    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
-  }
-  if (pos != next_use.size()) throw std::invalid_argument("replay_ideal: next_use too long");
-  out.unique_blocks = pos - repeats;
-  return out;
+  next_use_ideal_counter c(next_use);
+  c.add(t, p, 0, t.requests());
+  return c.finish();
 }
 
 /// Flat index: every block is an independent entry of a block_cache<P>.
@@ -451,6 +481,32 @@ prefix_counts replay(const prefix_trace_view& t, Index& idx, partial_block p = p
   return c;
 }
 
+/// True when no request in [first, last) has more than one cacheable block (always for the unit
+/// layout). Over the whole trace it decides which index replay_optimum runs (with_optimum_index).
+/// Complexity: O(last - first), O(1) for the unit layout.
+inline bool single_block_requests(const prefix_trace_view& t, partial_block p, std::size_t first,
+                                  std::size_t last) noexcept {
+  if (t.unit_requests()) return true;
+  for (std::size_t r = first; r < last; ++r) {
+    if (t.cacheable(r, p).size() > 1) return false;
+  }
+  return true;
+}
+
+/// Calls f(idx) with the index of the offline optimum (replay_optimum below) and returns what f
+/// returns: flat_index<belady> when `flat` (single_block_requests over the whole trace), else
+/// radix_index<leaf_belady>, both of `capacity` blocks. For callers that replay the optimum
+/// their own way (in slices, say) and must pick the same index as replay_optimum.
+template <class F>
+decltype(auto) with_optimum_index(std::uint32_t capacity, bool flat, F&& f) {
+  if (flat) {
+    flat_index<kvtk::belady> idx(capacity);
+    return f(idx);
+  }
+  radix_index<leaf_belady> idx(capacity);
+  return f(idx);
+}
+
 /// The offline optimum for a prefix cache of `capacity` blocks: Belady with leaf-only eviction
 /// (radix_index<leaf_belady>) on trace t, given next_use = next_use_positions(t, p). Every
 /// policy's counts .fraction_of() it gives the share of the achievable hits that policy gets.
@@ -461,16 +517,8 @@ prefix_counts replay(const prefix_trace_view& t, Index& idx, partial_block p = p
 /// Complexity: one replay.  Throws: as replay.
 inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
                                     partial_block p, std::span<const std::uint64_t> next_use) {
-  bool flat = true;  // at most one cacheable block per request: every block a leaf of the root
-  for (std::size_t r = 0; flat && !t.unit_requests() && r < t.requests(); ++r) {
-    flat = t.cacheable(r, p).size() <= 1;
-  }
-  if (flat) {
-    flat_index<kvtk::belady> idx(capacity);
-    return replay(t, idx, p, next_use);
-  }
-  radix_index<leaf_belady> idx(capacity);
-  return replay(t, idx, p, next_use);
+  return with_optimum_index(capacity, single_block_requests(t, p, 0, t.requests()),
+                            [&](auto& idx) { return replay(t, idx, p, next_use); });
 }
 
 /// The same, computing the next uses itself (one backward pass; pass them in when several
