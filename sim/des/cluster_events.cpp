@@ -9,12 +9,10 @@ simulation_result cluster::run(const simulation_hooks& hooks) {
   // Sorted arrivals come from the trace one at a time; otherwise all are queued, in the
   // (time, kind, sequence) order of the heap. Both give the same order: an arrival is the
   // last kind at its time, and arrivals keep trace order.
-  queued_arrivals_ = hooks.queue_all_arrivals ||
-                     !std::is_sorted(t_.arrival_s.begin(), t_.arrival_s.end());
+  queued_arrivals_ = hooks.queue_all_arrivals || !arrivals_sorted(t_, hooks);
   if (queued_arrivals_) {
     for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], arrival, 0, r);
   }
-  if (hooks.release) hooks.release(0, t_.requests());  // the checks' passes are done with it
   event e{};
   while (next_event(e)) {
     now_ = e.t;
@@ -174,6 +172,7 @@ void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
   // order, written through to DRAM.
   for (kvtk::block_key k : w_.st(r).pinned) in.tiers->unpin(k);
   w_.st(r).pinned.clear();
+  if (served_.size() < b.size()) served_.resize(b.size());
   if (in.tiers) in.tiers->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
   if (pool_) {  // the prefill's results are shared: every block the pool lacks is written to it
     for (const kvtk::block_key k : b) pool_write_blocks_ += pool_has(k) ? 0 : 1;

@@ -453,12 +453,10 @@ simulation_result engine_sim<KV>::run(const simulation_hooks& hooks) {
   outcome_stream sink(hooks, c_);
   // As cluster::run: sorted arrivals come from the trace (an arrival goes after an iteration
   // end and before an instance start at its time), unsorted ones are all queued.
-  queued_arrivals_ = hooks.queue_all_arrivals ||
-                     !std::is_sorted(t_.arrival_s.begin(), t_.arrival_s.end());
+  queued_arrivals_ = hooks.queue_all_arrivals || !arrivals_sorted(t_, hooks);
   if (queued_arrivals_) {
     for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], request_arrival, r);
   }
-  if (hooks.release) hooks.release(0, t_.requests());
   std::uint64_t next_report = 0;
   event e{};
   while (next_event(e)) {

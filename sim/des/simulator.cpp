@@ -54,9 +54,8 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
     in.tiers = make_tiers(c.local_policy, local, dram);
     in.hbm = local > 0;
   }
-  std::size_t longest = 0;
-  for (std::size_t r = 0; r < t.requests(); ++r) longest = std::max(longest, t.cacheable(r, p_).size());
-  served_.resize(longest);
+  // served_ (tier_hierarchy::process's scratch) grows to the longest request as requests come:
+  // a pass over the trace here would make a mapped trace resident before the simulation.
   decode_.resize(c.decode_instances);
   if (pool > 0) pool_ = make_pool(pool);
 }
