@@ -20,7 +20,8 @@ __version__: str = _kvtk.__version__
 
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
-    "cost", "sparse", "trace_stats", "trace_gen", "results_frame", "ReplayResults",
+    "cost", "sparse", "trace_stats", "trace_gen", "results_frame", "ReplayResults", "sweep",
+    "read_sweep",
 ]
 
 Progress = Optional[Callable[[int, int], Any]]
@@ -205,7 +206,9 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
     keys given as arguments (``local_cache="20GiB"``), applied last like ``--set``;
     ``timing_table=path`` is ``--timing-table`` (measured iteration times, docs/simulate.md
     "Timing"). Returns the CLI's JSON with ``requests``: per-request outcomes as numpy arrays
-    (arrival_s, first_token_s, done_s, hit_blocks, ...). progress(ended, total) counts requests that finished or were
+    (arrival_s, first_token_s, done_s, hit_blocks, ...); ``requests=False`` leaves them out, so
+    memory stays bounded by the requests in flight (``csv=path`` streams them to a file instead,
+    ``force=True`` replaces it). progress(ended, total) counts requests that finished or were
     rejected; Ctrl-C stops the simulation at its next report (about every 1/256 of the trace).
     """
     options: dict[str, Any] = {}
@@ -213,7 +216,8 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
         options["config"] = config
     elif config is not None:
         options["config_file"] = os.fspath(config)
-    for key in ("calibration", "timing_table", "pricing", "skip_invalid", "format", "block_tokens"):
+    for key in ("calibration", "timing_table", "pricing", "skip_invalid", "format", "block_tokens",
+                "requests", "csv", "force"):
         if key in overrides:
             value = overrides.pop(key)
             options[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
@@ -237,3 +241,40 @@ def results_frame(results: Union[list, dict]):
                 results = results[key]
                 break
     return pd.json_normalize(results)
+
+
+def sweep(spec: Union[dict, str, "os.PathLike[str]"], backend: str = "local",
+          out: Union[None, str, "os.PathLike[str]"] = None, workers: int = 0,
+          address: Optional[str] = None, resume: bool = False, force: bool = False,
+          retries: Optional[int] = None, pool: str = "process",
+          progress: Union[bool, Callable[[str], Any]] = False):
+    """``kvtk sweep``: every cell of a sweep spec (runs x traces x grid points of replay, mrc,
+    simulate or cost), on a local pool of worker processes (``backend="local"``, ``workers``
+    of them, default one per core; ``pool="thread"`` for threads) or as Ray tasks
+    (``backend="ray"``: ``address`` of a running cluster, else a single-node Ray here).
+
+    spec: a .json/.yaml file (paths in it relative to it) or a dict (relative to the current
+    directory). out: None keeps the rows in memory and returns them (a list of dicts, spec
+    order); a .jsonl or .parquet path writes each cell's rows as it finishes and returns the
+    path (read it with read_sweep); an existing file needs resume=True (keep its finished cells)
+    or force=True. A cell whose worker dies or raises is retried ``retries`` times (default: the
+    spec's, else 2), then gets a ``failed`` row; bad options or a bad trace give an ``error``
+    row. progress: True prints one line per cell on stderr, a callable gets each line.
+    Raises ValueError for a bad spec or an unusable output. docs/sweeps.md has the details.
+    """
+    from ._sweep.driver import run_sweep, stderr_log
+
+    log = progress if callable(progress) else stderr_log if progress else None
+    summary = run_sweep(spec, backend=backend, out=None if out is None else os.fspath(out),
+                        workers=workers, address=address, resume=resume, force=force,
+                        retries=retries, pool=pool, log=log)
+    return summary.rows if out is None else summary.path
+
+
+def read_sweep(path: Union[str, "os.PathLike[str]"]) -> list:
+    """A sweep output's rows (.jsonl or .parquet) as a list of dicts, in the file's order (spec
+    order once the sweep has ended). ``pandas.DataFrame(rows)`` makes a frame of them; the
+    ``result`` column holds each row's JSON as a string (docs/sweeps.md "Output")."""
+    from ._sweep.output import read_rows
+
+    return read_rows(os.fspath(path))
