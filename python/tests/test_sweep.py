@@ -317,6 +317,39 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path):
     assert stable(kvtk.read_sweep(out)) == stable(whole)
 
 
+def test_resume_never_truncates_a_file_that_is_not_a_sweep(tmp_path):
+    # A user's JSON file without a final newline is not a "torn" sweep row: refused, untouched.
+    spec = write_spec(tmp_path / "s.json", grid_spec())
+    notes = tmp_path / "notes.jsonl"
+    notes.write_bytes(b'{"name": "my notes"}')
+    r = cli("--spec", spec, "--out", notes, "--resume")
+    assert r.returncode == 2 and "not a sweep" in r.stderr
+    assert notes.read_bytes() == b'{"name": "my notes"}'
+
+
+def test_resume_keeps_columns_of_a_changed_grid(tmp_path):
+    out = tmp_path / "o.jsonl"
+    first = write_spec(tmp_path / "a.json", grid_spec(policies=("lru",), capacities=(1000,)))
+    assert cli("--spec", first, "--out", out).returncode == 0
+    spec = grid_spec(policies=("lru",), capacities=(1000,))
+    spec["runs"][0]["options"] = dict(spec["runs"][0].get("options", {}), policy="lru")
+    del spec["runs"][0]["grid"]["policy"]
+    second = write_spec(tmp_path / "b.json", spec)
+    assert cli("--spec", second, "--out", out, "--resume").returncode == 0
+    rows = kvtk.read_sweep(out)
+    assert any(r.get("policy") == "lru" for r in rows)  # the dropped axis's column survives
+
+
+def test_resume_reports_kept_error_cells(tmp_path):
+    bad = grid_spec(policies=("lru",), capacities=(1000,))
+    bad["runs"].append({"command": "replay", "traces": ["conv"], "grid": {"policy": ["nope"]}})
+    spec = write_spec(tmp_path / "s.json", bad)
+    out = tmp_path / "o.jsonl"
+    assert cli("--spec", spec, "--out", out, "--workers", 2).returncode == 1  # one bad cell
+    r = cli("--spec", spec, "--out", out, "--resume", "--workers", 2)
+    assert r.returncode == 1, r.stderr  # still an error row in the output
+
+
 def test_parquet_equals_jsonl(tmp_path):
     need("pyarrow")
     import pyarrow.parquet as pq

@@ -83,6 +83,8 @@ def main(argv=None) -> int:
         return 130
     except (RuntimeError, ConnectionError) as e:  # no Ray installed, no cluster at --address
         return fail(f"{type(e).__name__}: {e}" if isinstance(e, ConnectionError) else str(e))
+    except OSError as e:  # the output or a trace cannot be read or written: named by the error
+        return fail(str(e))
     return 0 if summary.complete else 1
 
 

@@ -21,13 +21,14 @@ class SweepSummary:
         self.cells = cells
         self.skipped = skipped      # already in the output (resume)
         self.ok = self.error = self.failed = 0
+        self.kept_error = 0         # resumed cells whose kept rows are errors
         self.rows: list = []
         self.path: Optional[str] = None
         self.versions: set = set()
 
     @property
     def complete(self) -> bool:
-        return self.error == 0 and self.failed == 0
+        return self.error == 0 and self.failed == 0 and self.kept_error == 0
 
 
 def _axis_value(v: Any) -> Optional[str]:
@@ -95,6 +96,11 @@ def run_sweep(spec: Union[str, "os.PathLike[str]", dict, Spec], backend: str = "
     previous = output.cells if output else {}
     todo = [c for c in cells if not _done(previous.get(c.id, []), checksums.get(c.trace))]
     summary = SweepSummary(cells=len(cells), skipped=len(cells) - len(todo))
+    # Cells kept from a resumed output count as what they are: an error row still makes the
+    # sweep incomplete (exit status 1), as it did when it was written.
+    todo_ids = {c.id for c in todo}
+    summary.kept_error = sum(1 for c in cells if c.id not in todo_ids and
+                             (previous.get(c.id) or [{}])[0].get("status") == "error")
     summary.path = output.path if output else None
     kept: dict = {}
     by_id = {c.id: c for c in cells}

@@ -128,8 +128,11 @@ def _read_jsonl(path: str, cut: bool) -> list:
         except ValueError:
             row = False
         if row is False or nl < 0:
-            if end >= len(data):  # the last line: torn by a crash
+            if end >= len(data) and rows:  # the last line after sweep rows: torn by a crash
                 break
+            if end >= len(data):  # no sweep row before it: some other file, left untouched
+                raise OutputError(f"{path}:{lineno}: not a sweep row (the file is not a sweep "
+                                  f"output; nothing was changed)")
             raise OutputError(f"{path}:{lineno}: not a JSON row (the file is not a sweep output)")
         if row is not None:
             if not isinstance(row, dict) or "cell_id" not in row:
@@ -234,7 +237,7 @@ class Output:
             raise OutputError(f"{self.path}: no such directory {parent}")
         present = [p for p in (self.path, self.journal) if p and os.path.exists(p)]
         if present and not (resume or force):
-            raise OutputError(f"{self.path} exists: --resume continues the sweep it holds, "
+            raise OutputError(f"{present[0]} exists: --resume continues the sweep it holds, "
                               f"--force replaces it")
         if present and force and not resume:
             for p in present:
@@ -249,6 +252,14 @@ class Output:
             except Exception as e:  # noqa: BLE001 - e.g. pyarrow's ArrowInvalid for a non-Parquet file
                 raise OutputError(f"{self.path}: cannot read it as a sweep output to resume "
                                   f"({type(e).__name__}: {e})") from None
+        # Columns the existing rows have and this spec does not (an axis dropped from the
+        # grid) are kept, so resuming never deletes what the file held.
+        known = set(self.columns)
+        for r in rows:
+            for k in r:
+                if k not in known:
+                    known.add(k)
+                    self.columns = list(self.columns) + [k]
         for r in _merge([], rows):
             self.cells.setdefault(r["cell_id"], []).append(self._fit(r))
         if self.format == "parquet":
@@ -264,7 +275,12 @@ class Output:
     def add(self, cell_id: str, rows: list) -> None:
         """Writes one cell's rows (replacing any it had): one write of complete lines."""
         rows = [self._fit(r) for r in rows]
-        self._file.write("".join(_line(r) for r in rows).encode("utf-8"))
+        data = memoryview("".join(_line(r) for r in rows).encode("utf-8"))
+        while data:  # a short write (a full disk) must not leave half a line unnoticed
+            n = self._file.write(data)
+            if not n:
+                raise OSError(f"{self._file.name}: short write")
+            data = data[n:]
         self.cells[cell_id] = rows
         if self.format == "parquet":
             self._since_rewrite += len(rows)

@@ -20,12 +20,14 @@ path (a shared filesystem).
 from __future__ import annotations
 
 import os
+import tempfile
 import sys
 from typing import Optional
 
 from .cells import execute
 
-SHIP_DIR = "/tmp/kvtk-sweep-traces"
+# Per user (another user's directory is not writable, and must not be trusted).
+SHIP_DIR = os.path.join(tempfile.gettempdir(), f"kvtk-sweep-traces-{os.getuid()}")
 TEST_ENV = ("KVTK_SWEEP_TEST_KILL_ONCE", "KVTK_SWEEP_TEST_CELL_DELAY")
 
 
@@ -48,17 +50,27 @@ def _materialise(checksum: str, name: str, box: list) -> str:
     path = os.path.join(folder, name)
     if os.path.exists(path):
         return path
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(SHIP_DIR, mode=0o700, exist_ok=True)
+    if os.stat(SHIP_DIR).st_uid != os.getuid() or os.path.islink(SHIP_DIR):
+        raise OSError(f"{SHIP_DIR}: not a directory of this user; cannot keep shipped traces")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
     with open(os.path.join(folder, ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(path):
             data = ray.get(box[0])
             tmp = f"{path}.tmp-{os.getpid()}"
-            with open(tmp, "wb") as f:
-                f.write(memoryview(data))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(memoryview(data))
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
     return path
 
 

@@ -305,6 +305,9 @@ def resolve_paths(command: str, options: dict, base: Path) -> dict:
         return v
 
     out = dict(options)
+    v = out.get("next_use_cache")  # auto | off | a directory, relative to the spec
+    if isinstance(v, str) and v not in ("auto", "off"):
+        out["next_use_cache"] = absolute(v)
     for k in PATH_OPTIONS:
         if k in out and out[k] is not None:
             out[k] = [absolute(x) for x in out[k]] if isinstance(out[k], list) else absolute(out[k])
