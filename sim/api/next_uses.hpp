@@ -54,7 +54,9 @@ kvtk::prefix::prefix_counts replay_sliced(const loaded_trace& lt, Index& idx,
     const std::size_t end = std::min(t.requests(), r + slice);
     kvtk::prefix::replay_requests(t, idx, p, nx, r, end, c, pos);
     lt.release(r, end);
-    if (!nx.empty()) next->release(from, pos);
+    if constexpr (Index::offline) {  // only offline indexes read next uses
+      if (next != nullptr && !nx.empty()) next->release(from, pos);
+    }
     if (bar != nullptr) bar->add(c.block_refs - before);
   }
   c.evictions = idx.evictions();
