@@ -25,6 +25,7 @@ import sys
 from typing import Optional
 
 from .cells import execute
+from .output import _write_atomic as write_atomic
 
 # Per user (another user's directory is not writable, and must not be trusted).
 SHIP_DIR = os.path.join(tempfile.gettempdir(), f"kvtk-sweep-traces-{os.getuid()}")
@@ -58,19 +59,12 @@ def _materialise(checksum: str, name: str, box: list) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(path):
             data = ray.get(box[0])
-            tmp = f"{path}.tmp-{os.getpid()}"
-            try:
+
+            def write(tmp: str) -> None:
                 with open(tmp, "wb") as f:
                     f.write(memoryview(data))
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+
+            write_atomic(path, write)  # tmp + fsync + replace; the tmp is removed on failure
     return path
 
 
