@@ -1,5 +1,4 @@
-# The sources of the sim/ libraries, one list per library (paths relative to sim/). Also read by
-# the fuzz targets (tests/fuzz), which compile them again instrumented for coverage.
+# The sources of the sim/ libraries, one list per library (paths relative to sim/).
 #   kvtk_util      output files, memory budget               (depends on nothing of sim/)
 #   kvtk_formats   trace readers and writers                 (util)
 #   kvtk_des       the discrete-event cluster simulator      (util)
@@ -38,6 +37,12 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
+  api/index_runs_flat.cpp
+  api/index_runs_radix.cpp
+  api/index_runs_tiers.cpp
+  api/index_runs_radix_tiers_lru.cpp
+  api/index_runs_radix_tiers_lfu.cpp
+  api/index_runs_radix_tiers_s3fifo.cpp
   api/next_uses.cpp
   api/replay_plan.cpp
   api/move.cpp

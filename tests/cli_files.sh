@@ -29,6 +29,7 @@ check() {
   if "$@"; then echo "  ok $what"; else echo "FAIL $what"; fail=$((fail + 1)); fi
 }
 no_temporaries() { ! ls -a | grep -Eq '^\..*\.kvtk-[0-9]+-[0-9a-f]{8}$'; }
+has_temporary() { ! no_temporaries; }
 
 cp "$trace" in.jsonl
 sum=$(cksum <in.jsonl)
@@ -107,10 +108,14 @@ check "kvtb to stdout starts with its magic" grep -q "KVTB" <(head -c 8 out.txt)
 expect 0 '"results"' replay --trace in.jsonl --capacity 100 --json -
 
 # --- an interrupted write leaves neither the output nor a temporary ---
+# The signal is sent once the temporary exists (a fixed one-second sleep could land while the
+# process was still starting, under the load of a parallel or sanitizer run): it always
+# interrupts a write in progress, since 10^8 requests take minutes.
 for sig in INT TERM; do
   "$kvtk" trace gen --requests 100000000 -o big_$sig.jsonl >/dev/null 2>&1 &
   pid=$!
-  sleep 1
+  for _ in $(seq 3000); do no_temporaries || break; sleep 0.01; done
+  check "SIG$sig: trace gen's temporary appeared" has_temporary
   kill -$sig $pid
   wait $pid
   code=$?
@@ -125,7 +130,8 @@ done
 "$kvtk" trace gen --requests 200000 -o conv_in.jsonl >/dev/null 2>&1
 "$kvtk" trace convert conv_in.jsonl --block-tokens 64 -o conv.bin --to oracle-general >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 500); do no_temporaries || break; sleep 0.01; done
+for _ in $(seq 3000); do no_temporaries || break; sleep 0.01; done
+check "trace convert's temporary appeared" has_temporary
 kill -INT $pid
 wait $pid
 code=$?

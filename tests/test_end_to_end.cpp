@@ -2,6 +2,7 @@
 // key_map vs std::unordered_map; the ideal pass (set, and from next uses) vs an unbounded LRU
 // replay; the unit layout of flat traces vs the same trace in the general layout (every index,
 // every policy, the optimum); the loaded trace's bytes per reference.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -173,7 +174,7 @@ TEST_CASE("unit layout replays exactly as the general layout, every index and po
 TEST_CASE("flat trace files load in the unit layout at 8 bytes per reference", "[e2e]") {
   namespace fs = std::filesystem;
   using namespace kvtk::sim;
-  const fs::path dir = fs::temp_directory_path() / "kvtk_test_e2e";
+  const fs::path dir = fs::temp_directory_path() / ("kvtk_test_e2e_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string og = (dir / "t.oracleGeneral").string(), ids = (dir / "t.ids").string();
   {
@@ -252,7 +253,7 @@ std::string load_error(const std::string& path, kvtk::sim::trace_format f, unsig
 TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors", "[e2e]") {
   namespace fs = std::filesystem;
   using namespace kvtk::sim;
-  const fs::path dir = fs::temp_directory_path() / "kvtk_test_e2e_parallel";
+  const fs::path dir = fs::temp_directory_path() / ("kvtk_test_e2e_parallel_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // A kvtk-format file of several MB: the 1k generated trace six times, later copies with new
   // tenants, and priorities and per-request block sizes only near the end (columns that appear

@@ -2,7 +2,6 @@
 // including evictions, ghost traffic, sketch aging and Belady heap compaction; nor do the
 // simulator's per-iteration timing lookups (formula and table). Global operator
 // new is replaced in this executable (and only here) to count allocations inside a window.
-#define CATCH_CONFIG_MAIN
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>

@@ -2,6 +2,7 @@
 // formula with its two efficiencies and overhead (the old single-efficiency model bit for bit),
 // measured timing tables (every iteration takes the table's time; interpolation inside,
 // extrapolation outside; every kind of bad table), the config keys and the summary.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -308,7 +309,7 @@ TEST_CASE("timing table: bad tables name the file, the line and the reason", "[s
 
 TEST_CASE("timing table: a config's relative table is next to the config; --timing-table wins",
           "[simulate][timing][api]") {
-  const auto dir = std::filesystem::temp_directory_path() / "kvtk_test_timing";
+  const auto dir = std::filesystem::temp_directory_path() / ("kvtk_test_timing_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "cfg");
   std::ofstream(dir / "cfg" / "table.csv") << table_csv;
   std::ofstream(dir / "cfg" / "sim.json")

@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "kvtk/cache/any_block_cache.hpp"
+// The light declaration: the definitions come from kvtk::policies, compiled once.
+#include "kvtk/cache/any_block_cache_decl.hpp"
 
 namespace kvtk::python {
 namespace {

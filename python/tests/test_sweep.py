@@ -426,7 +426,11 @@ def test_ray_dead_worker_is_retried(ray_session, tmp_path, monkeypatch):
     assert sorted(r["attempts"] for r in rows) == [1, 1, 1, 2]
 
 
-def test_ray_shipped_trace_equals_shared_path(ray_session, tmp_path):
+def test_ray_shipped_trace_equals_shared_path(ray_session, tmp_path, monkeypatch):
+    # The ship dir is the test's own: set on the driver after Ray started, it must still reach
+    # the workers (the driver passes it with each task).
+    ship = tmp_path / "ship"
+    monkeypatch.setenv("KVTK_SWEEP_SHIP_DIR", str(ship))
     spec = grid_spec()
     shipped = json.loads(json.dumps(spec))
     shipped["traces"]["conv"] = {"path": str(CONVERSATION), "ship": True}
@@ -434,5 +438,17 @@ def test_ray_shipped_trace_equals_shared_path(ray_session, tmp_path):
     b = kvtk.sweep(shipped, backend="ray", out=tmp_path / "o.jsonl")
     assert stable(kvtk.read_sweep(b)) == stable(a)
     checksum = a[0]["trace_checksum"]
-    copy = f"/tmp/kvtk-sweep-traces/{checksum.replace(':', '-')}/{CONVERSATION.name}"
-    assert open(copy, "rb").read() == CONVERSATION.read_bytes()
+    copy = ship / checksum.replace(":", "-") / CONVERSATION.name
+    assert copy.read_bytes() == CONVERSATION.read_bytes()
+    assert (ship.stat().st_mode & 0o777) == 0o700
+
+
+def test_ship_dir_default_is_per_user_under_tempdir(monkeypatch, tmp_path):
+    from kvtk._sweep import ray_backend
+
+    monkeypatch.delenv("KVTK_SWEEP_SHIP_DIR", raising=False)
+    monkeypatch.setattr(ray_backend.tempfile, "gettempdir", lambda: str(tmp_path))
+    assert ray_backend.ship_dir() == str(tmp_path / f"kvtk-sweep-traces-{os.getuid()}")
+    monkeypatch.setenv("KVTK_SWEEP_SHIP_DIR", "rel/ship")
+    assert ray_backend.ship_dir() == os.path.abspath("rel/ship")
+    assert ray_backend.ship_dir(str(tmp_path / "given")) == str(tmp_path / "given")

@@ -1,7 +1,7 @@
 #include "api/compare.hpp"
 
 #include <chrono>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/registry.hpp>
 #include <sstream>
 
 #include "api/options_json.hpp"

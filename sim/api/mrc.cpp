@@ -1,7 +1,8 @@
 #include "api/mrc.hpp"
 
 #include <cmath>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/prefix/engine_index.hpp>
+#include <kvtk/prefix/mrc.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>

@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/prefix/engine_index.hpp>
+#include <kvtk/prefix/leaf_registry.hpp>
+#include <kvtk/registry.hpp>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "api/index_runs.hpp"
 #include "api/next_uses.hpp"
 #include "api/options_json.hpp"
 #include "api/parallel.hpp"
@@ -58,24 +61,23 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
   if (j.hierarchy >= 0) {
     const auto& requested = p.hierarchies[static_cast<std::size_t>(j.hierarchy)];
     auto cfg = cli::allocation_config(requested, t.view().keys.size());
+    index_runs::tier_run run;
     if (p.tier_top == "radix") {
-      visit_leaf_policy(requested.tiers[0].policy, [&]<class L>() {
-        if constexpr (radix_index<L>::offline) {
+      run = visit_leaf_policy(requested.tiers[0].policy, [&]<class L>() {
+        if constexpr (requires { L::offline; }) {  // as radix_index<L>::offline
           throw usage_error("--index radix with --tiers: the top tier's policy '" +
                             requested.tiers[0].policy + "' is offline (it needs next uses)");
+          return index_runs::tier_run{};
         } else {
-          kvtk::tier::radix_tier_index<L> idx(std::move(cfg));
-          o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
-          o.seconds = seconds_since(t0);
-          o.tiers = cli::tier_report(cli::state_of(idx, "radix"), requested, o.counts, trace_days);
+          return index_runs::replay_radix_tiers<L>(std::move(cfg), t, p.pb, bar);
         }
       });
-      return o;
+    } else {
+      run = index_runs::replay_flat_tiers(std::move(cfg), t, p.pb, bar);
     }
-    kvtk::tier::tier_index<> idx(std::move(cfg));
-    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
+    o.counts = run.counts;
     o.seconds = seconds_since(t0);
-    o.tiers = cli::tier_report(cli::state_of(idx, "flat"), requested, o.counts, trace_days);
+    o.tiers = cli::tier_report(run.state, requested, o.counts, trace_days);
     return o;
   }
   if (j.engine == "vllm") {
@@ -93,15 +95,9 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
                 {"cached_blocks", idx.cache().cached_blocks()},
                 {"evicted_leaves", idx.cache().evicted_nodes()}};
   } else if (j.index == "flat") {
-    o.counts = visit_policy(j.policy, [&]<class P>() {
-      flat_index<P> idx(cap);
-      return replay_with_progress(t, idx, p.pb, &next, bar);
-    });
+    o.counts = index_runs::replay_flat(j.policy, cap, t, p.pb, &next, bar);
   } else if (j.index == "radix") {
-    o.counts = visit_leaf_policy(j.policy, [&]<class L>() {
-      radix_index<L> idx(cap);
-      return replay_with_progress(t, idx, p.pb, &next, bar);
-    });
+    o.counts = index_runs::replay_radix(j.policy, cap, t, p.pb, &next, bar);
   } else {
     hash_chain_index idx(cap);
     o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
@@ -181,12 +177,12 @@ nlohmann::json hints_json(const job& j, const plan& p) {
     given = hint_fields::depth;
   } else if (j.index == "flat") {
     read = visit_policy(j.policy, []<class P>() { return hints_read_by<P>(); });
-    if (visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; })) {
+    if (index_runs::flat_offline(j.policy)) {
       given |= hint_fields::next_use;
     }
   } else if (j.index == "radix") {
     read = visit_leaf_policy(j.policy, []<class L>() { return hints_read_by<L>(); });
-    if (visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; })) {
+    if (index_runs::radix_offline(j.policy)) {
       given |= hint_fields::next_use;
     }
   }
@@ -308,9 +304,9 @@ bool needs_next_use(const replay_options& o, const plan& p) {
   for (const job& j : p.jobs) {
     if (j.hierarchy >= 0) continue;
     if (j.index == "flat") {
-      any |= visit_policy(j.policy, []<class P>() { return flat_index<P>::offline; });
+      any |= index_runs::flat_offline(j.policy);
     } else if (j.index == "radix") {
-      any |= visit_leaf_policy(j.policy, []<class L>() { return radix_index<L>::offline; });
+      any |= index_runs::radix_offline(j.policy);
     }
   }
   return any;

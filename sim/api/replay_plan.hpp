@@ -4,7 +4,8 @@
 #pragma once
 
 #include <cstdint>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/prefix/replay.hpp>
+#include <kvtk/tier/tier_spec.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

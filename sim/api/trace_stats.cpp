@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <kvtk/kvtk.hpp>
 #include <map>
 #include <unordered_map>
 

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <kvtk/kvtk.hpp>
 #include <span>
 
+#include "api/index_runs.hpp"
 #include "api/next_uses.hpp"
 #include "api/options_json.hpp"
 #include "api/parallel.hpp"
+#include "api/segments.hpp"
 #include "api/text.hpp"
 #include "cli/common.hpp"
 #include "formats/requests.hpp"
@@ -18,6 +19,7 @@ namespace {
 
 using namespace kvtk::prefix;
 using cli::usage_error;
+using index_runs::replay_segments;
 
 struct candidate {
   std::string index, policy;
@@ -29,12 +31,8 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-bool online_flat(std::string_view name) {
-  return !visit_policy(name, []<class P>() { return flat_index<P>::offline; });
-}
-bool online_radix(std::string_view name) {
-  return !visit_leaf_policy(name, []<class L>() { return radix_index<L>::offline; });
-}
+bool online_flat(std::string_view name) { return !index_runs::flat_offline(name); }
+bool online_radix(std::string_view name) { return !index_runs::radix_offline(name); }
 bool knows(const std::string& index, const std::string& policy) {
   if (index == "radix") {
     return std::find(leaf_policy_names.begin(), leaf_policy_names.end(), policy) !=
@@ -88,36 +86,11 @@ std::vector<candidate> candidates(const tune_options& o) {
   return out;
 }
 
-// Replays requests [0, bounds[0]) uncounted, then each [bounds[i], bounds[i+1]) counted apart.
-template <class Index>
-std::vector<prefix_counts> replay_segments(const prefix_trace_view& t, Index& idx,
-                                           partial_block pb, std::span<const std::uint64_t> next,
-                                           std::span<const std::size_t> bounds) {
-  std::vector<prefix_counts> out(bounds.size() - 1);
-  prefix_counts skipped;
-  std::uint64_t pos = 0;
-  replay_requests(t, idx, pb, next, 0, bounds[0], skipped, pos);
-  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
-    const std::uint64_t before = idx.evictions();
-    replay_requests(t, idx, pb, next, bounds[i], bounds[i + 1], out[i], pos);
-    out[i].evictions = idx.evictions() - before;
-  }
-  return out;
-}
-
 std::vector<prefix_counts> run_candidate(const candidate& c, const prefix_trace_view& t,
                                          std::uint32_t cap, partial_block pb,
                                          std::span<const std::size_t> bounds) {
-  if (c.index == "flat") {
-    return visit_policy(c.policy, [&]<class P>() {
-      flat_index<P> idx(cap);
-      return replay_segments(t, idx, pb, {}, bounds);
-    });
-  }
-  return visit_leaf_policy(c.policy, [&]<class L>() {
-    radix_index<L> idx(cap);
-    return replay_segments(t, idx, pb, {}, bounds);
-  });
+  if (c.index == "flat") return index_runs::replay_flat_segments(c.policy, cap, t, pb, bounds);
+  return index_runs::replay_radix_segments(c.policy, cap, t, pb, bounds);
 }
 
 std::vector<prefix_counts> optimum_holdout(const prefix_trace_view& t, std::uint32_t cap,

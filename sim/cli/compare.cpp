@@ -4,7 +4,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/registry.hpp>
 
 #include "api/compare.hpp"
 #include "cli/common.hpp"

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/index_runs.hpp"
 #include "cli/common.hpp"
 
 namespace kvtk::sim::cli {
@@ -111,7 +112,7 @@ void check(const hierarchy_config& cfg, const std::string& where, bool radix_top
     }
     if (radix_top) {
       kvtk::prefix::visit_leaf_policy(cfg.tiers[0].policy, [&]<class L>() {
-        kvtk::tier::radix_tier_hierarchy<L> probe(small);
+        index_runs::check_radix_tiers<L>(small);
       });
     } else {
       kvtk::tier::tier_hierarchy<> probe(small);

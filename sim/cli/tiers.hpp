@@ -9,7 +9,7 @@
 
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/prefix/leaf_registry.hpp"
-#include "kvtk/tier/tier.hpp"
+#include "kvtk/tier/tier_index.hpp"
 
 namespace kvtk::sim::cli {
 

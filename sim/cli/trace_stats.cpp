@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <kvtk/kvtk.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>

@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/tier/tier_hierarchy.hpp>
 #include <memory>
 #include <queue>
 #include <random>

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
-#include <kvtk/kvtk.hpp>
+#include <kvtk/prefix/block_keys.hpp>
+#include <kvtk/prefix/sglang_radix_cache.hpp>
+#include <kvtk/prefix/vllm_block_pool.hpp>
 #include <span>
 #include <vector>
 

@@ -1,12 +1,14 @@
 // libFuzzer targets for every non-trace input kvtk reads: the simulate config (with --set
 // overrides), tier configs, model files, calibrations, price tables, command-line values and
 // simulate's timing tables.
-// One source, built once per reader (KVTK_FUZZ_READER, see CMakeLists.txt), each with its own
-// seed corpus under tests/fuzz/seeds/<target>/.
+// One source, compiled once; each target links it with a one-line TU that defines which reader
+// it drives (kvtk_fuzz_reader, see CMakeLists.txt), and has its own seed corpus under
+// tests/fuzz/inputs/<target>/.
 //
 // The contract: any input gives a result or the reader's documented error (cli::usage_error or
 // std::runtime_error with a message). Any other exception (a JSON library exception, a
 // logic_error, std::out_of_range from a conversion) is a bug and traps, as does a crash.
+#include <filesystem>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -32,7 +34,9 @@ namespace cli = kvtk::sim::cli;
 
 // The input as a file (the path readers take), rewritten per input; removed at exit.
 [[maybe_unused]] const std::string& input_file(const std::uint8_t* data, std::size_t size) {
-  static const std::string path = "/tmp/kvtk_fuzz_" + std::to_string(::getpid()) + ".json";
+  static const std::string path =
+      (std::filesystem::temp_directory_path() / ("kvtk_fuzz_" + std::to_string(::getpid()) + ".json"))
+          .string();
   static const struct remover {
     ~remover() { std::remove(path.c_str()); }
   } remove_at_exit;
@@ -69,90 +73,108 @@ void expect_documented(F&& f) {
 
 }  // namespace
 
+// Defined by each target's generated TU: 1..7, the readers below.
+extern const int kvtk_fuzz_reader;
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-#if KVTK_FUZZ_READER == 1  // fuzz_simulate_config: the JSON config, then the lines as --set
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  expect_documented([&] {
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded()) j = nlohmann::json::object();
-    std::vector<std::string> sets;
-    if (!j.is_object()) {
-      for (const auto& s : split_nul(data, size)) sets.push_back(s);
-      j = nlohmann::json::object();
-    }
-    (void)kvtk::sim::cluster_config_from_json(j, 64, sets);
-  });
-#elif KVTK_FUZZ_READER == 2  // fuzz_tier_config
-  const std::string& path = input_file(data, size);
-  expect_documented([&] { (void)cli::load_tier_config(path, 64, 70272); });
-  expect_documented([&] { (void)cli::load_tier_config(path, 16, 0); });
-#elif KVTK_FUZZ_READER == 3  // fuzz_model_file
-  const std::string& path = input_file(data, size);
-  expect_documented([&] {
-    const std::uint64_t b = cli::model_file_bytes_per_token(path);
-    if (b == 0 || b >= (std::uint64_t{1} << 32)) __builtin_trap();  // the documented range
-  });
-#elif KVTK_FUZZ_READER == 4  // fuzz_calibration
-  const std::string& path = input_file(data, size);
-  expect_documented([&] {
-    const auto cal = kvtk::sim::move::calibration::load(path);
-    for (const char* m : {"", "coalesced"}) (void)cal.find("dram", "hbm", 4096, m);
-    kvtk::tier::hierarchy_config cfg;
-    cfg.tiers.resize(2);
-    cfg.tiers[0].name = "hbm";
-    cfg.tiers[1].name = "dram";
-    cfg.tiers[0].capacity_blocks = cfg.tiers[1].capacity_blocks = 8;
-    cfg.block_bytes = 4096;
-    (void)kvtk::sim::move::apply_calibration(cfg, cal, "", false);
-  });
-#elif KVTK_FUZZ_READER == 5  // fuzz_pricing
-  const std::string& path = input_file(data, size);
-  expect_documented([&] {
-    std::vector<std::string> storage;
-    (void)kvtk::sim::load_price_table(path, storage);
-  });
-#elif KVTK_FUZZ_READER == 6  // fuzz_options: command-line values, NUL-separated
-  const auto args = split_nul(data, size);
-  for (const auto& a : args) {
-    expect_documented([&] { (void)cli::parse_capacity(a, 64, 70272); });
-    expect_documented([&] { (void)cli::parse_capacity(a, 1, 0); });
-    expect_documented([&] { (void)cli::parse_tier_spec(a, {}, 64, 70272); });
-    expect_documented([&] { (void)cli::split_list(a, "--fuzz"); });
-    expect_documented([&] { (void)cli::parse_partial_block(a); });
-  }
-  // A whole command line through the shared parser (typed options, negative-count rejection).
-  namespace po = boost::program_options;
-  po::options_description opts("fuzz");
-  std::uint32_t block_tokens = 0, threads = 1;
-  std::uint64_t requests = 0;
-  double rate = 0;
-  std::string capacity;
-  opts.add_options()("help,h", "")("block-tokens", po::value(&block_tokens))(
-      "threads", po::value(&threads))("requests", po::value(&requests))(
-      "rate", po::value(&rate))("capacity", po::value(&capacity))("flag", "");
-  po::variables_map vm;
-  // parse_command prints its messages to std::cerr; silence the stream (not fd 2, which
-  // carries libFuzzer's and the sanitizers' reports).
-  static std::ofstream null_sink("/dev/null");
-  static std::streambuf* const saved = std::cerr.rdbuf(null_sink.rdbuf());
-  (void)saved;
-  expect_documented([&] {
-    (void)cli::parse_command("fuzz", opts, args, vm, [&] {
-      if (vm.count("capacity")) (void)cli::parse_capacity(capacity, block_tokens ? block_tokens : 64, 0);
+  switch (kvtk_fuzz_reader) {
+  case 1: {  // fuzz_simulate_config: the JSON config, then the lines as --set
+    const std::string text(reinterpret_cast<const char*>(data), size);
+    expect_documented([&] {
+      nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_discarded()) j = nlohmann::json::object();
+      std::vector<std::string> sets;
+      if (!j.is_object()) {
+        for (const auto& s : split_nul(data, size)) sets.push_back(s);
+        j = nlohmann::json::object();
+      }
+      (void)kvtk::sim::cluster_config_from_json(j, 64, sets);
     });
-  });
-#elif KVTK_FUZZ_READER == 7  // fuzz_timing_table: a table, then lookups on and off its grid
-  const std::string& path = input_file(data, size);
-  expect_documented([&] {
-    const auto t = kvtk::sim::des::timing_table::load(path);
-    for (const double x : {0.0, 1.0, 3.5, 1e6, 1e12}) {
-      const double p = t.has_prefill() ? t.prefill_s(1 + x, x, x) : 0.0;
-      const double d = t.has_decode() ? t.decode_s(1 + x, x) : 0.0;
-      if (!(p >= 0) || !(d >= 0)) __builtin_trap();  // clamped at 0; never NaN
+    break;
+  }
+  case 2: {  // fuzz_tier_config
+    const std::string& path = input_file(data, size);
+    expect_documented([&] { (void)cli::load_tier_config(path, 64, 70272); });
+    expect_documented([&] { (void)cli::load_tier_config(path, 16, 0); });
+    break;
+  }
+  case 3: {  // fuzz_model_file
+    const std::string& path = input_file(data, size);
+    expect_documented([&] {
+      const std::uint64_t b = cli::model_file_bytes_per_token(path);
+      if (b == 0 || b >= (std::uint64_t{1} << 32)) __builtin_trap();  // the documented range
+    });
+    break;
+  }
+  case 4: {  // fuzz_calibration
+    const std::string& path = input_file(data, size);
+    expect_documented([&] {
+      const auto cal = kvtk::sim::move::calibration::load(path);
+      for (const char* m : {"", "coalesced"}) (void)cal.find("dram", "hbm", 4096, m);
+      kvtk::tier::hierarchy_config cfg;
+      cfg.tiers.resize(2);
+      cfg.tiers[0].name = "hbm";
+      cfg.tiers[1].name = "dram";
+      cfg.tiers[0].capacity_blocks = cfg.tiers[1].capacity_blocks = 8;
+      cfg.block_bytes = 4096;
+      (void)kvtk::sim::move::apply_calibration(cfg, cal, "", false);
+    });
+    break;
+  }
+  case 5: {  // fuzz_pricing
+    const std::string& path = input_file(data, size);
+    expect_documented([&] {
+      std::vector<std::string> storage;
+      (void)kvtk::sim::load_price_table(path, storage);
+    });
+    break;
+  }
+  case 6: {  // fuzz_options: command-line values, NUL-separated
+    const auto args = split_nul(data, size);
+    for (const auto& a : args) {
+      expect_documented([&] { (void)cli::parse_capacity(a, 64, 70272); });
+      expect_documented([&] { (void)cli::parse_capacity(a, 1, 0); });
+      expect_documented([&] { (void)cli::parse_tier_spec(a, {}, 64, 70272); });
+      expect_documented([&] { (void)cli::split_list(a, "--fuzz"); });
+      expect_documented([&] { (void)cli::parse_partial_block(a); });
     }
-  });
-#else
-#error "KVTK_FUZZ_READER must be 1..7"
-#endif
+    // A whole command line through the shared parser (typed options, negative-count rejection).
+    namespace po = boost::program_options;
+    po::options_description opts("fuzz");
+    std::uint32_t block_tokens = 0, threads = 1;
+    std::uint64_t requests = 0;
+    double rate = 0;
+    std::string capacity;
+    opts.add_options()("help,h", "")("block-tokens", po::value(&block_tokens))(
+        "threads", po::value(&threads))("requests", po::value(&requests))(
+        "rate", po::value(&rate))("capacity", po::value(&capacity))("flag", "");
+    po::variables_map vm;
+    // parse_command prints its messages to std::cerr; silence the stream (not fd 2, which
+    // carries libFuzzer's and the sanitizers' reports).
+    static std::ofstream null_sink("/dev/null");
+    static std::streambuf* const saved = std::cerr.rdbuf(null_sink.rdbuf());
+    (void)saved;
+    expect_documented([&] {
+      (void)cli::parse_command("fuzz", opts, args, vm, [&] {
+        if (vm.count("capacity")) (void)cli::parse_capacity(capacity, block_tokens ? block_tokens : 64, 0);
+      });
+    });
+    break;
+  }
+  case 7: {  // fuzz_timing_table: a table, then lookups on and off its grid
+    const std::string& path = input_file(data, size);
+    expect_documented([&] {
+      const auto t = kvtk::sim::des::timing_table::load(path);
+      for (const double x : {0.0, 1.0, 3.5, 1e6, 1e12}) {
+        const double p = t.has_prefill() ? t.prefill_s(1 + x, x, x) : 0.0;
+        const double d = t.has_decode() ? t.decode_s(1 + x, x) : 0.0;
+        if (!(p >= 0) || !(d >= 0)) __builtin_trap();  // clamped at 0; never NaN
+      }
+    });
+    break;
+  }
+  default:
+    __builtin_trap();  // a target built without a valid reader number
+  }
   return 0;
 }

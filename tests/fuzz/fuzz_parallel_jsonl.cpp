@@ -2,6 +2,7 @@
 // split even tiny inputs into 1..5 chunks) must give exactly what the sequential reader gives:
 // the same trace, or a trace_error with the same message (file, line and reason). The input is
 // written to a private temporary file because the parallel reader works on files.
+#include <filesystem>
 #include <unistd.h>
 
 #include <cstdint>
@@ -46,8 +47,14 @@ bool same(const kvtk::prefix::prefix_trace& a, const kvtk::prefix::prefix_trace&
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  // The input as a file in $TMPDIR, rewritten per input; removed at exit.
   static const std::string path =
-      "/tmp/kvtk_fuzz_parallel_" + std::to_string(::getpid()) + ".jsonl";
+      (std::filesystem::temp_directory_path() /
+       ("kvtk_fuzz_parallel_" + std::to_string(::getpid()) + ".jsonl"))
+          .string();
+  static const struct remover {
+    ~remover() { std::remove(path.c_str()); }
+  } remove_at_exit;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   if (size > 0 && std::fwrite(data, 1, size, f) != size) __builtin_trap();

@@ -13,9 +13,11 @@ bad trace (ValueError) give an error row at once, as on the local backend.
 
 Traces: every path is absolute, because a worker's working directory is not the driver's. A
 trace marked ``ship: true`` is put in the object store once by the driver; each node writes it
-once to /tmp/kvtk-sweep-traces/<checksum>/<name> (under flock, through a temporary renamed into
-place) and its tasks read that copy. Without ship, every node must see the trace at the driver's
-path (a shared filesystem).
+once to <ship dir>/<checksum>/<name> (under flock, through a temporary renamed into place) and
+its tasks read that copy. The ship dir is ``$KVTK_SWEEP_SHIP_DIR`` when the driver sets it (the
+driver passes it with every task, so the workers use it too), else each worker's own
+``$TMPDIR/kvtk-sweep-traces-<uid>`` (``ship_dir()``). Without ship, every node must see the trace
+at the driver's path (a shared filesystem).
 """
 from __future__ import annotations
 
@@ -27,8 +29,7 @@ from typing import Optional
 from .cells import execute
 from .output import _write_atomic as write_atomic
 
-# Per user (another user's directory is not writable, and must not be trusted).
-SHIP_DIR = os.path.join(tempfile.gettempdir(), f"kvtk-sweep-traces-{os.getuid()}")
+SHIP_DIR_ENV = "KVTK_SWEEP_SHIP_DIR"
 TEST_ENV = ("KVTK_SWEEP_TEST_KILL_ONCE", "KVTK_SWEEP_TEST_CELL_DELAY")
 
 
@@ -41,19 +42,30 @@ def _import_ray():
     return ray
 
 
-def _materialise(checksum: str, name: str, box: list) -> str:
+def ship_dir(configured: Optional[str] = None) -> str:
+    """Where this process keeps shipped traces: ``configured`` (the driver's setting), else
+    ``$KVTK_SWEEP_SHIP_DIR``, else ``<tempdir>/kvtk-sweep-traces-<uid>``. Per user by default:
+    another user's directory is not writable, and must not be trusted."""
+    chosen = configured or os.environ.get(SHIP_DIR_ENV)
+    if chosen:
+        return os.path.abspath(chosen)
+    return os.path.join(tempfile.gettempdir(), f"kvtk-sweep-traces-{os.getuid()}")
+
+
+def _materialise(checksum: str, name: str, box: list, configured: Optional[str] = None) -> str:
     """The node's copy of a shipped trace, written once per node."""
     import fcntl
 
     import ray
 
-    folder = os.path.join(SHIP_DIR, checksum.replace(":", "-"))
+    root = ship_dir(configured)
+    folder = os.path.join(root, checksum.replace(":", "-"))
     path = os.path.join(folder, name)
     if os.path.exists(path):
         return path
-    os.makedirs(SHIP_DIR, mode=0o700, exist_ok=True)
-    if os.stat(SHIP_DIR).st_uid != os.getuid() or os.path.islink(SHIP_DIR):
-        raise OSError(f"{SHIP_DIR}: not a directory of this user; cannot keep shipped traces")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    if os.stat(root).st_uid != os.getuid() or os.path.islink(root):
+        raise OSError(f"{root}: not a directory of this user; cannot keep shipped traces")
     os.makedirs(folder, mode=0o700, exist_ok=True)
     with open(os.path.join(folder, ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -76,7 +88,8 @@ def _ray_cell(task: dict, box: Optional[list]) -> dict:
     worker = f"ray:{ctx.get_node_id()[:8]}:{os.getpid()}"
     trace_path = None
     if task.get("ship") and box:
-        trace_path = _materialise(task["ship"], os.path.basename(task["trace_path"]), box)
+        trace_path = _materialise(task["ship"], os.path.basename(task["trace_path"]), box,
+                                  task.get("ship_dir"))
     return execute(task, trace_path=trace_path, worker=worker)
 
 
@@ -111,6 +124,12 @@ def run(tasks: list, retries: int, report, workers: int = 0, address: Optional[s
         remote = remote.options(runtime_env={"env_vars": env})
 
     boxes = {c: [ray.put(np.fromfile(p, dtype=np.uint8))] for c, p in (ship or {}).items()}
+    # The driver's ship dir, when set, travels with each task: a worker's environment is not
+    # the driver's (a joined cluster's workers started elsewhere, and SHIP_DIR_ENV may be set
+    # after Ray started).
+    configured = os.environ.get(SHIP_DIR_ENV)
+    if configured:
+        configured = os.path.abspath(configured)
     cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
     limit = max(2, 2 * cpus)
     queue = list(reversed(tasks))  # pop() takes them in spec order
@@ -121,6 +140,8 @@ def run(tasks: list, retries: int, report, workers: int = 0, address: Optional[s
         while queue or inflight:
             while queue and len(inflight) < limit:
                 task = queue.pop()
+                if configured and task.get("ship"):
+                    task = dict(task, ship_dir=configured)
                 ref = remote.remote(task, boxes.get(task.get("ship")))
                 inflight[ref] = task
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
