@@ -54,7 +54,6 @@ void compare(Model model, std::size_t capacity, std::size_t n, std::uint64_t see
   kvtk::promise_next_use<P>(cfg.policy);
   cache_t cache(cfg, recorder{&victims});
   std::mt19937 prio_rng(static_cast<unsigned>(seed));
-  std::uint64_t misses = 0;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     kvtk::access_hint h;
     h.next_use = next[i];
@@ -66,7 +65,6 @@ void compare(Model model, std::size_t capacity, std::size_t n, std::uint64_t see
     INFO(P::name << " capacity " << capacity << " access " << i << " key " << keys[i]);
     REQUIRE((got.result == kvtk::access_result::hit) == want.hit);
     REQUIRE(victims == want.victims);
-    misses += want.hit ? 0 : 1;
   }
   // The workload must make the policy work: plenty of evictions and plenty of hits.
   REQUIRE(cache.stats().evictions > n / 10);
