@@ -405,10 +405,17 @@ def ray_session():
     """One single-node Ray for the module (its start-up takes seconds)."""
     ray = need("ray")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's session files in a directory of this module's own (short: Ray's socket paths must
+    # fit in 107 bytes), removed afterwards.
+    import shutil
+    import tempfile
+
+    temp = tempfile.mkdtemp(prefix="kr")
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 << 20,
-             logging_level="WARNING")
+             logging_level="WARNING", _temp_dir=temp)
     yield ray
     ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_equals_local(ray_session, tmp_path):
@@ -441,6 +448,19 @@ def test_ray_shipped_trace_equals_shared_path(ray_session, tmp_path, monkeypatch
     copy = ship / checksum.replace(":", "-") / CONVERSATION.name
     assert copy.read_bytes() == CONVERSATION.read_bytes()
     assert (ship.stat().st_mode & 0o777) == 0o700
+
+
+def test_ship_dir_refuses_a_directory_others_can_write(monkeypatch, tmp_path):
+    from kvtk._sweep import ray_backend
+
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    with pytest.raises(OSError, match="writable by no one else|only this user can write"):
+        ray_backend._check_private(str(open_dir))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    ray_backend._check_private(str(private))  # accepted
 
 
 def test_ship_dir_default_is_per_user_under_tempdir(monkeypatch, tmp_path):

@@ -2,12 +2,13 @@
 // function per index family. Internal to kvtk_commands.
 //
 // Why this file exists: replaying through an index instantiates its whole policy grid (flat
-// index x 12 core policies, radix index x 7 leaf orders, radix tier hierarchies x 7 leaf orders
-// x 12 lower-tier policies, flat tier hierarchies x 12). Each family is compiled in its own
-// translation unit (index_runs_*.cpp), and the radix tier hierarchies one leaf order per unit
-// (a function template declared here and explicitly instantiated there), so no unit instantiates
-// the grid and the callers (replay.cpp, tune.cpp, cli/tiers.cpp) instantiate none of it. A leaf
-// order added to all_leaf_policies without its unit fails at link time, naming the function.
+// index x 12 core policies, radix index x 8 leaf orders, radix tier hierarchies x 7 online leaf
+// orders x 12 lower-tier policies, flat tier hierarchies x 12). Each family is compiled in its
+// own translation unit (index_runs_*.cpp), and the radix tier hierarchies two or three leaf
+// orders per unit (a function template declared here and explicitly instantiated there), so no
+// unit instantiates the grid and the callers (replay.cpp, tune.cpp, cli/tiers.cpp) instantiate
+// none of it. A leaf order added to all_leaf_policies without its instantiation fails at link
+// time, naming the function.
 #pragma once
 
 #include <cstdint>

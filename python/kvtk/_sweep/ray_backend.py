@@ -15,15 +15,17 @@ Traces: every path is absolute, because a worker's working directory is not the 
 trace marked ``ship: true`` is put in the object store once by the driver; each node writes it
 once to <ship dir>/<checksum>/<name> (under flock, through a temporary renamed into place) and
 its tasks read that copy. The ship dir is ``$KVTK_SWEEP_SHIP_DIR`` when the driver sets it (the
-driver passes it with every task, so the workers use it too), else each worker's own
-``$TMPDIR/kvtk-sweep-traces-<uid>`` (``ship_dir()``). Without ship, every node must see the trace
+driver passes it with every task, so the workers use it too), else the worker's own
+``$KVTK_SWEEP_SHIP_DIR``, else its ``$TMPDIR/kvtk-sweep-traces-<uid>`` (``ship_dir()``); it and
+the trace's folder in it must be this user's and writable by no one else. Without ship, every node must see the trace
 at the driver's path (a shared filesystem).
 """
 from __future__ import annotations
 
 import os
-import tempfile
+import stat
 import sys
+import tempfile
 from typing import Optional
 
 from .cells import execute
@@ -52,6 +54,15 @@ def ship_dir(configured: Optional[str] = None) -> str:
     return os.path.join(tempfile.gettempdir(), f"kvtk-sweep-traces-{os.getuid()}")
 
 
+def _check_private(directory: str) -> None:
+    """Refuses a directory that another user could have written into: a shipped copy found there
+    is read as the trace."""
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise OSError(f"{directory}: not a directory of this user that only this user can write "
+                      "to; cannot keep shipped traces there (set KVTK_SWEEP_SHIP_DIR)")
+
+
 def _materialise(checksum: str, name: str, box: list, configured: Optional[str] = None) -> str:
     """The node's copy of a shipped trace, written once per node."""
     import fcntl
@@ -61,12 +72,12 @@ def _materialise(checksum: str, name: str, box: list, configured: Optional[str] 
     root = ship_dir(configured)
     folder = os.path.join(root, checksum.replace(":", "-"))
     path = os.path.join(folder, name)
-    if os.path.exists(path):
-        return path
     os.makedirs(root, mode=0o700, exist_ok=True)
-    if os.stat(root).st_uid != os.getuid() or os.path.islink(root):
-        raise OSError(f"{root}: not a directory of this user; cannot keep shipped traces")
+    _check_private(root)
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    _check_private(folder)
+    if os.path.isfile(path) and not os.path.islink(path):
+        return path  # written by an earlier task on this node (only this user can write here)
     with open(os.path.join(folder, ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(path):
