@@ -37,8 +37,7 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
-  api/index_runs_flat.cpp
-  api/index_runs_radix.cpp
+  api/index_runs_prefix.cpp
   api/index_runs_tiers.cpp
   api/index_runs_radix_tiers_lru.cpp
   api/index_runs_radix_tiers_lfu.cpp
