@@ -30,8 +30,10 @@ foreach(i 0 1)
   if(bad)
     message(FATAL_ERROR "result ${i}: chosen ${chosen}, lru ${lru}, optimum ${opt}")
   endif()
-  if(NOT n EQUAL 18)  # 7 radix leaf orders and 11 flat policies: every online one
-    message(FATAL_ERROR "result ${i}: ${n} candidates, expected 18")
+  # 7 online radix leaf orders, each also with 3 admission rules, and 11 flat policies: every
+  # online one.
+  if(NOT n EQUAL 39)
+    message(FATAL_ERROR "result ${i}: ${n} candidates, expected 39")
   endif()
   if(NOT cmd MATCHES "^kvtk replay --trace ")
     message(FATAL_ERROR "result ${i}: recommendation '${cmd}'")

@@ -160,9 +160,12 @@ TEST_CASE("unit layout replays exactly as the general layout, every index and po
     }
     hash_chain_index a(cap), b(cap);
     REQUIRE(replay(t.unit, a).block_hits == replay(t.general, b).block_hits);
-    // The optimum runs flat Belady on single-block requests: it must equal leaf-only Belady.
-    radix_index<leaf_belady> leaf_opt(cap);
+    // On single-block requests the optimum is flat MIN with bypass (the bound's pass alone): it
+    // must equal leaf-only Belady with bypass, and beat leaf-only Belady that admits all.
+    radix_index<leaf_belady, admit_belady> leaf_opt(cap);
+    radix_index<leaf_belady> forced(cap);
     const auto want = replay(t.general, leaf_opt, partial_block::skip, next_g).block_hits;
+    REQUIRE(replay(t.general, forced, partial_block::skip, next_g).block_hits <= want);
     REQUIRE(replay_optimum(t.unit, cap, partial_block::skip, next_u).block_hits == want);
     REQUIRE(replay_optimum(t.general, cap, partial_block::skip, next_g).block_hits == want);
     const auto ideal_u = replay_ideal(t.unit), ideal_g = replay_ideal(t.general);

@@ -57,8 +57,9 @@ prefix_trace random_trace(std::size_t requests, std::uint64_t seed) {
   return t;
 }
 
-// Naive radix model: a map of resident keys; victims by scanning every resident node.
-template <class Leaf>
+// Naive radix model: a map of resident keys; victims by scanning every resident node. Admit is
+// an admission rule (admission.hpp), written out here from its description.
+template <class Leaf, class Admit = admit_all>
 struct naive_radix {
   struct n {
     block_key parent;  // 0 = root (keys are chained hashes, never 0 in these tests)
@@ -70,6 +71,35 @@ struct naive_radix {
   std::map<block_key, n> nodes;
   std::uint64_t clock = 0, evictions = 0;
   std::deque<block_key> ghost = {};  // s3fifo
+  std::deque<block_key> admit_ghost_keys = {};  // admit_ghost
+  kvtk::detail::frequency_sketch sketch{static_cast<std::uint32_t>(std::max<std::size_t>(capacity, 64)),
+                                        10 * std::max<std::size_t>(capacity, 64), true};
+  void remember(block_key k) {
+    if (std::find(admit_ghost_keys.begin(), admit_ghost_keys.end(), k) != admit_ghost_keys.end()) {
+      return;
+    }
+    if (admit_ghost_keys.size() >= std::max<std::size_t>(capacity, 1)) admit_ghost_keys.pop_front();
+    admit_ghost_keys.push_back(k);
+  }
+  // Asked only while the tree is full.
+  bool admits(block_key k, std::size_t depth, const access_hint& h) {
+    if constexpr (std::is_same_v<Admit, admit_ghost>) {
+      auto g = std::find(admit_ghost_keys.begin(), admit_ghost_keys.end(), k);
+      if (g == admit_ghost_keys.end()) return false;
+      admit_ghost_keys.erase(g);
+      return true;
+    } else if constexpr (std::is_same_v<Admit, admit_depth>) {
+      return depth < std::max<std::size_t>(capacity / 2, 1);
+    } else if constexpr (std::is_same_v<Admit, admit_belady>) {
+      const block_key v = min_leaf([](const n&) { return true; });
+      return v != 0 && h.next_use < ~nodes[v].rank;
+    } else if constexpr (std::is_same_v<Admit, admit_tinylfu>) {
+      const block_key v = min_leaf([](const n&) { return true; });
+      return v == 0 || sketch.estimate(k) > sketch.estimate(v);
+    } else {
+      return true;
+    }
+  }
   // SLRU, written out: protected = rank's top bit; the protected node with the smallest stamp is
   // demoted (to probation, with the current stamp) when protected exceeds 80 % of capacity.
   std::uint64_t inserted(block_key k, std::uint64_t stamp, const access_hint& h) {
@@ -153,6 +183,9 @@ struct naive_radix {
   }
   std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
                         const access_hint& base) {
+    if constexpr (std::is_same_v<Admit, admit_tinylfu>) {
+      for (block_key k : blocks) sketch.increment(k);
+    }
     std::uint32_t h = 0;
     block_key parent = 0;
     while (h < blocks.size()) {
@@ -171,6 +204,12 @@ struct naive_radix {
         ++x.locks;
       } else {
         if (nodes.count(blocks[i])) break;
+        if (nodes.size() == capacity && !admits(blocks[i], i, hint)) {
+          if constexpr (std::is_same_v<Admit, admit_ghost>) {
+            for (std::size_t j = i; j < blocks.size(); ++j) remember(blocks[j]);
+          }
+          break;
+        }
         if (nodes.size() == capacity) {
           block_key victim = 0;
           if constexpr (std::is_same_v<Leaf, leaf_s3fifo>) {
@@ -181,6 +220,7 @@ struct naive_radix {
           if (victim == 0) break;
           nodes.erase(victim);
           ++evictions;
+          if constexpr (std::is_same_v<Admit, admit_ghost>) remember(victim);
         }
         const std::uint64_t stamp = ++clock;
         nodes[blocks[i]] = n{parent, inserted(blocks[i], stamp, hint), 1};
@@ -237,13 +277,12 @@ struct naive_hash_chain {
   }
 };
 
-template <class Leaf>
+template <class Leaf, class Admit = admit_all>
 void compare_radix(std::uint32_t capacity, std::uint64_t seed) {
   const prefix_trace t = random_trace(3000, seed);
   const auto next = next_use_positions(t, partial_block::cache);
-  prefix_tree<Leaf> tree(capacity);
-  naive_radix<Leaf> model{capacity, {}};
-  radix_index<Leaf> idx(capacity);
+  naive_radix<Leaf, Admit> model{capacity, {}};
+  radix_index<Leaf, Admit> idx(capacity);
   std::uint64_t pos = 0;
   for (std::size_t r = 0; r < t.requests(); ++r) {
     const auto blocks = t.cacheable(r, partial_block::cache);
@@ -251,12 +290,13 @@ void compare_radix(std::uint32_t capacity, std::uint64_t seed) {
     base.priority = t.priority[r];
     const auto nx = std::span<const std::uint64_t>(next).subspan(pos, blocks.size());
     pos += blocks.size();
-    INFO(Leaf::name << " capacity " << capacity << " request " << r);
+    INFO(Leaf::name << "+" << Admit::name << " capacity " << capacity << " request " << r);
     REQUIRE(idx.process(blocks, nx, base) == model.process(blocks, nx, base));
     REQUIRE(idx.tree().size() == model.nodes.size());
     for (auto& [k, x] : model.nodes) {
       const auto s = idx.tree().find(k);
       REQUIRE(s != prefix_tree<Leaf>::root);
+      REQUIRE(idx.tree().at(s).rank == x.rank);
       REQUIRE(idx.tree().at(s).locks == 0);  // all locks released after the request
     }
     REQUIRE(idx.tree().audit().empty());
@@ -295,6 +335,39 @@ TEST_CASE("prefix_tree: every leaf policy equals the naive radix model", "[prefi
     compare_radix<leaf_belady>(c, 5 + c);
     compare_radix<leaf_slru>(c, 6 + c);
     compare_radix<leaf_s3fifo>(c, 7 + c);
+  }
+}
+
+TEST_CASE("radix admission rules equal their naive models", "[prefix][admission]") {
+  for (std::uint32_t c : {8u, 40u}) {
+    compare_radix<leaf_lru, admit_ghost>(c, 11 + c);
+    compare_radix<leaf_lfu, admit_ghost>(c, 12 + c);
+    compare_radix<leaf_s3fifo, admit_ghost>(c, 13 + c);
+    compare_radix<leaf_lru, admit_tinylfu>(c, 14 + c);
+    compare_radix<leaf_slru, admit_tinylfu>(c, 15 + c);
+    compare_radix<leaf_fifo, admit_depth>(c, 16 + c);
+    compare_radix<leaf_lru, admit_depth>(c, 17 + c);
+    compare_radix<leaf_belady, admit_belady>(c, 18 + c);
+  }
+}
+
+TEST_CASE("radix policy names: leaf orders and leaf+admission, from the lists", "[prefix][admission]") {
+  const auto& names = radix_policy_names();
+  REQUIRE(names.size() == leaf_policy_names.size() + (leaf_policy_names.size() - 1) * 3 + 1);
+  REQUIRE(std::find(names.begin(), names.end(), "lru+ghost") != names.end());
+  REQUIRE(std::find(names.begin(), names.end(), "belady+belady") != names.end());
+  REQUIRE(std::find(names.begin(), names.end(), "lru+belady") == names.end());
+  REQUIRE(std::find(names.begin(), names.end(), "belady+ghost") == names.end());
+  for (const auto& name : names) {
+    const std::string back = visit_radix_policy(name, []<class L, class A>() {
+      return std::is_same_v<A, admit_all> ? std::string(L::name)
+                                          : std::string(L::name) + "+" + std::string(A::name);
+    });
+    REQUIRE(back == name);
+  }
+  for (const char* bad : {"lru+", "+ghost", "lru+all", "lru+belady", "belady+tinylfu", "lru+x", "arc"}) {
+    INFO(bad);
+    REQUIRE_THROWS_AS(visit_radix_policy(bad, []<class L, class A>() {}), kvtk::unknown_name);
   }
 }
 

@@ -1,5 +1,6 @@
-// The flat index (flat_index<P>) for every core policy and the radix index (radix_index<Leaf>)
-// for every leaf order: replay's and tune's runs.
+// The flat index (flat_index<P>) for every core policy and the radix index (radix_index<Leaf,
+// Admit>) for every radix policy (leaf order, or leaf order + admission rule): replay's and
+// tune's runs.
 #include <kvtk/prefix/leaf_registry.hpp>
 #include <kvtk/registry.hpp>
 
@@ -41,8 +42,8 @@ prefix_counts replay_flat(std::string_view policy, std::uint32_t capacity_blocks
 prefix_counts replay_radix(std::string_view policy, std::uint32_t capacity_blocks,
                            const loaded_trace& lt, partial_block p, const next_use_column* next,
                            detail::progress_relay& bar) {
-  return kvtk::prefix::visit_leaf_policy(policy, [&]<class L>() {
-    return sliced<radix_index<L>>(capacity_blocks, lt, p, next, bar);
+  return kvtk::prefix::visit_radix_policy(policy, [&]<class L, class A>() {
+    return sliced<radix_index<L, A>>(capacity_blocks, lt, p, next, bar);
   });
 }
 
@@ -61,8 +62,8 @@ std::vector<prefix_counts> replay_radix_segments(std::string_view policy,
                                                  const kvtk::prefix::prefix_trace_view& t,
                                                  partial_block p,
                                                  std::span<const std::size_t> bounds) {
-  return kvtk::prefix::visit_leaf_policy(policy, [&]<class L>() {
-    return segments<radix_index<L>>(capacity_blocks, t, p, bounds);
+  return kvtk::prefix::visit_radix_policy(policy, [&]<class L, class A>() {
+    return segments<radix_index<L, A>>(capacity_blocks, t, p, bounds);
   });
 }
 
@@ -71,8 +72,8 @@ bool flat_offline(std::string_view policy) {
 }
 
 bool radix_offline(std::string_view policy) {
-  return kvtk::prefix::visit_leaf_policy(policy,
-                                         []<class L>() { return radix_index<L>::offline; });
+  return kvtk::prefix::visit_radix_policy(
+      policy, []<class L, class A>() { return radix_index<L, A>::offline; });
 }
 
 }  // namespace kvtk::sim::index_runs

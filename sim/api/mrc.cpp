@@ -213,10 +213,14 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
         {"token_hit_ratio", sampling ? sampled.token_hit_ratio(c) : exact.token_hit_ratio(c)}};
     if (sampling) row["token_hit_ratio_error"] = sampled.error_estimate(c);
     if (o.opt) {
-      const prefix_counts best = detail::optimum_sliced(
+      const auto opt = detail::optimum_sliced(
           loaded, cli::allocation_capacity(c, t.keys.size()), opt_flat, pb, next, &bar);
-      row["opt_block_hit_ratio"] = best.block_hit_ratio();
-      row["opt_token_hit_ratio"] = best.token_hit_ratio();
+      row["opt_block_hit_ratio"] = opt.counts.block_hit_ratio();
+      row["opt_token_hit_ratio"] = opt.counts.token_hit_ratio();
+      row["opt_policy"] = opt.policy;
+      row["bound_block_hit_ratio"] =
+          block_refs ? static_cast<double>(opt.bound_block_hits) / static_cast<double>(block_refs)
+                     : 0.0;
     }
     for (const auto& e : engines) {
       const prefix_counts got = replay_engine(t, e, cli::allocation_capacity(c, t.keys.size()));

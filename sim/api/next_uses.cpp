@@ -48,11 +48,22 @@ bool optimum_runs_flat(const loaded_trace& lt, partial_block p) {
   return true;
 }
 
-kvtk::prefix::prefix_counts optimum_sliced(const loaded_trace& lt, std::uint32_t capacity,
-                                           bool flat, partial_block p, const next_use_column& next,
-                                           progress_relay* bar) {
-  return kvtk::prefix::with_optimum_index(
-      capacity, flat, [&](auto& idx) { return replay_sliced(lt, idx, p, &next, bar); });
+kvtk::prefix::offline_optimum::result optimum_sliced(const loaded_trace& lt,
+                                                     std::uint32_t capacity, bool flat,
+                                                     partial_block p, const next_use_column& next,
+                                                     progress_relay* bar) {
+  const kvtk::prefix::prefix_trace_view& t = lt.view();
+  kvtk::prefix::offline_optimum o(capacity, flat, next.span());
+  constexpr std::size_t slice = std::size_t{1} << 14;
+  for (std::size_t r = 0; r < t.requests(); r += slice) {
+    const std::size_t end = std::min(t.requests(), r + slice);
+    const std::uint64_t from = o.position();
+    o.add(t, p, r, end);
+    lt.release(r, end);
+    next.release(from, o.position());
+    if (bar != nullptr) bar->add(o.position() - from);
+  }
+  return o.finish();
 }
 
 kvtk::prefix::ideal_counts ideal_sliced(const loaded_trace& lt, partial_block p,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <kvtk/prefix/optimum.hpp>
 #include <kvtk/prefix/replay.hpp>
 #include <span>
 #include <string>
@@ -66,11 +67,14 @@ kvtk::prefix::prefix_counts replay_sliced(const loaded_trace& lt, Index& idx,
 /// kvtk::prefix::single_block_requests over the whole trace, in slices that drop the pages read.
 bool optimum_runs_flat(const loaded_trace& lt, kvtk::prefix::partial_block p);
 
-/// kvtk::prefix::replay_optimum(t, capacity, p, next) in slices (replay_sliced); `flat` is
-/// optimum_runs_flat(lt, p), computed once for every capacity.
-kvtk::prefix::prefix_counts optimum_sliced(const loaded_trace& lt, std::uint32_t capacity,
-                                           bool flat, kvtk::prefix::partial_block p,
-                                           const next_use_column& next, progress_relay* bar);
+/// kvtk::prefix::optimum_and_bound(t, capacity, p, next) in slices that drop the pages of the
+/// trace and of next behind them; `flat` is optimum_runs_flat(lt, p), computed once for every
+/// capacity.
+kvtk::prefix::offline_optimum::result optimum_sliced(const loaded_trace& lt,
+                                                     std::uint32_t capacity, bool flat,
+                                                     kvtk::prefix::partial_block p,
+                                                     const next_use_column& next,
+                                                     progress_relay* bar);
 
 /// kvtk::prefix::replay_ideal(t, p, next) in slices that drop the pages of the trace and of next
 /// behind them (next_use_ideal_counter).

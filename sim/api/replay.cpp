@@ -31,6 +31,7 @@ namespace {
 
 using namespace kvtk::prefix;
 using cli::usage_error;
+using optimum_result = kvtk::prefix::offline_optimum::result;
 
 using replay_detail::job;
 using replay_detail::outcome;
@@ -181,7 +182,9 @@ nlohmann::json hints_json(const job& j, const plan& p) {
       given |= hint_fields::next_use;
     }
   } else if (j.index == "radix") {
-    read = visit_leaf_policy(j.policy, []<class L>() { return hints_read_by<L>(); });
+    read = visit_radix_policy(j.policy, []<class L, class A>() {
+      return hints_read_by<L>() | hints_read_by<A>();
+    });
     if (index_runs::radix_offline(j.policy)) {
       given |= hint_fields::next_use;
     }
@@ -191,7 +194,7 @@ nlohmann::json hints_json(const job& j, const plan& p) {
 }
 
 nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
-                          const std::map<std::uint64_t, prefix_counts>* optimum,
+                          const std::map<std::uint64_t, optimum_result>* optimum,
                           std::uint64_t output_tokens) {
   const prefix_counts& c = out.counts;
   nlohmann::json r = {
@@ -225,7 +228,11 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
                                              static_cast<double>(output_tokens)},
                                    0.0);
   }
-  if (optimum != nullptr && j.hierarchy < 0) r["opt_fraction"] = c.fraction_of(optimum->at(j.capacity));
+  if (optimum != nullptr && j.hierarchy < 0) {
+    const optimum_result& best = optimum->at(j.capacity);
+    r["opt_fraction"] = c.fraction_of(best.counts);
+    r["bound_fraction"] = best.bound_fraction(c);
+  }
   return r;
 }
 
@@ -339,7 +346,7 @@ nlohmann::json trace_summary(const replay_options& o, const plan& p, const prefi
 // The jobs and the optimum at each grid capacity, on o.threads threads.
 struct replayed {
   std::vector<outcome> results;
-  std::map<std::uint64_t, prefix_counts> optimum;  // empty without --opt
+  std::map<std::uint64_t, optimum_result> optimum;  // empty without --opt
   double optimum_seconds = 0;                      // summed over capacities
 };
 
@@ -351,7 +358,7 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
   r.results.resize(p.jobs.size());
   if (o.opt) {
     for (const job& j : p.jobs) {
-      if (j.hierarchy < 0) r.optimum.emplace(j.capacity, prefix_counts{});
+      if (j.hierarchy < 0) r.optimum.emplace(j.capacity, optimum_result{});
     }
   }
   std::vector<std::uint64_t> opt_caps;
@@ -411,6 +418,21 @@ replay_result run(replay_options o, const progress_callback& progress) {
     r.results.push_back(
         result_row(p.jobs[i], done.results[i], p, o.opt ? &done.optimum : nullptr, output_tokens));
   }
+  for (const auto& [cap, best] : done.optimum) {
+    nlohmann::json cands = nlohmann::json::array();
+    for (std::size_t i = 0; i < best.candidate_count; ++i) {
+      cands.push_back({{"policy", best.candidates[i].policy},
+                       {"block_hits", best.candidates[i].counts.block_hits},
+                       {"token_hits", best.candidates[i].counts.token_hits}});
+    }
+    r.optimum.push_back({{"capacity_blocks", cap},
+                         {"policy", best.policy},
+                         {"block_hits", best.counts.block_hits},
+                         {"token_hits", best.counts.token_hits},
+                         {"block_hit_ratio", best.counts.block_hit_ratio()},
+                         {"bound_block_hits", best.bound_block_hits},
+                         {"candidates", cands}});
+  }
   if (o.timings) {
     r.timings = clock->json({{"optimum_in_replay", r.optimum_seconds}});
     r.clock = clock;
@@ -420,6 +442,7 @@ replay_result run(replay_options o, const progress_callback& progress) {
 
 nlohmann::json to_json(const replay_result& r) {
   nlohmann::json out = {{"trace", r.trace}, {"results", r.results}};
+  if (!r.optimum.empty()) out["optimum"] = r.optimum;
   if (!r.timings.is_null()) out["timings"] = r.timings;
   return out;
 }
@@ -427,17 +450,20 @@ nlohmann::json to_json(const replay_result& r) {
 std::string to_csv(const replay_result& r) {
   std::ostringstream csv;
   csv << "engine,index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
-         "block_hit_ratio,token_hit_ratio,evictions,opt_fraction,seconds,block_refs_per_second\n";
+         "block_hit_ratio,token_hit_ratio,evictions,opt_fraction,bound_fraction,seconds,"
+         "block_refs_per_second\n";
   for (const auto& row : r.results) {
     const std::string opt =
         row.contains("opt_fraction") ? std::to_string(row["opt_fraction"].get<double>()) : "";
+    const std::string bound =
+        row.contains("bound_fraction") ? std::to_string(row["bound_fraction"].get<double>()) : "";
     csv << row.value("engine", "ideal") << ',' << row["index"].get<std::string>() << ',' << row["policy"].get<std::string>() << ','
         << row["capacity_blocks"].get<std::uint64_t>() << ',' << row["requests"].get<std::uint64_t>()
         << ',' << row["block_refs"].get<std::uint64_t>() << ','
         << row["block_hits"].get<std::uint64_t>() << ',' << row["token_refs"].get<std::uint64_t>()
         << ',' << row["token_hits"].get<std::uint64_t>() << ','
         << row["block_hit_ratio"].get<double>() << ',' << row["token_hit_ratio"].get<double>()
-        << ',' << row["evictions"].get<std::uint64_t>() << ',' << opt << ','
+        << ',' << row["evictions"].get<std::uint64_t>() << ',' << opt << ',' << bound << ','
         << row["seconds"].get<double>() << ',' << row["block_refs_per_second"].get<double>()
         << '\n';
   }
@@ -494,20 +520,32 @@ std::string to_text(const replay_result& r) {
   bool engines = false;  // an engine column only when an engine mode ran
   for (const auto& row : r.results) engines |= row.value("engine", "ideal") != "ideal";
   if (engines) s += format("%-7s ", "engine");
-  s += format("%-10s %-13s %10s %10s %11s %11s %9s %9s\n", "index", "policy", "capacity", "blocks",
-              "block hits", "token hits", "of opt", "Mrefs/s");
+  s += format("%-10s %-13s %10s %10s %11s %11s %9s %9s %9s\n", "index", "policy", "capacity",
+              "blocks", "block hits", "token hits", "of opt", "of bound", "Mrefs/s");
   for (const auto& row : r.results) {
     if (engines) s += format("%-7s ", row["engine"].get<std::string>().c_str());
-    char of_opt[16] = "-";  // no optimum computed (--no-opt, or a tier hierarchy)
+    char of_opt[16] = "-", of_bound[16] = "-";  // none computed (--no-opt, or a tier hierarchy)
     if (row.contains("opt_fraction")) {
       std::snprintf(of_opt, sizeof of_opt, "%.3f", row["opt_fraction"].get<double>());
+      std::snprintf(of_bound, sizeof of_bound, "%.3f", row["bound_fraction"].get<double>());
     }
-    s += format("%-10s %-13s %10s %10llu %11.4f %11.4f %9s %9.1f\n",
+    s += format("%-10s %-13s %10s %10llu %11.4f %11.4f %9s %9s %9.1f\n",
                 row["index"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
                 row["capacity"].get<std::string>().c_str(),
                 row["capacity_blocks"].get<unsigned long long>(),
                 row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>(), of_opt,
-                row["block_refs_per_second"].get<double>() / 1e6);
+                of_bound, row["block_refs_per_second"].get<double>() / 1e6);
+  }
+  if (!r.optimum.empty()) {
+    s += "\nof opt: a share of the best offline policy's block hits (radix belady, radix "
+         "belady+belady, flat min);\nof bound: of flat MIN with bypass, an upper bound on every "
+         "policy (docs/prefix.md)\n";
+    for (const auto& o : r.optimum) {
+      s += format("  %10llu blocks: optimum %-19s block hit ratio %.4f, bound %llu block hits\n",
+                  o["capacity_blocks"].get<unsigned long long>(),
+                  o["policy"].get<std::string>().c_str(), o["block_hit_ratio"].get<double>(),
+                  o["bound_block_hits"].get<unsigned long long>());
+    }
   }
   for (const auto& row : r.results) {
     if (row.contains("tiers")) s += tier_text(row["tiers"]);

@@ -82,6 +82,9 @@ void validate(replay_options& o);
 struct replay_result {
   nlohmann::json trace;    ///< the trace: path, format, requests, block_refs, ideal ratios, ...
   nlohmann::json results;  ///< one object per job (index x policy x capacity, then hierarchies)
+  /// Per capacity with an optimum: its policy (the best candidate), counts, the bound and every
+  /// candidate's block hits (kvtk/prefix/optimum.hpp); an empty array without it.
+  nlohmann::json optimum = nlohmann::json::array();
   nlohmann::json timings;  ///< where the time went (options.timings), else null
   std::shared_ptr<cli::phase_clock> clock;  ///< the running clock when options.timings
   double optimum_seconds = 0;               ///< time spent on the optimum, inside "replay"

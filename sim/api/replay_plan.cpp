@@ -16,7 +16,7 @@ using cli::usage_error;
 bool known_for(const std::string& index, const std::string& policy) {
   if (index == "flat") return is_policy_name(policy);
   if (index == "radix") {
-    for (auto n : leaf_policy_names) {
+    for (const auto& n : radix_policy_names()) {
       if (n == policy) return true;
     }
     return false;
@@ -29,7 +29,7 @@ std::string known_list(const std::string& index) {
   if (index == "flat") {
     for (auto n : policy_names) out += " " + std::string(n);
   } else if (index == "radix") {
-    for (auto n : leaf_policy_names) out += " " + std::string(n);
+    for (const auto& n : radix_policy_names()) out += " " + n;
   } else {
     out = " vllm";
   }
@@ -45,7 +45,7 @@ std::vector<std::string> policies_for(const std::string& index, const std::vecto
     if (index == "flat") {
       for (auto n : policy_names) names.emplace_back(n);
     } else {
-      for (auto n : leaf_policy_names) names.emplace_back(n);
+      for (const auto& n : radix_policy_names()) names.emplace_back(n);
     }
   } else {
     for (const auto& p : asked) {

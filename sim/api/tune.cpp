@@ -20,6 +20,7 @@ namespace {
 using namespace kvtk::prefix;
 using cli::usage_error;
 using index_runs::replay_segments;
+using optimum_result = kvtk::prefix::offline_optimum::result;
 
 struct candidate {
   std::string index, policy;
@@ -35,8 +36,8 @@ bool online_flat(std::string_view name) { return !index_runs::flat_offline(name)
 bool online_radix(std::string_view name) { return !index_runs::radix_offline(name); }
 bool knows(const std::string& index, const std::string& policy) {
   if (index == "radix") {
-    return std::find(leaf_policy_names.begin(), leaf_policy_names.end(), policy) !=
-           leaf_policy_names.end();
+    const auto& names = radix_policy_names();
+    return std::find(names.begin(), names.end(), policy) != names.end();
   }
   return std::find(policy_names.begin(), policy_names.end(), policy) != policy_names.end();
 }
@@ -54,7 +55,7 @@ std::vector<candidate> candidates(const tune_options& o) {
     }
     std::vector<std::string> names;
     if (all) {
-      if (index == "radix") names.assign(leaf_policy_names.begin(), leaf_policy_names.end());
+      if (index == "radix") names = radix_policy_names();
       if (index == "flat") names.assign(policy_names.begin(), policy_names.end());
     } else {
       names = o.policy;
@@ -91,21 +92,6 @@ std::vector<prefix_counts> run_candidate(const candidate& c, const prefix_trace_
                                          std::span<const std::size_t> bounds) {
   if (c.index == "flat") return index_runs::replay_flat_segments(c.policy, cap, t, pb, bounds);
   return index_runs::replay_radix_segments(c.policy, cap, t, pb, bounds);
-}
-
-std::vector<prefix_counts> optimum_holdout(const prefix_trace_view& t, std::uint32_t cap,
-                                           partial_block pb, std::span<const std::uint64_t> next,
-                                           std::span<const std::size_t> bounds) {
-  bool flat = true;  // as replay_optimum: flat Belady when no request has two blocks
-  for (std::size_t r = 0; flat && !t.unit_requests() && r < t.requests(); ++r) {
-    flat = t.cacheable(r, pb).size() <= 1;
-  }
-  if (flat) {
-    flat_index<kvtk::belady> idx(cap);
-    return replay_segments(t, idx, pb, next, bounds);
-  }
-  radix_index<leaf_belady> idx(cap);
-  return replay_segments(t, idx, pb, next, bounds);
 }
 
 prefix_counts sum(const std::vector<prefix_counts>& v) {
@@ -148,14 +134,17 @@ choice choose(const std::vector<candidate>& cands,
   return ch;
 }
 
-nlohmann::json counts_json(const candidate& c, const prefix_counts& n, const prefix_counts* opt) {
+nlohmann::json counts_json(const candidate& c, const prefix_counts& n, const optimum_result* opt) {
   nlohmann::json j = {{"index", c.index},
                       {"policy", c.policy},
                       {"block_hits", n.block_hits},
                       {"block_refs", n.block_refs},
                       {"block_hit_ratio", n.block_hit_ratio()},
                       {"token_hit_ratio", n.token_hit_ratio()}};
-  if (opt != nullptr) j["opt_fraction"] = n.fraction_of(*opt);
+  if (opt != nullptr) {
+    j["opt_fraction"] = n.fraction_of(opt->counts);
+    j["bound_fraction"] = opt->bound_fraction(n);
+  }
   return j;
 }
 
@@ -176,17 +165,33 @@ nlohmann::json recommendation(const tune_options& o, const candidate& c,
   return r;
 }
 
+// The optimum on the holdout: the best candidate, named as index and policy ("flat min" is the
+// flat index running MIN with bypass), with the bound and every candidate's hits beside it.
+nlohmann::json optimum_json(const optimum_result& opt) {
+  const std::string_view name = opt.policy;
+  const std::size_t sp = name.find(' ');
+  nlohmann::json j = counts_json({std::string(name.substr(0, sp)), std::string(name.substr(sp + 1))},
+                                 opt.counts, &opt);
+  j["bound_block_hits"] = opt.bound_block_hits;
+  j["candidates"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < opt.candidate_count; ++i) {
+    j["candidates"].push_back(
+        {{"policy", opt.candidates[i].policy}, {"block_hits", opt.candidates[i].counts.block_hits}});
+  }
+  return j;
+}
+
 // One capacity's result from its jobs: per candidate (tune segments, holdout), then the optimum.
 nlohmann::json capacity_row(const tune_options& o, std::size_t ci, std::uint64_t blocks,
                             const std::vector<candidate>& cands,
-                            std::span<const std::vector<prefix_counts>> jobs) {
+                            std::span<const std::vector<prefix_counts>> jobs,
+                            const optimum_result& opt) {
   std::vector<std::vector<prefix_counts>> tune;
   std::vector<prefix_counts> hold;
   for (std::size_t c = 0; c < cands.size(); ++c) {
     tune.push_back(jobs[2 * c]);
     hold.push_back(jobs[2 * c + 1][0]);
   }
-  const prefix_counts& opt = jobs.back()[0];
   const choice ch = choose(cands, tune);
   std::size_t hindsight = 0;
   nlohmann::json tj = nlohmann::json::array(), hj = nlohmann::json::array();
@@ -200,7 +205,7 @@ nlohmann::json capacity_row(const tune_options& o, std::size_t ci, std::uint64_t
                         {"capacity_blocks", blocks},
                         {"chosen", hj[ch.index]},
                         {"best_in_hindsight", hj[hindsight]},
-                        {"optimum", counts_json({"radix", "belady"}, opt, &opt)},
+                        {"optimum", optimum_json(opt)},
                         {"tune", tj},
                         {"holdout", hj},
                         {"recommendation", recommendation(o, cands[ch.index], o.capacity[ci])}};
@@ -282,6 +287,7 @@ tune_result run(tune_options o) {
   // Jobs per capacity: every candidate twice (tune, holdout), then the optimum.
   const std::size_t per = 2 * cands.size() + 1;
   std::vector<std::vector<prefix_counts>> out(per * o.capacity.size());
+  std::vector<optimum_result> opts(o.capacity.size());
   std::vector<std::uint64_t> asked;  // as replay reports them; caps: what is allocated
   std::vector<std::uint32_t> caps;
   for (const std::string& c : o.capacity) {
@@ -291,7 +297,7 @@ tune_result run(tune_options o) {
   detail::parallel_for(o.threads, out.size(), [&](std::size_t i) {
     const std::size_t ci = i / per, j = i % per;
     if (j == per - 1) {
-      out[i] = optimum_holdout(t, caps[ci], pb, next, hold_bounds);
+      opts[ci] = kvtk::prefix::optimum_and_bound(t, caps[ci], pb, next, k);
     } else if (j % 2 == 1) {
       out[i] = run_candidate(cands[j / 2], t, caps[ci], pb, hold_bounds);
     } else {
@@ -312,7 +318,7 @@ tune_result run(tune_options o) {
   r.results = nlohmann::json::array();
   for (std::size_t ci = 0; ci < o.capacity.size(); ++ci) {
     r.results.push_back(capacity_row(o, ci, asked[ci], cands,
-                                     std::span(out).subspan(ci * per, per)));
+                                     std::span(out).subspan(ci * per, per - 1), opts[ci]));
   }
   return r;
 }
@@ -333,14 +339,17 @@ std::string to_text(const tune_result& r) {
     s += format("\ncapacity %s (%llu blocks): chose %s/%s\n", row["capacity"].get<std::string>().c_str(),
                 row["capacity_blocks"].get<unsigned long long>(),
                 c["index"].get<std::string>().c_str(), c["policy"].get<std::string>().c_str());
-    s += format("  %-22s %12s %14s\n", "on the holdout", "block hits", "of optimum");
-    auto line = [&](const char* what, const nlohmann::json& x) {
-      s += format("  %-22s %12.4f %14.3f\n", what, x["block_hit_ratio"].get<double>(),
-                  x["opt_fraction"].get<double>());
+    s += format("  %-26s %12s %14s %10s\n", "on the holdout", "block hits", "of optimum",
+                "of bound");
+    auto line = [&](const std::string& what, const nlohmann::json& x) {
+      s += format("  %-26s %12.4f %14.3f %10.3f\n", what.c_str(), x["block_hit_ratio"].get<double>(),
+                  x["opt_fraction"].get<double>(), x["bound_fraction"].get<double>());
     };
     line("chosen", c);
     if (row.contains("lru")) line("radix lru", row["lru"]);
-    line("optimum (leaf Belady)", row["optimum"]);
+    const auto& opt = row["optimum"];
+    line("optimum (" + opt["index"].get<std::string>() + " " + opt["policy"].get<std::string>() + ")",
+         opt);
     const auto& h = row["best_in_hindsight"];
     s += format("  best in hindsight: %s/%s at %.3f of optimum\n",
                 h["index"].get<std::string>().c_str(), h["policy"].get<std::string>().c_str(),

@@ -281,10 +281,22 @@ class prefix_tree {
   insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
                        HintFor&& hint_for, PayloadFor&& payload_for,
                        std::span<handle> new_slots) noexcept {
+    return insert(parent, keys, on_evict, hint_for, payload_for, new_slots,
+                  [](std::uint32_t) noexcept { return true; });
+  }
+  /// As above, and asks admit(i) before the i-th key is inserted (after the check that it is not
+  /// resident elsewhere, before any eviction for it): false stops the insertion there
+  /// (complete = false), so that an admission rule can decline a request's new tail
+  /// (admission.hpp). admit may call victim() and the other const members.
+  template <class OnEvict, class HintFor, class PayloadFor, class Admit>
+  insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
+                       HintFor&& hint_for, PayloadFor&& payload_for, std::span<handle> new_slots,
+                       Admit&& admit) noexcept {
     handle at = parent;
     std::uint32_t i = 0;
     for (; i < keys.size(); ++i) {
       if (table_.find(keys[i]) != npos) return {i, at, false};
+      if (!admit(i)) return {i, at, false};
       if (free_head_ == npos && !evict_one(on_evict)) return {i, at, false};
       const std::uint32_t s = free_head_;
       node& x = nodes_[s];
@@ -358,6 +370,19 @@ class prefix_tree {
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return nodes_.size() - free_count_; }
+  /// True when every node is in use, so that the next insertion must evict.
+  [[nodiscard]] bool full() const noexcept { return free_head_ == npos; }
+  /// The node the next eviction would take (the leaf order's choice), or root when no leaf is
+  /// evictable. Nothing is evicted; a stateful order that chooses its victims itself (S3-FIFO's
+  /// pick_victim) may first do the moves that choice makes anyway.  Complexity: O(1) for
+  /// stateless orders; amortized O(log n) otherwise.  Throws: nothing.
+  [[nodiscard]] handle victim() noexcept {
+    if constexpr (requires { state_.pick_victim(*this); }) {
+      return state_.pick_victim(*this);
+    } else {
+      return heap_size_[0] == 0 ? root : heap_[0].slot;
+    }
+  }
   [[nodiscard]] std::uint32_t capacity() const noexcept {
     return static_cast<std::uint32_t>(nodes_.size());
   }
@@ -473,14 +498,8 @@ class prefix_tree {
 
   template <class OnEvict>
   bool evict_one(OnEvict& on_evict) noexcept {
-    std::uint32_t s;
-    if constexpr (requires { state_.pick_victim(*this); }) {
-      s = state_.pick_victim(*this);
-      if (s == root) return false;
-    } else {
-      if (heap_size_[0] == 0) return false;
-      s = heap_[0].slot;
-    }
+    const std::uint32_t s = victim();
+    if (s == root) return false;
     node& x = nodes_[s];
     if constexpr (stateful) state_.on_evict(s, x.rank, x.key);
     table_.erase(x.key);

@@ -9,14 +9,16 @@
 //     * flat_index<P> (any core policy over the keys): a resident block gets an access; a missing
 //       one is inserted, evicting the policy's victims while over capacity — possibly one of this
 //       request's own earlier blocks.
-//     * radix_index<Leaf> (prefix_tree): the matched path is locked and touched (one stamp per
-//       block, forward), the rest is inserted below it, each new block locked; a victim is the
-//       evictable (unlocked, childless) leaf of smallest rank; when no leaf is evictable the rest
-//       of the request is not inserted. All locks are released after the request.
+//     * radix_index<Leaf, Admit> (prefix_tree): the matched path is locked and touched (one stamp
+//       per block, forward), the rest is inserted below it, each new block locked; a victim is the
+//       evictable (unlocked, childless) leaf of smallest rank; when no leaf is evictable, or the
+//       tree is full and the admission rule declines a block (admission.hpp; the default admits
+//       all), the rest of the request is not inserted. All locks are released after the request.
 //     * hash_chain_index (vLLM): the request acquires its blocks (hits touched, misses take the
 //       free queue's front block) and releases them, deepest first, after the request.
 //  Offline policies (Belady) get next_use = the position of the key's next reference in the
-//  stream of cacheable block references (next_use_positions(trace, partial)).
+//  stream of cacheable block references (next_use_positions(trace, partial)). The offline
+//  optimum and the upper bound every result is compared with are in optimum.hpp.
 #pragma once
 
 #include <algorithm>
@@ -24,12 +26,14 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kvtk/cache/block_cache.hpp"
 #include "kvtk/detail/key_map.hpp"
 #include "kvtk/offline.hpp"
 #include "kvtk/policy/belady.hpp"
+#include "kvtk/prefix/admission.hpp"
 #include "kvtk/prefix/block_keys.hpp"
 #include "kvtk/prefix/hash_chain_pool.hpp"
 #include "kvtk/prefix/prefix_tree.hpp"
@@ -344,17 +348,22 @@ class flat_index {
   block_cache<P> cache_;
 };
 
-/// Radix index: a prefix_tree with leaf-only eviction ordered by Leaf.
+/// Radix index: a prefix_tree with leaf-only eviction ordered by Leaf, and new blocks admitted by
+/// Admit (admission.hpp; admit_all, the default, inserts every block as the engines do).
 /// Thread safety: as block_cache (one index per thread; the trace may be shared).
-template <leaf_policy Leaf>
+template <leaf_policy Leaf, admission_rule Admit = admit_all>
 class radix_index {
  public:
-  static constexpr bool offline = requires { Leaf::offline; };
-  explicit radix_index(std::uint32_t capacity_blocks) : tree_(capacity_blocks) {}
+  static constexpr bool offline = requires { Leaf::offline; } || requires { Admit::offline; };
+  static_assert(!requires { Admit::needs_belady_leaf; } || std::is_same_v<Leaf, leaf_belady>,
+                "admit_belady compares next uses with leaf_belady's ranks");
+  explicit radix_index(std::uint32_t capacity_blocks)
+      : tree_(capacity_blocks), admit_(capacity_blocks) {}
   std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t> next,
                         const access_hint& base) {
     if (path_.size() < blocks.size()) path_.resize(blocks.size());  // grows to the longest request
     const std::span<std::uint32_t> path(path_.data(), blocks.size());
+    if constexpr (requires { admit_.begin_request(blocks); }) admit_.begin_request(blocks);
     const auto m = tree_.match(blocks, path);
     access_hint hint = base;
     auto hint_for = [&](std::size_t i) -> const access_hint& {
@@ -366,18 +375,38 @@ class radix_index {
       tree_.leaf_state().begin_request(path.first(m.length));
     }
     tree_.lock_and_touch_path(path.first(m.length), hint_for);
+    const auto tail = blocks.subspan(m.length);
+    bool declined = false;
     const auto ins = tree_.insert(
-        m.node, blocks.subspan(m.length), [](block_key, std::uint32_t, const no_payload&) {},
+        m.node, tail,
+        [&](block_key k, std::uint32_t, const no_payload&) {
+          if constexpr (requires { admit_.on_evict(k); }) admit_.on_evict(k);
+        },
         [&](std::uint32_t i) -> const access_hint& { return hint_for(m.length + i); },
-        [](std::uint32_t) { return no_payload{}; }, path.subspan(m.length));
+        [](std::uint32_t) { return no_payload{}; }, path.subspan(m.length),
+        [&](std::uint32_t i) {
+          if constexpr (std::is_same_v<Admit, admit_all>) {
+            return true;
+          } else {
+            if (!tree_.full()) return true;
+            const std::uint32_t d = m.length + i;
+            declined = !admit_.admit(tree_, blocks[d], d, hint_for(d));
+            return !declined;
+          }
+        });
+    if constexpr (requires { admit_.on_declined(tail); }) {
+      if (declined) admit_.on_declined(tail.subspan(ins.inserted));
+    }
     tree_.unlock_path(path.first(m.length + ins.inserted));
     return m.length;
   }
   [[nodiscard]] std::uint64_t evictions() const noexcept { return tree_.evictions(); }
   [[nodiscard]] const prefix_tree<Leaf>& tree() const noexcept { return tree_; }
+  [[nodiscard]] const typename Admit::state& admission() const noexcept { return admit_; }
 
  private:
   prefix_tree<Leaf> tree_;
+  typename Admit::state admit_;
   std::vector<std::uint32_t> path_;
 };
 
@@ -491,42 +520,6 @@ inline bool single_block_requests(const prefix_trace_view& t, partial_block p, s
     if (t.cacheable(r, p).size() > 1) return false;
   }
   return true;
-}
-
-/// Calls f(idx) with the index of the offline optimum (replay_optimum below) and returns what f
-/// returns: flat_index<belady> when `flat` (single_block_requests over the whole trace), else
-/// radix_index<leaf_belady>, both of `capacity` blocks. For callers that replay the optimum
-/// their own way (in slices, say) and must pick the same index as replay_optimum.
-template <class F>
-decltype(auto) with_optimum_index(std::uint32_t capacity, bool flat, F&& f) {
-  if (flat) {
-    flat_index<kvtk::belady> idx(capacity);
-    return f(idx);
-  }
-  radix_index<leaf_belady> idx(capacity);
-  return f(idx);
-}
-
-/// The offline optimum for a prefix cache of `capacity` blocks: Belady with leaf-only eviction
-/// (radix_index<leaf_belady>) on trace t, given next_use = next_use_positions(t, p). Every
-/// policy's counts .fraction_of() it gives the share of the achievable hits that policy gets.
-/// When no request has more than one cacheable block (flat traces, in the unit layout or not),
-/// every block is a leaf of the root, so leaf-only Belady is flat Belady and flat_index<belady>
-/// (several times faster) runs it: the hit counts are equal (ties between victims only happen
-/// among blocks never used again; tests/test_end_to_end.cpp checks it against the radix index).
-/// Complexity: one replay.  Throws: as replay.
-inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
-                                    partial_block p, std::span<const std::uint64_t> next_use) {
-  return with_optimum_index(capacity, single_block_requests(t, p, 0, t.requests()),
-                            [&](auto& idx) { return replay(t, idx, p, next_use); });
-}
-
-/// The same, computing the next uses itself (one backward pass; pass them in when several
-/// capacities share one trace).
-inline prefix_counts replay_optimum(const prefix_trace_view& t, std::uint32_t capacity,
-                                    partial_block p = partial_block::skip) {
-  const std::vector<std::uint64_t> next = next_use_positions(t, p);
-  return replay_optimum(t, capacity, p, next);
 }
 
 }  // namespace kvtk::prefix
