@@ -38,6 +38,10 @@ set(KVTK_MOVE_SOURCES
 set(KVTK_COMMANDS_SOURCES
   api/replay.cpp
   api/index_runs_prefix.cpp
+  api/index_runs_admit_ghost.cpp
+  api/index_runs_admit_adaptive.cpp
+  api/index_runs_admit_tinylfu.cpp
+  api/index_runs_admit_depth.cpp
   api/index_runs_tiers.cpp
   api/index_runs_radix_tiers_lru.cpp
   api/index_runs_radix_tiers_lfu.cpp

@@ -71,7 +71,8 @@ endif()
 execute_process(COMMAND ${KVTK} replay --trace ${T} --capacity 1000 --json ${WORK_DIR}/r.json
                 RESULT_VARIABLE rc)
 file(READ ${WORK_DIR}/r.json json)
-foreach(field ideal_block_hit_ratio unique_blocks block_refs_per_second opt_fraction evictions)
+foreach(field ideal_block_hit_ratio unique_blocks block_refs_per_second opt_fraction bound_fraction
+              bound_block_hits candidates evictions)
   if(NOT json MATCHES "\"${field}\"")
     message(FATAL_ERROR "JSON lacks ${field}:\n${json}")
   endif()

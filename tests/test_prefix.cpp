@@ -81,9 +81,36 @@ struct naive_radix {
     if (admit_ghost_keys.size() >= std::max<std::size_t>(capacity, 1)) admit_ghost_keys.pop_front();
     admit_ghost_keys.push_back(k);
   }
+  // admit_adaptive: D (declined) and E (evicted) ghosts, the budget, this request's admissions.
+  std::deque<block_key> declined_keys = {}, evicted_keys = {};
+  std::uint64_t budget = 0, admitted = 0;
+  static bool take(std::deque<block_key>& q, block_key k) {
+    auto g = std::find(q.begin(), q.end(), k);
+    if (g == q.end()) return false;
+    q.erase(g);
+    return true;
+  }
+  void remember_in(std::deque<block_key>& q, block_key k) {
+    take(declined_keys, k);
+    take(evicted_keys, k);
+    if (q.size() >= std::max<std::size_t>(capacity, 1)) q.pop_front();
+    q.push_back(k);
+  }
   // Asked only while the tree is full.
   bool admits(block_key k, std::size_t depth, const access_hint& h) {
-    if constexpr (std::is_same_v<Admit, admit_ghost>) {
+    if constexpr (std::is_same_v<Admit, admit_adaptive>) {
+      if (take(declined_keys, k)) {
+        budget = std::min<std::uint64_t>(capacity, budget + 1);
+        return true;
+      }
+      if (take(evicted_keys, k)) {
+        budget -= std::min<std::uint64_t>(budget, 4);
+        return true;
+      }
+      if (admitted >= budget) return false;
+      ++admitted;
+      return true;
+    } else if constexpr (std::is_same_v<Admit, admit_ghost>) {
       auto g = std::find(admit_ghost_keys.begin(), admit_ghost_keys.end(), k);
       if (g == admit_ghost_keys.end()) return false;
       admit_ghost_keys.erase(g);
@@ -186,6 +213,7 @@ struct naive_radix {
     if constexpr (std::is_same_v<Admit, admit_tinylfu>) {
       for (block_key k : blocks) sketch.increment(k);
     }
+    admitted = 0;
     std::uint32_t h = 0;
     block_key parent = 0;
     while (h < blocks.size()) {
@@ -208,6 +236,9 @@ struct naive_radix {
           if constexpr (std::is_same_v<Admit, admit_ghost>) {
             for (std::size_t j = i; j < blocks.size(); ++j) remember(blocks[j]);
           }
+          if constexpr (std::is_same_v<Admit, admit_adaptive>) {
+            for (std::size_t j = i; j < blocks.size(); ++j) remember_in(declined_keys, blocks[j]);
+          }
           break;
         }
         if (nodes.size() == capacity) {
@@ -221,6 +252,7 @@ struct naive_radix {
           nodes.erase(victim);
           ++evictions;
           if constexpr (std::is_same_v<Admit, admit_ghost>) remember(victim);
+          if constexpr (std::is_same_v<Admit, admit_adaptive>) remember_in(evicted_keys, victim);
         }
         const std::uint64_t stamp = ++clock;
         nodes[blocks[i]] = n{parent, inserted(blocks[i], stamp, hint), 1};
@@ -343,6 +375,8 @@ TEST_CASE("radix admission rules equal their naive models", "[prefix][admission]
     compare_radix<leaf_lru, admit_ghost>(c, 11 + c);
     compare_radix<leaf_lfu, admit_ghost>(c, 12 + c);
     compare_radix<leaf_s3fifo, admit_ghost>(c, 13 + c);
+    compare_radix<leaf_lru, admit_adaptive>(c, 19 + c);
+    compare_radix<leaf_slru, admit_adaptive>(c, 20 + c);
     compare_radix<leaf_lru, admit_tinylfu>(c, 14 + c);
     compare_radix<leaf_slru, admit_tinylfu>(c, 15 + c);
     compare_radix<leaf_fifo, admit_depth>(c, 16 + c);
@@ -353,7 +387,7 @@ TEST_CASE("radix admission rules equal their naive models", "[prefix][admission]
 
 TEST_CASE("radix policy names: leaf orders and leaf+admission, from the lists", "[prefix][admission]") {
   const auto& names = radix_policy_names();
-  REQUIRE(names.size() == leaf_policy_names.size() + (leaf_policy_names.size() - 1) * 3 + 1);
+  REQUIRE(names.size() == leaf_policy_names.size() + (leaf_policy_names.size() - 1) * 4 + 1);
   REQUIRE(std::find(names.begin(), names.end(), "lru+ghost") != names.end());
   REQUIRE(std::find(names.begin(), names.end(), "belady+belady") != names.end());
   REQUIRE(std::find(names.begin(), names.end(), "lru+belady") == names.end());

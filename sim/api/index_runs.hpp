@@ -2,7 +2,8 @@
 // function per index family. Internal to kvtk_commands.
 //
 // Why this file exists: replaying through an index instantiates its whole policy grid (flat
-// index x 12 core policies, radix index x 8 leaf orders, radix tier hierarchies x 7 online leaf
+// index x 12 core policies, radix index x 37 leaf orders and admission rules (one unit per
+// rule), radix tier hierarchies x 7 online leaf
 // orders x 12 lower-tier policies, flat tier hierarchies x 12). Each family is compiled in its
 // own translation unit (index_runs_*.cpp), and the radix tier hierarchies two or three leaf
 // orders per unit (a function template declared here and explicitly instantiated there), so no
@@ -29,7 +30,8 @@ namespace kvtk::sim::index_runs {
 using kvtk::prefix::partial_block;
 using kvtk::prefix::prefix_counts;
 
-/// Requires: `policy` names a core policy (visit_policy) / a leaf order (visit_leaf_policy).
+/// Requires: `policy` names a core policy (visit_policy) / a radix policy (visit_radix_policy:
+/// a leaf order, or leaf+rule).
 /// Effects: replays lt through a fresh flat_index / radix_index of capacity_blocks, in slices
 /// (detail::replay_sliced: progress to bar, the trace's pages dropped behind); next (may be null)
 /// is read by offline policies only.
@@ -55,7 +57,23 @@ std::vector<prefix_counts> replay_radix_segments(std::string_view policy,
                                                  partial_block p,
                                                  std::span<const std::size_t> bounds);
 
-/// Whether the named core policy / leaf order is offline (needs next uses).
+/// The radix runs of the policies whose admission rule is Admit (a leaf order alone: admit_all),
+/// one explicit instantiation per rule (index_runs_radix.ipp), so that replay_radix and
+/// replay_radix_segments above, which pick the rule by name, compile none of the grid.
+/// Throws: kvtk::unknown_name when the leaf order does not go with Admit.
+template <class Admit>
+struct radix_with {
+  static prefix_counts replay(std::string_view policy, std::uint32_t capacity_blocks,
+                              const loaded_trace& lt, partial_block p, const next_use_column* next,
+                              detail::progress_relay& bar);
+  static std::vector<prefix_counts> segments(std::string_view policy,
+                                             std::uint32_t capacity_blocks,
+                                             const kvtk::prefix::prefix_trace_view& t,
+                                             partial_block p, std::span<const std::size_t> bounds);
+  static bool offline(std::string_view policy);
+};
+
+/// Whether the named core policy / radix policy is offline (needs next uses).
 /// Throws: kvtk::unknown_policy.
 bool flat_offline(std::string_view policy);
 bool radix_offline(std::string_view policy);

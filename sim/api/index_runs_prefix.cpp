@@ -4,9 +4,7 @@
 #include <kvtk/prefix/leaf_registry.hpp>
 #include <kvtk/registry.hpp>
 
-#include "api/index_runs.hpp"
-#include "api/next_uses.hpp"
-#include "api/segments.hpp"
+#include "api/index_runs_radix.ipp"
 
 namespace kvtk::sim::index_runs {
 namespace {
@@ -39,11 +37,31 @@ prefix_counts replay_flat(std::string_view policy, std::uint32_t capacity_blocks
   });
 }
 
+namespace {
+// Calls f.template operator()<A>() for the admission rule that `policy` names after its '+'
+// (admit_all without one); the leaf order is checked by radix_with<A>.
+template <class F>
+auto with_rule(std::string_view policy, F&& f) {
+  const std::size_t plus = policy.find('+');
+  if (plus == std::string_view::npos) return f.template operator()<kvtk::prefix::admit_all>();
+  const std::string_view rule = policy.substr(plus + 1);
+  using result = decltype(f.template operator()<kvtk::prefix::admit_all>());
+  return [&]<class... As>(kvtk::type_list<As...>) -> result {
+    result out{};
+    if (!((As::name == rule ? (out = f.template operator()<As>(), true) : false) || ...)) {
+      throw kvtk::unknown_name("radix policy", std::string(policy),
+                               kvtk::name_list(kvtk::prefix::radix_policy_names()));
+    }
+    return out;
+  }(kvtk::prefix::all_admission_rules{});
+}
+}  // namespace
+
 prefix_counts replay_radix(std::string_view policy, std::uint32_t capacity_blocks,
                            const loaded_trace& lt, partial_block p, const next_use_column* next,
                            detail::progress_relay& bar) {
-  return kvtk::prefix::visit_radix_policy(policy, [&]<class L, class A>() {
-    return sliced<radix_index<L, A>>(capacity_blocks, lt, p, next, bar);
+  return with_rule(policy, [&]<class A>() {
+    return radix_with<A>::replay(policy, capacity_blocks, lt, p, next, bar);
   });
 }
 
@@ -62,8 +80,8 @@ std::vector<prefix_counts> replay_radix_segments(std::string_view policy,
                                                  const kvtk::prefix::prefix_trace_view& t,
                                                  partial_block p,
                                                  std::span<const std::size_t> bounds) {
-  return kvtk::prefix::visit_radix_policy(policy, [&]<class L, class A>() {
-    return segments<radix_index<L, A>>(capacity_blocks, t, p, bounds);
+  return with_rule(policy, [&]<class A>() {
+    return radix_with<A>::segments(policy, capacity_blocks, t, p, bounds);
   });
 }
 
@@ -72,8 +90,10 @@ bool flat_offline(std::string_view policy) {
 }
 
 bool radix_offline(std::string_view policy) {
-  return kvtk::prefix::visit_radix_policy(
-      policy, []<class L, class A>() { return radix_index<L, A>::offline; });
+  return with_rule(policy, [&]<class A>() { return radix_with<A>::offline(policy); });
 }
+
+template struct radix_with<kvtk::prefix::admit_all>;
+template struct radix_with<kvtk::prefix::admit_belady>;
 
 }  // namespace kvtk::sim::index_runs

@@ -19,8 +19,8 @@
 //   on_declined(rest)              the keys not inserted because admit said no (the declined
 //                                  key first)
 //   on_evict(key)                  a block the tree evicted
-// Rules: admit_all (the default: the engines' behaviour), admit_ghost, admit_tinylfu,
-// admit_depth, and the offline admit_belady (with leaf_belady only: Belady with bypass).
+// Rules: admit_all (the default: the engines' behaviour), admit_ghost, admit_adaptive,
+// admit_tinylfu, admit_depth, and the offline admit_belady (with leaf_belady only: Belady with bypass).
 /// Thread safety: a rule's state belongs to one radix_index and follows it.
 #pragma once
 
@@ -78,6 +78,57 @@ struct admit_ghost {
     }
     std::uint32_t cap_;
     detail::ghost_list ghost_;
+  };
+};
+
+/// Adaptive admission: second-sight admission (admit_ghost) that lets first-sight blocks in while
+/// declining them proves costly. Two ghost FIFOs of at most `capacity` keys each: D, keys
+/// declined, and E, keys evicted. While the tree is full a new block is admitted when its key is
+/// in D (second sight; declining it cost a miss, so the budget p grows by up_step) or in E (it was
+/// cached, evicted, and came back: admitting too much cost a miss, so p shrinks by down_step);
+/// a block seen for the first time is admitted while the request has admitted fewer than p such
+/// blocks. p is in [0, capacity] and starts at 0. The steps were chosen on `trace gen` profiles of
+/// seed 17 and are reported on other traces (docs/policy-quality.md). Memory: the ghosts, about
+/// 56 bytes per key, 2 x capacity keys.
+struct admit_adaptive {
+  static constexpr std::string_view name = "adaptive";
+  static constexpr std::uint64_t up_step = 1, down_step = 4;
+  class state {
+   public:
+    explicit state(std::uint32_t capacity)
+        : cap_(std::max<std::uint32_t>(capacity, 1)), ghosts_(2 * cap_) {}
+    void begin_request(std::span<const block_key>) noexcept { admitted_ = 0; }
+    template <class Tree>
+    bool admit(Tree&, block_key key, std::uint32_t, const access_hint&) noexcept {
+      switch (ghosts_.take(key)) {
+        case 0:
+          budget_ = std::min<std::uint64_t>(cap_, budget_ + up_step);
+          return true;
+        case 1:
+          budget_ -= std::min(budget_, down_step);
+          return true;
+        default:
+          if (admitted_ >= budget_) return false;
+          ++admitted_;
+          return true;
+      }
+    }
+    void on_declined(std::span<const block_key> rest) noexcept {
+      for (block_key k : rest) remember(0, k);
+    }
+    void on_evict(block_key key) noexcept { remember(1, key); }
+    /// The current budget p of first-sight blocks per request.
+    [[nodiscard]] std::uint64_t budget() const noexcept { return budget_; }
+
+   private:
+    void remember(unsigned list, block_key k) noexcept {
+      ghosts_.take(k);
+      if (ghosts_.size(list) >= cap_) ghosts_.pop(list);
+      ghosts_.push(list, k, 1);
+    }
+    std::uint32_t cap_;
+    detail::ghost_lists<2> ghosts_;
+    std::uint64_t budget_ = 0, admitted_ = 0;
   };
 };
 
@@ -151,6 +202,7 @@ struct admit_belady {
 };
 
 static_assert(admission_rule<admit_all> && admission_rule<admit_ghost> &&
+              admission_rule<admit_adaptive> &&
               admission_rule<admit_tinylfu> && admission_rule<admit_depth> &&
               admission_rule<admit_belady>);
 

@@ -53,9 +53,10 @@ auto visit_leaf_policy(std::string_view name, F&& f) {
 }
 
 /// Every admission rule a radix policy name may add after '+', in registry order.
-using all_admission_rules = type_list<admit_ghost, admit_tinylfu, admit_depth, admit_belady>;
+using all_admission_rules =
+    type_list<admit_ghost, admit_adaptive, admit_tinylfu, admit_depth, admit_belady>;
 
-/// Admission-rule names: ghost tinylfu depth belady.
+/// Admission-rule names: ghost adaptive tinylfu depth belady.
 inline constexpr auto admission_rule_names = detail_registry::names_of(all_admission_rules{});
 
 /// Whether radix_index<L, A> is a policy kvtk offers: any leaf order admitting all; an online

@@ -25,6 +25,7 @@ PROMOTED = [
     ("block_hit_ratio", ["block_hit_ratio"]),
     ("token_hit_ratio", ["token_hit_ratio"]),
     ("opt_fraction", ["opt_fraction"]),
+    ("bound_fraction", ["bound_fraction"]),
     ("opt_block_hit_ratio", ["opt_block_hit_ratio"]),
     ("opt_token_hit_ratio", ["opt_token_hit_ratio"]),
     ("ideal_block_hit_ratio", ["context.trace.ideal_block_hit_ratio"]),
