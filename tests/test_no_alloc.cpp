@@ -123,6 +123,11 @@ TEST_CASE("prefix indexes do not allocate in steady state", "[alloc]") {
   replay_without_allocating<radix_index<leaf_s3fifo>>(300);
   replay_without_allocating<radix_index<leaf_reuse>>(300);
   replay_without_allocating<radix_index<leaf_belady>>(300);
+  replay_without_allocating<radix_index<leaf_lru, admit_ghost>>(300);
+  replay_without_allocating<radix_index<leaf_lru, admit_adaptive>>(300);
+  replay_without_allocating<radix_index<leaf_slru, admit_tinylfu>>(300);
+  replay_without_allocating<radix_index<leaf_s3fifo, admit_depth>>(300);
+  replay_without_allocating<radix_index<leaf_belady, admit_belady>>(300);
   replay_without_allocating<hash_chain_index>(300);
   replay_without_allocating<flat_index<kvtk::lru>>(300);
 }

@@ -245,7 +245,7 @@ std::string to_csv(const mrc_result& r) {
   csv << "capacity_blocks,block_hit_ratio,token_hit_ratio,opt_block_hit_ratio,opt_token_hit_"
          "ratio";
   for (const char* e : {"vllm", "sglang"}) csv << ',' << e << "_block_hit_ratio," << e << "_token_hit_ratio";
-  csv << '\n';
+  csv << ",bound_block_hit_ratio\n";
   auto cell = [](const nlohmann::json& row, const std::string& key) {
     return row.contains(key) ? std::to_string(row[key].get<double>()) : std::string();
   };
@@ -256,7 +256,7 @@ std::string to_csv(const mrc_result& r) {
     for (const std::string e : {"vllm", "sglang"}) {
       csv << ',' << cell(row, e + "_block_hit_ratio") << ',' << cell(row, e + "_token_hit_ratio");
     }
-    csv << '\n';
+    csv << ',' << cell(row, "bound_block_hit_ratio") << '\n';
   }
   return csv.str();
 }
@@ -264,7 +264,7 @@ std::string to_csv(const mrc_result& r) {
 std::string to_text(const mrc_result& r) {
   const bool opt = !r.curve.empty() && r.curve[0].contains("opt_block_hit_ratio");
   std::string s = detail::format("%12s %16s %16s", "capacity", "block hit ratio", "token hit ratio");
-  if (opt) s += detail::format(" %12s", "optimum");
+  if (opt) s += detail::format(" %12s %12s", "optimum", "bound");
   std::vector<std::string> engines;  // block hit ratio columns of the engine modes
   for (const std::string e : {"vllm", "sglang"}) {
     if (!r.curve.empty() && r.curve[0].contains(e + "_block_hit_ratio")) {
@@ -276,7 +276,10 @@ std::string to_text(const mrc_result& r) {
   for (const auto& row : r.curve) {
     s += detail::format("%12llu %16.4f %16.4f", row["capacity_blocks"].get<unsigned long long>(),
                         row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>());
-    if (opt) s += detail::format(" %12.4f", row["opt_block_hit_ratio"].get<double>());
+    if (opt) {
+      s += detail::format(" %12.4f %12.4f", row["opt_block_hit_ratio"].get<double>(),
+                          row["bound_block_hit_ratio"].get<double>());
+    }
     for (const auto& e : engines) {
       s += detail::format(" %12.4f", row[e + "_block_hit_ratio"].get<double>());
     }

@@ -31,7 +31,8 @@ int run_mrc(const std::vector<std::string>& args) {
       "model", po::value(&o.model), "model preset for byte capacities")(
       "sample", po::value(&o.sample)->default_value(1.0),
       "sampling rate in (0, 1]; below 1 the SHARDS-style sampled curve")(
-      "opt", "also replay the offline optimum (leaf-only Belady) at every capacity")(
+      "opt", "also replay the offline optimum and the upper bound at every capacity "
+      "(opt_block_hit_ratio, opt_policy, bound_block_hit_ratio; docs/prefix.md)")(
       "engine", po::value(&engines),
       "also replay engine modes at every capacity (a list: vllm, sglang; kvtk replay --help)")(
       "json", po::value(&json_out), "write JSON to a file, or - for stdout")(
