@@ -43,8 +43,9 @@ po::options_description describe(replay_options& o, replay_args& l) {
                        "radix | flat | hashchain (a list); with --tiers, --index radix alone "
                        "also makes the top tier a radix tree (--tier-top)")(
       "policy", po::value(&l.policies)->default_value("lru"),
-      "policies (a list, or all): radix leaf orders, flat core policies, vllm for hashchain; "
-      "each runs with every listed index that knows it")(
+      "policies (a list, or all): radix leaf orders, optionally +rule (an admission rule: "
+      "ghost, adaptive, tinylfu, depth; e.g. lru+adaptive; belady+belady offline), flat core "
+      "policies, vllm for hashchain; each runs with every listed index that knows it")(
       "capacity", po::value(&l.capacities)->default_value("1000,10000,100000"),
       "capacities (a list): blocks (1000), tokens (3Mtok) or bytes (64GiB, needs --model)")(
       "model", po::value(&o.model),

@@ -120,7 +120,7 @@ auto visit_radix_policy(std::string_view name, F&& f) {
         all_admission_rules{});
   };
   [&]<class... Ls>(type_list<Ls...>) {
-    ((!done && Ls::name == leaf ? (with_leaf.template operator()<Ls>(), true) : false), ...);
+    ((!done && Ls::name == leaf ? with_leaf.template operator()<Ls>() : void()), ...);
   }(all_leaf_policies{});
   if (!done) throw unknown_name("radix policy", std::string(name), name_list(radix_policy_names()));
   if constexpr (!std::is_void_v<result>) return out;
