@@ -46,7 +46,8 @@ using mask = std::uint32_t;  // a set of keys 1..distinct: bit k - 1
 // referenced: after reference j of key k the cache may become any subset of S + {k} of at most
 // cap blocks. Exhaustive over every such decision sequence (memoized on (position, set)).
 constexpr std::uint64_t unknown = ~std::uint64_t{0};
-std::uint64_t flat_stream_best(const std::vector<block_key>& stream, std::size_t cap) {
+std::uint64_t flat_stream_best_from(const std::vector<block_key>& stream, std::size_t cap,
+                                    mask start) {
   std::vector<std::uint64_t> memo((stream.size() + 1) << 6, unknown);  // at most 6 keys
   auto best = [&](auto& self, std::size_t j, mask s) -> std::uint64_t {
     if (j == stream.size()) return 0;
@@ -63,7 +64,10 @@ std::uint64_t flat_stream_best(const std::vector<block_key>& stream, std::size_t
     }
     return memo[j << 6 | s] = hit + out;
   };
-  return best(best, 0, 0);
+  return best(best, 0, start);
+}
+std::uint64_t flat_stream_best(const std::vector<block_key>& stream, std::size_t cap) {
+  return flat_stream_best_from(stream, cap, 0);
 }
 
 // The most prefix hits of any cache of `cap` blocks whose set at a request's end is a subset of
@@ -116,23 +120,28 @@ prefix_counts run(const prefix_trace& t, std::uint32_t capacity,
   return replay(t, idx, partial_block::cache, next);
 }
 
+// Calls f.template operator()<Index>(name) for every kvtk index: flat with every core policy,
+// radix with every radix policy, the hash chain and both engine modes.
+template <class F>
+void for_every_index(F&& f) {
+  for (const auto name : kvtk::policy_names) {
+    kvtk::visit_policy(name, [&]<class P>() { f.template operator()<flat_index<P>>("flat " + std::string(name)); });
+  }
+  for (const std::string& name : radix_policy_names()) {
+    visit_radix_policy(name, [&]<class L, class A>() { f.template operator()<radix_index<L, A>>("radix " + name); });
+  }
+  f.template operator()<hash_chain_index>("hashchain vllm");
+  f.template operator()<vllm_engine_index>("engine vllm");
+  f.template operator()<sglang_engine_index>("engine sglang");
+}
+
 // Every kvtk index at capacity cap: its block hits, by name.
 std::map<std::string, std::uint64_t> every_policy(const prefix_trace& t, std::uint32_t cap,
                                                   std::span<const std::uint64_t> next) {
   std::map<std::string, std::uint64_t> out;
-  for (const auto name : kvtk::policy_names) {
-    kvtk::visit_policy(name, [&]<class P>() {
-      out["flat " + std::string(name)] = run<flat_index<P>>(t, cap, next).block_hits;
-    });
-  }
-  for (const std::string& name : radix_policy_names()) {
-    visit_radix_policy(name, [&]<class L, class A>() {
-      out["radix " + name] = run<radix_index<L, A>>(t, cap, next).block_hits;
-    });
-  }
-  out["hashchain vllm"] = run<hash_chain_index>(t, cap).block_hits;
-  out["engine vllm"] = run<vllm_engine_index>(t, cap).block_hits;
-  out["engine sglang"] = run<sglang_engine_index>(t, cap).block_hits;
+  for_every_index([&]<class Index>(const std::string& name) {
+    out[name] = run<Index>(t, cap, Index::offline ? next : std::span<const std::uint64_t>{}).block_hits;
+  });
   return out;
 }
 
@@ -262,17 +271,15 @@ TEST_CASE("warm-up: the holdout bound is above every policy's holdout hits", "[o
   for (std::uint32_t cap : {8u, 40u}) {
     const auto opt = optimum_and_bound(t, cap, partial_block::cache, next, from);
     REQUIRE(opt.counts.requests == t.requests() - from);
-    for (const std::string& name : radix_policy_names()) {
-      visit_radix_policy(name, [&]<class L, class A>() {
-        radix_index<L, A> idx(cap);
-        prefix_counts warm, counted;
-        std::uint64_t pos = 0;
-        replay_requests(t, idx, partial_block::cache, next, 0, from, warm, pos);
-        replay_requests(t, idx, partial_block::cache, next, from, t.requests(), counted, pos);
-        INFO(name << " capacity " << cap);
-        REQUIRE(counted.block_hits <= opt.bound_block_hits);
-      });
-    }
+    for_every_index([&]<class Index>(const std::string& name) {
+      Index idx(cap);
+      prefix_counts warm, counted;
+      std::uint64_t pos = 0;
+      replay_requests(t, idx, partial_block::cache, next, 0, from, warm, pos);
+      replay_requests(t, idx, partial_block::cache, next, from, t.requests(), counted, pos);
+      INFO(name << " capacity " << cap);
+      REQUIRE(counted.block_hits <= opt.bound_block_hits);
+    });
     // Split into slices, the counts are the same.
     offline_optimum sliced(cap, false, next, from);
     for (std::size_t r = 0; r < t.requests(); r += 333) {
@@ -284,10 +291,50 @@ TEST_CASE("warm-up: the holdout bound is above every policy's holdout hits", "[o
   }
 }
 
-TEST_CASE("optimum: bad next uses are refused", "[optimum]") {
+TEST_CASE("warm-up: on tiny traces the holdout bound is the exhaustive best from any warm state",
+          "[optimum]") {
+  // The best holdout hits of a reference-driven flat cache that may hold anything it saw before
+  // the holdout (any set of at most cap of those blocks when the holdout starts).
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 60; ++trial) {
+    const prefix_trace t = tiny_trace(rng, 4 + rng() % 5, 3 + rng() % 4, trial % 2 == 0);
+    const auto next = next_use_positions(t, partial_block::cache);
+    std::vector<block_key> stream;
+    std::size_t from_pos = 0;
+    const std::size_t from = t.requests() / 2;
+    for (std::size_t r = 0; r < t.requests(); ++r) {
+      if (r == from) from_pos = stream.size();
+      for (block_key k : t.cacheable(r, partial_block::cache)) stream.push_back(k);
+    }
+    mask seen = 0;
+    for (std::size_t j = 0; j < from_pos; ++j) seen |= mask{1} << (stream[j] - 1);
+    const std::vector<block_key> tail(stream.begin() + static_cast<std::ptrdiff_t>(from_pos),
+                                      stream.end());
+    for (std::uint32_t cap = 1; cap <= 3; ++cap) {
+      std::uint64_t best = 0;
+      for (mask start = seen;; start = (start - 1) & seen) {
+        if (static_cast<std::size_t>(std::popcount(start)) <= cap) {
+          best = std::max(best, flat_stream_best_from(tail, cap, start));
+        }
+        if (start == 0) break;
+      }
+      INFO("trial " << trial << " capacity " << cap);
+      REQUIRE(optimum_and_bound(t, cap, partial_block::cache, next, from).bound_block_hits == best);
+    }
+  }
+}
+
+TEST_CASE("optimum: bad next uses and capacities are refused", "[optimum]") {
   prefix_trace t;
   const block_key k[] = {1, 2};
   t.add(k, 2 * 512);
+  const auto next = next_use_positions(t, partial_block::skip);
+  REQUIRE_THROWS_AS(optimum_and_bound(t, 0, partial_block::skip, next), std::invalid_argument);
+  REQUIRE_THROWS_AS(min_bypass_counter(next, 0), std::invalid_argument);
+  prefix_trace one;
+  one.add(std::span<const block_key>(k, 1), 512);
+  const auto next1 = next_use_positions(one, partial_block::skip);
+  REQUIRE_THROWS_AS(optimum_and_bound(one, 0, partial_block::skip, next1), std::invalid_argument);
   const std::vector<std::uint64_t> short_next{access_hint::never};
   REQUIRE_THROWS_AS(optimum_and_bound(t, 4, partial_block::skip, short_next),
                     std::invalid_argument);

@@ -233,11 +233,11 @@ struct naive_radix {
       } else {
         if (nodes.count(blocks[i])) break;
         if (nodes.size() == capacity && !admits(blocks[i], i, hint)) {
-          if constexpr (std::is_same_v<Admit, admit_ghost>) {
-            for (std::size_t j = i; j < blocks.size(); ++j) remember(blocks[j]);
-          }
-          if constexpr (std::is_same_v<Admit, admit_adaptive>) {
-            for (std::size_t j = i; j < blocks.size(); ++j) remember_in(declined_keys, blocks[j]);
+          // The declined tail, at most `capacity` keys of it, deepest first.
+          const std::size_t last = std::min<std::size_t>(blocks.size(), i + capacity);
+          for (std::size_t j = last; j-- > i;) {
+            if constexpr (std::is_same_v<Admit, admit_ghost>) remember(blocks[j]);
+            if constexpr (std::is_same_v<Admit, admit_adaptive>) remember_in(declined_keys, blocks[j]);
           }
           break;
         }

@@ -143,9 +143,10 @@ void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, 
   for (const auto& c : o.capacity.empty() ? default_capacities() : o.capacity) {
     caps += (caps.empty() ? "" : ",") + c;
   }
-  // An optimum job holds two radix trees (its two radix candidates, optimum.hpp): any thread may
-  // be running one.
-  const double per_thread = largest * cache_entry_bytes * (o.opt ? 2.0 : 1.0);
+  // An optimum job holds two radix trees (its two radix candidates, optimum.hpp) and the bound's
+  // bitmap (a bit per reference): any thread may be running one.
+  const double per_thread = o.opt ? 2.0 * largest * cache_entry_bytes + static_cast<double>(refs) / 8
+                                  : largest * cache_entry_bytes;
   check_memory("--capacity " + caps + " with --threads " + std::to_string(o.threads) +
                    " (capacities capped at the trace's block references)",
                per_thread * static_cast<double>(std::min<std::size_t>(o.threads, total)));

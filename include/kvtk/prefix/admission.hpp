@@ -52,9 +52,12 @@ struct admit_all {
 
 /// Admit on second sight. While the tree is full, a new block is admitted only when its key is
 /// in the ghost: a FIFO of the keys of recently declined and recently evicted blocks, holding at
-/// most `capacity` keys (one per node; the oldest goes first). An admitted key leaves the ghost;
-/// a declined request records its whole remaining tail, so that the next sight admits all of it.
-/// Memory: the ghost, about 56 bytes per key of capacity.
+/// most `capacity` keys (one per node; the oldest goes first). A key admitted from the ghost
+/// leaves it (also when the insertion then stops because no leaf is evictable); a key inserted
+/// into a free node is not looked up, and stays there if it was. A declined request records its
+/// remaining tail, at most `capacity` keys of it, deepest first, so that the declined block is
+/// the newest ghost and the next sight admits the tail from its head. Memory: the ghost, about
+/// 56 bytes per key of capacity.
 struct admit_ghost {
   static constexpr std::string_view name = "ghost";
   class state {
@@ -65,7 +68,7 @@ struct admit_ghost {
       return ghost_.take(key) != detail::ghost_list::none;
     }
     void on_declined(std::span<const block_key> rest) noexcept {
-      for (block_key k : rest) remember(k);
+      for (std::size_t i = std::min<std::size_t>(rest.size(), cap_); i-- > 0;) remember(rest[i]);
     }
     void on_evict(block_key key) noexcept { remember(key); }
     [[nodiscard]] std::size_t ghosts() const noexcept { return ghost_.size(0); }
@@ -113,8 +116,9 @@ struct admit_adaptive {
           return true;
       }
     }
+    // As admit_ghost: at most cap_ keys of the tail, deepest first.
     void on_declined(std::span<const block_key> rest) noexcept {
-      for (block_key k : rest) remember(0, k);
+      for (std::size_t i = std::min<std::size_t>(rest.size(), cap_); i-- > 0;) remember(0, rest[i]);
     }
     void on_evict(block_key key) noexcept { remember(1, key); }
     /// The current budget p of first-sight blocks per request.
@@ -133,11 +137,12 @@ struct admit_adaptive {
 };
 
 /// TinyLFU at the leaves (Einziger et al., 2017): every cacheable block reference is counted in a
-/// count-min sketch (detail::frequency_sketch: 4-bit counters, a doorkeeper, all counts halved
-/// every 10 x width increments; width = the capacity rounded up to a power of two, at least 64);
+/// count-min sketch (detail::frequency_sketch sized for max(capacity, 64) keys: 4-bit counters, a
+/// doorkeeper, all counts halved every 10 x max(capacity, 64) increments);
 /// while the tree is full a new block is admitted only when its estimated frequency is higher
-/// than that of the leaf the leaf order would evict next. Memory: about 8 bytes per block of
-/// capacity.
+/// than that of the leaf the leaf order would evict next (prefix_tree::victim(): with S3-FIFO's
+/// order, the moves that choice makes stay done when the block is then declined). Memory: about
+/// 8 bytes per block of capacity.
 struct admit_tinylfu {
   static constexpr std::string_view name = "tinylfu";
   class state {

@@ -21,9 +21,10 @@
 //     flat min             the bound's own strategy, scored as a flat prefix cache (a block hits
 //                          when it and every earlier block of its request was resident at the
 //                          request's start)
-//   With ties, the first listed. On traces of one block per request the three coincide with the
-//   bound (a radix tree of single blocks is flat, and MIN with bypass is optimal), so only the
-//   bound's pass runs and opt_fraction = bound_fraction. No fast exact algorithm is known for
+//   With ties, the first listed. On traces of one block per request the last two coincide with
+//   the bound (a radix tree of single blocks is flat, and MIN with bypass is optimal) and radix
+//   belady, which may not decline, is at most it, so only the bound's pass runs and
+//   opt_fraction = bound_fraction. No fast exact algorithm is known for
 //   the best prefix-constrained policy, so opt_fraction <= 1 is a measured property
 //   (docs/policy-quality.md), not a proved one; bound_fraction <= 1 is proved.
 // * Warm-up (kvtk tune's holdout): with count_from = s, requests before s are not counted and the
@@ -113,10 +114,12 @@ class position_set {
 class min_bypass_counter {
  public:
   /// Requires: next_use outlives the counter. count_from: the first request whose hits count.
-  /// Complexity: O(references / 8) bytes.  Throws: std::bad_alloc.
+  /// Complexity: O(references / 8) bytes.
+  /// Throws: std::invalid_argument for capacity 0; std::bad_alloc.
   min_bypass_counter(std::span<const std::uint64_t> next_use, std::uint64_t capacity,
                      std::size_t count_from = 0)
-      : next_(next_use), live_(next_use.size()), capacity_(capacity), count_from_(count_from) {}
+      : next_(next_use), live_(next_use.size()), capacity_(checked(capacity)),
+        count_from_(count_from) {}
 
   /// Effects: processes requests [first, last) of t (the next range after the previous call's).
   /// Complexity: O(references · log64 references).
@@ -145,6 +148,10 @@ class min_bypass_counter {
   }
 
  private:
+  static std::uint64_t checked(std::uint64_t capacity) {
+    if (capacity == 0) throw std::invalid_argument("optimum: capacity must be at least 1 block");
+    return capacity;
+  }
   // Before the counted requests the cache is unbounded: trim() then keeps the `capacity` soonest
   // next uses, the best state a real cache could have reached.
   void trim() noexcept {
@@ -230,7 +237,7 @@ class offline_optimum {
   /// single_block: no request has more than one cacheable block (single_block_requests over
   /// the whole trace): the radix candidates are then skipped, being equal to flat min.
   /// Requires: next_use = next_use_positions(t, p) of the trace later added, outliving this.
-  /// Throws: std::invalid_argument for capacity 0 or >= 2^31 (with multi-block requests);
+  /// Throws: std::invalid_argument for capacity 0, or >= 2^31 with multi-block requests;
   /// std::bad_alloc.
   offline_optimum(std::uint32_t capacity, bool single_block, std::span<const std::uint64_t> next,
                   std::size_t count_from = 0)
@@ -250,10 +257,7 @@ class offline_optimum {
                                std::pair{std::max(first, count_from_), last}}) {
       if (a >= b) continue;
       const bool counted = a >= count_from_;
-      if (counted && a == count_from_) {
-        forced_evictions_ = forced_->evictions();
-        bypass_evictions_ = bypass_->evictions();
-      }
+      if (counted && a == count_from_) snapshot();
       replay_requests(t, *forced_, p, next_, a, b, counted ? forced_counts_ : warm_, forced_pos_);
       replay_requests(t, *bypass_, p, next_, a, b, counted ? bypass_counts_ : warm_, bypass_pos_);
     }
@@ -270,8 +274,9 @@ class offline_optimum {
     out.bound_block_hits = bound_.bound_hits();
     if (forced_) {
       prefix_counts f = forced_counts_, b = bypass_counts_;
-      f.evictions = forced_->evictions() - forced_evictions_;
-      b.evictions = bypass_->evictions() - bypass_evictions_;
+      // count_from past the last request: nothing was counted, evictions included.
+      f.evictions = snapped_ ? forced_->evictions() - forced_evictions_ : 0;
+      b.evictions = snapped_ ? bypass_->evictions() - bypass_evictions_ : 0;
       out.candidates = {candidate{"radix belady", f}, candidate{"radix belady+belady", b},
                         candidate{"flat min", bound_.flat_counts()}};
       out.candidate_count = 3;
@@ -289,6 +294,11 @@ class offline_optimum {
   }
 
  private:
+  void snapshot() noexcept {
+    forced_evictions_ = forced_->evictions();
+    bypass_evictions_ = bypass_->evictions();
+    snapped_ = true;
+  }
   std::span<const std::uint64_t> next_;
   min_bypass_counter bound_;
   std::size_t count_from_;
@@ -296,6 +306,7 @@ class offline_optimum {
   std::optional<radix_index<leaf_belady, admit_belady>> bypass_;
   prefix_counts forced_counts_, bypass_counts_, warm_;
   std::uint64_t forced_pos_ = 0, bypass_pos_ = 0, forced_evictions_ = 0, bypass_evictions_ = 0;
+  bool snapped_ = false;
 };
 
 /// The optimum and the bound of trace t at `capacity`, given next_use = next_use_positions(t, p).

@@ -287,7 +287,7 @@ class prefix_tree {
   /// As above, and asks admit(i) before the i-th key is inserted (after the check that it is not
   /// resident elsewhere, before any eviction for it): false stops the insertion there
   /// (complete = false), so that an admission rule can decline a request's new tail
-  /// (admission.hpp). admit may call victim() and the other const members.
+  /// (admission.hpp). admit may call victim() (which may rerank, see there) and const members.
   template <class OnEvict, class HintFor, class PayloadFor, class Admit>
   insert_result insert(handle parent, std::span<const block_key> keys, OnEvict&& on_evict,
                        HintFor&& hint_for, PayloadFor&& payload_for, std::span<handle> new_slots,
@@ -374,7 +374,8 @@ class prefix_tree {
   [[nodiscard]] bool full() const noexcept { return free_head_ == npos; }
   /// The node the next eviction would take (the leaf order's choice), or root when no leaf is
   /// evictable. Nothing is evicted; a stateful order that chooses its victims itself (S3-FIFO's
-  /// pick_victim) may first do the moves that choice makes anyway.  Complexity: O(1) for
+  /// pick_victim) does the moves that choice makes (promotions, counter decrements), and they
+  /// stay done if nothing is then evicted.  Complexity: O(1) for
   /// stateless orders; amortized O(log n) otherwise.  Throws: nothing.
   [[nodiscard]] handle victim() noexcept {
     if constexpr (requires { state_.pick_victim(*this); }) {
