@@ -48,36 +48,37 @@ bool optimum_runs_flat(const loaded_trace& lt, partial_block p) {
   return true;
 }
 
-kvtk::prefix::offline_optimum::result optimum_sliced(const loaded_trace& lt,
-                                                     std::uint32_t capacity, bool flat,
-                                                     partial_block p, const next_use_column& next,
-                                                     progress_relay* bar) {
+namespace {
+// Feeds requests to a next-use counter (add(t, p, first, last), position()) in slices, dropping
+// the pages of the trace and of next behind each, and reporting the references to bar.
+template <class Counter>
+void add_sliced(const loaded_trace& lt, partial_block p, Counter& c, const next_use_column& next,
+                std::size_t slice, progress_relay* bar) {
   const kvtk::prefix::prefix_trace_view& t = lt.view();
-  kvtk::prefix::offline_optimum o(capacity, flat, next.span());
-  constexpr std::size_t slice = std::size_t{1} << 14;
-  for (std::size_t r = 0; r < t.requests(); r += slice) {
-    const std::size_t end = std::min(t.requests(), r + slice);
-    const std::uint64_t from = o.position();
-    o.add(t, p, r, end);
-    lt.release(r, end);
-    next.release(from, o.position());
-    if (bar != nullptr) bar->add(o.position() - from);
-  }
-  return o.finish();
-}
-
-kvtk::prefix::ideal_counts ideal_sliced(const loaded_trace& lt, partial_block p,
-                                        const next_use_column& next) {
-  const kvtk::prefix::prefix_trace_view& t = lt.view();
-  kvtk::prefix::next_use_ideal_counter c(next.span());
-  constexpr std::size_t slice = std::size_t{1} << 16;
   for (std::size_t r = 0; r < t.requests(); r += slice) {
     const std::size_t end = std::min(t.requests(), r + slice);
     const std::uint64_t from = c.position();
     c.add(t, p, r, end);
     lt.release(r, end);
     next.release(from, c.position());
+    if (bar != nullptr) bar->add(c.position() - from);
   }
+}
+}  // namespace
+
+kvtk::prefix::offline_optimum::result optimum_sliced(const loaded_trace& lt,
+                                                     std::uint32_t capacity, bool flat,
+                                                     partial_block p, const next_use_column& next,
+                                                     progress_relay* bar) {
+  kvtk::prefix::offline_optimum o(capacity, flat, next.span());
+  add_sliced(lt, p, o, next, std::size_t{1} << 14, bar);
+  return o.finish();
+}
+
+kvtk::prefix::ideal_counts ideal_sliced(const loaded_trace& lt, partial_block p,
+                                        const next_use_column& next) {
+  kvtk::prefix::next_use_ideal_counter c(next.span());
+  add_sliced(lt, p, c, next, std::size_t{1} << 16, nullptr);
   return c.finish();
 }
 
