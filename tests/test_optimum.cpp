@@ -297,7 +297,9 @@ TEST_CASE("warm-up: on tiny traces the holdout bound is the exhaustive best from
   // the holdout (any set of at most cap of those blocks when the holdout starts).
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 60; ++trial) {
-    const prefix_trace t = tiny_trace(rng, 4 + rng() % 5, 3 + rng() % 4, trial % 2 == 0);
+    const std::size_t requests = 4 + rng() % 5;  // drawn apart: argument order is unspecified
+    const std::size_t distinct = 3 + rng() % 4;
+    const prefix_trace t = tiny_trace(rng, requests, distinct, trial % 2 == 0);
     const auto next = next_use_positions(t, partial_block::cache);
     std::vector<block_key> stream;
     std::size_t from_pos = 0;

@@ -385,6 +385,27 @@ TEST_CASE("radix admission rules equal their naive models", "[prefix][admission]
   }
 }
 
+// A declined tail longer than the ghost: its head must survive, so that the next sight admits it.
+template <class Admit>
+void second_sight_admits_the_head() {
+  radix_index<leaf_lru, Admit> idx(4);
+  const std::vector<block_key> a{1, 2, 3, 4}, b{11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  const access_hint h;
+  INFO(Admit::name);
+  REQUIRE(idx.process(a, {}, h) == 0);  // fills the free nodes: no rule asked
+  REQUIRE(idx.process(b, {}, h) == 0);  // first sight while full: declined, nothing of b kept
+  REQUIRE(idx.tree().find(11) == prefix_tree<leaf_lru>::root);
+  REQUIRE(idx.process(b, {}, h) == 0);  // second sight: its first four blocks come in
+  for (block_key k : {11, 12, 13, 14}) REQUIRE(idx.tree().find(k) != prefix_tree<leaf_lru>::root);
+  REQUIRE(idx.process(b, {}, h) == 4);
+}
+
+TEST_CASE("ghost rules: a long declined tail is admitted from its head on second sight",
+          "[prefix][admission]") {
+  second_sight_admits_the_head<admit_ghost>();
+  second_sight_admits_the_head<admit_adaptive>();
+}
+
 TEST_CASE("radix policy names: leaf orders and leaf+admission, from the lists", "[prefix][admission]") {
   const auto& names = radix_policy_names();
   REQUIRE(names.size() == leaf_policy_names.size() + (leaf_policy_names.size() - 1) * 4 + 1);

@@ -131,7 +131,8 @@ ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb, const next_u
 }
 
 // Fails before replaying anything when the largest concurrent jobs cannot fit.
-void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, std::size_t total) {
+void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, std::size_t total,
+                      std::size_t optimum_jobs) {
   double largest = 0;
   for (const job& j : p.jobs) {
     if (j.hierarchy < 0) {
@@ -143,13 +144,15 @@ void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, 
   for (const auto& c : o.capacity.empty() ? default_capacities() : o.capacity) {
     caps += (caps.empty() ? "" : ",") + c;
   }
-  // An optimum job holds two radix trees (its two radix candidates, optimum.hpp) and the bound's
-  // bitmap (a bit per reference): any thread may be running one.
-  const double per_thread = o.opt ? 2.0 * largest * cache_entry_bytes + static_cast<double>(refs) / 8
-                                  : largest * cache_entry_bytes;
+  // Every running job holds one index; an optimum job holds a second radix tree (its two radix
+  // candidates, optimum.hpp) and the bound's bitmap (a bit per reference) on top.
+  const double threads = static_cast<double>(std::min<std::size_t>(o.threads, total));
+  const double optimum_threads = static_cast<double>(std::min<std::size_t>(o.threads, optimum_jobs));
   check_memory("--capacity " + caps + " with --threads " + std::to_string(o.threads) +
+                   (optimum_jobs > 0 ? " and the optimum" : "") +
                    " (capacities capped at the trace's block references)",
-               per_thread * static_cast<double>(std::min<std::size_t>(o.threads, total)));
+               threads * largest * cache_entry_bytes +
+                   optimum_threads * (largest * cache_entry_bytes + static_cast<double>(refs) / 8));
 }
 
 nlohmann::json hint_names(unsigned bits) {
@@ -369,7 +372,7 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
   std::vector<double> optimum_seconds(opt_caps.size());
   const std::size_t total = p.jobs.size() + opt_caps.size();
   detail::progress_relay bar(progress, ideal_refs * total);
-  check_job_memory(o, p, t.keys.size(), total);
+  check_job_memory(o, p, t.keys.size(), total, opt_caps.size());
   // Which index the optimum runs, decided once for every capacity (replay_optimum's rule).
   const bool opt_flat = !opt_caps.empty() && detail::optimum_runs_flat(loaded, p.pb);
   detail::parallel_for(o.threads, total, [&](std::size_t i) {
