@@ -41,15 +41,16 @@ int main(int argc, char** argv) {
     std::string format = "auto";
     std::uint32_t block_tokens = 0;
     kvtk::sim::read_report report;
+    std::vector<std::string> warnings;  // none: invalid lines are not skipped here
     try {
-      const kvtk::sim::loaded_trace lt = kvtk::sim::cli::load_trace_for(
-          "reuse_ablation", argv[a], format, block_tokens, false, report);
+      const kvtk::sim::loaded_trace lt = kvtk::sim::load_trace_for(
+          argv[a], format, block_tokens, false, report, warnings);
       const prefix_trace_view& t = lt.view();
       const auto next = next_use_positions(t, partial_block::cache);
       std::string name = argv[a];
       name = name.substr(name.find_last_of('/') + 1);
       for (const std::uint32_t c : {1000u, 3000u, 5859u, 10000u, 30000u, 100000u}) {
-        const std::uint32_t cap = kvtk::sim::cli::allocation_capacity(c, t.keys.size());
+        const std::uint32_t cap = kvtk::sim::allocation_capacity(c, t.keys.size());
         const prefix_counts opt = replay_optimum(t, cap, partial_block::cache, next);
         radix_index<leaf_lru> lru(cap);
         const auto row = [&](const char* v, double f) {

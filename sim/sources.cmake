@@ -1,12 +1,14 @@
 # The sources of the sim/ libraries, one list per library (paths relative to sim/).
-#   kvtk_util      output files, memory budget               (depends on nothing of sim/)
+#   kvtk_util      output files, memory budget, phase clock  (depends on nothing of sim/)
 #   kvtk_formats   trace readers and writers                 (util)
 #   kvtk_des       the discrete-event cluster simulator      (util)
 #   kvtk_move      real block movement and calibration        (util)
-#   kvtk_commands  every command as a library call (api/) and its command line (cli/) (all above)
+#   kvtk_api       every command as a library call: options, run(), results (formats, des, move)
+#   kvtk_cli_lib   every command's command line (Boost.Program_options; api)
 set(KVTK_UTIL_SOURCES
   util/memory_budget.cpp
-  util/output_file.cpp)
+  util/output_file.cpp
+  util/phase_clock.cpp)
 set(KVTK_FORMATS_SOURCES
   formats/mooncake_flat.cpp
   formats/flat_traces.cpp
@@ -35,7 +37,7 @@ set(KVTK_MOVE_SOURCES
   move/executor.cpp
   move/calibration.cpp
   move/io_pool.cpp)
-set(KVTK_COMMANDS_SOURCES
+set(KVTK_API_SOURCES
   api/replay.cpp
   api/index_runs_prefix.cpp
   api/index_runs_admit_ghost.cpp
@@ -60,9 +62,12 @@ set(KVTK_COMMANDS_SOURCES
   api/trace_stats.cpp
   api/simulate.cpp
   api/simulate_config.cpp
+  api/trace_options.cpp
+  api/pricing.cpp
+  api/tiers.cpp)
+set(KVTK_CLI_SOURCES
   cli/progress.cpp
   cli/common.cpp
-  cli/phase_clock.cpp
   cli/compare.cpp
   cli/replay.cpp
   cli/mrc.cpp
@@ -70,7 +75,6 @@ set(KVTK_COMMANDS_SOURCES
   cli/trace_stats.cpp
   cli/trace_gen.cpp
   cli/trace_convert.cpp
-  cli/tiers.cpp
   cli/simulate.cpp
   cli/cost.cpp
   cli/move.cpp

@@ -51,7 +51,7 @@ TEST_CASE("replay options round-trip through JSON", "[api]") {
 }
 
 TEST_CASE("replay options from JSON name the bad key", "[api]") {
-  using kvtk::sim::cli::usage_error;
+  using kvtk::sim::usage_error;
   auto message = [](const nlohmann::json& j) {
     try {
       (void)kvtk::sim::replay_options_from_json(j);
@@ -203,7 +203,7 @@ TEST_CASE("simulate: config keys, file and overrides layer in order", "[api]") {
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 12032);
 
   o.set = {"prefill_instances=0"};
-  CHECK_THROWS_AS(kvtk::sim::run(o), kvtk::sim::cli::usage_error);
+  CHECK_THROWS_AS(kvtk::sim::run(o), kvtk::sim::usage_error);
 }
 
 TEST_CASE("cost: counts or a result given as JSON, options round-trip", "[api]") {
@@ -283,7 +283,7 @@ TEST_CASE("trace stats: the ideal ratios equal replay's", "[api]") {
   CHECK(s.stats["block_refs"] == r.trace["block_refs"]);
   CHECK_FALSE(s.clock);
   o.partial_block = "sometimes";
-  CHECK_THROWS_AS(kvtk::sim::validate(o), kvtk::sim::cli::usage_error);
+  CHECK_THROWS_AS(kvtk::sim::validate(o), kvtk::sim::usage_error);
 }
 
 TEST_CASE("compare: every policy x capacity, hits + misses = requests", "[api]") {

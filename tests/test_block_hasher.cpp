@@ -1,7 +1,7 @@
-// Engine-compatible block keys (kvtk/prefix/block_hasher.hpp): every vector of
-// tests/data/engine_hash_vectors.json, which tools/engine-check/gen_hash_vectors.py computed with
-// vLLM's and SGLang's own functions, reproduced byte for byte; SHA-256 against the FIPS 180-2
-// examples; the prefix_trace builder.
+// Engine-compatible block keys (kvtk/prefix/block_hasher.hpp, vllm_hash.hpp, sglang_hash.hpp):
+// every vector of tests/data/engine_hash_vectors.json, which tools/engine-check/gen_hash_vectors.py
+// computed with vLLM's and SGLang's own functions, reproduced byte for byte; SHA-256 against the
+// FIPS 180-2 examples; the pickle and CBOR writers on their own; the prefix_trace builder.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kvtk/detail/cbor.hpp"
+#include "kvtk/detail/pickle.hpp"
 #include "kvtk/detail/sha256.hpp"
 #include "kvtk/detail/xxh3.hpp"
 #include "kvtk/prefix/block_hasher.hpp"
@@ -120,6 +122,156 @@ TEST_CASE("xxh3_128: xxhash.xxh3_128_digest on every length class", "[hasher]") 
     INFO("length " << n);
     CHECK(hex(kvtk::detail::xxh3_128(data).canonical()) == x.at("digest").get<std::string>());
   }
+}
+
+TEST_CASE("pickler: CPython's protocol-5 bytes, framing and memo included", "[hasher]") {
+  // Expected: hashlib.sha256(pickle.dumps(obj, protocol=5)) under CPython 3.11 for the objects
+  // named in each section.
+  using kvtk::detail::pickler;
+  auto digest = [](pickler&& p) {
+    const auto b = std::move(p).finish();
+    return std::to_string(b.size()) + " " + hex(kvtk::detail::sha256::of(b));
+  };
+  SECTION("every int opcode") {
+    // (None, 0, 255, 256, 65535, 65536, -1, 2**31-1, -2**31, 2**31, -2**31-1, 2**63-1, -2**63,
+    //  -129, 2**39)
+    const std::vector<std::int64_t> ints = {
+        0,         255,       256,       65535,     65536,
+        -1,        INT32_MAX, INT32_MIN, 1ll << 31, -(1ll << 31) - 1,
+        INT64_MAX, INT64_MIN, -129,      1ll << 39};
+    pickler p;
+    p.tuple_begin(ints.size() + 1);
+    p.none();
+    for (auto v : ints) p.integer(v);
+    p.tuple_end(ints.size() + 1);
+    CHECK(digest(std::move(p)) ==
+          "93 ac8ec891d6fe72f476cced11efca698a70e434ad2d6d8e5928649aa028710e26");
+  }
+  SECTION("payloads >= 64 KiB bypass framing") {
+    // (b'x'*70000, 'y'*65536, (), (b'',), ('ab', b'cd'))
+    const std::vector<std::uint8_t> x(70000, 'x'), cd = {'c', 'd'};
+    pickler p;
+    p.tuple_begin(5);
+    p.bytes(x);
+    p.str(std::string(65536, 'y'));
+    p.tuple_begin(0);
+    p.tuple_end(0);
+    p.tuple_begin(1);
+    p.bytes({});
+    p.tuple_end(1);
+    p.tuple_begin(2);
+    p.str("ab");
+    p.bytes(cd);
+    p.tuple_end(2);
+    p.tuple_end(5);
+    CHECK(digest(std::move(p)) ==
+          "135581 b05fdf12de7aea14482fcf44d5f9f4c7cdda5524e6d1d95d58bea06c15b45cc8");
+  }
+  SECTION("frames of 64 KiB") {
+    // tuple(range(30000)) * 2
+    pickler p;
+    p.tuple_begin(60000);
+    for (int r = 0; r < 2; ++r)
+      for (int i = 0; i < 30000; ++i) p.integer(i);
+    p.tuple_end(60000);
+    CHECK(digest(std::move(p)) ==
+          "179521 f8d84404dbdadc02db5e959d5130cc11c9f5f307afab2ad915f8d0d49281447e");
+  }
+  SECTION("a shared tag is a memo reference") {
+    // ((m, 'id-a', 1), (m, 'id-b', -2), ('lora', 'n', 'p'), (m, 'id-c', 3)) with m = 'mm'
+    // (single-use strings, so CPython's identity of equal strings does not matter)
+    pickler p;
+    p.tuple_begin(4);
+    auto mm = [&](const char* id, std::int64_t off) {
+      p.tuple_begin(3);
+      p.str("mm", true);
+      p.str(id);
+      p.integer(off);
+      p.tuple_end(3);
+    };
+    mm("id-a", 1);
+    mm("id-b", -2);
+    p.tuple_begin(3);
+    p.str("lora", true);
+    p.str("n");
+    p.str("p");
+    p.tuple_end(3);
+    mm("id-c", 3);
+    p.tuple_end(4);
+    CHECK(digest(std::move(p)) ==
+          "77 d7b233ab9bb5e3c8f5687dffec99df7d0e07f5c845728f7a3512f12a4afcb0c8");
+  }
+}
+
+TEST_CASE("cbor_writer: RFC 8949 appendix A encodings", "[hasher]") {
+  using kvtk::detail::cbor_writer;
+  auto one_int = [](std::int64_t v) {
+    cbor_writer w;
+    w.integer(v);
+    return hex(std::move(w).finish());
+  };
+  CHECK(one_int(0) == "00");
+  CHECK(one_int(23) == "17");
+  CHECK(one_int(24) == "1818");
+  CHECK(one_int(100) == "1864");
+  CHECK(one_int(1000) == "1903e8");
+  CHECK(one_int(1000000) == "1a000f4240");
+  CHECK(one_int(1000000000000) == "1b000000e8d4a51000");
+  CHECK(one_int(-1) == "20");
+  CHECK(one_int(-100) == "3863");
+  CHECK(one_int(-1000) == "3903e7");
+  CHECK(one_int(INT64_MIN) == "3b7fffffffffffffff");
+  cbor_writer w;
+  w.tuple_begin(4);
+  w.none();
+  const std::vector<std::uint8_t> b = {1, 2, 3, 4};
+  w.bytes(b);
+  w.str("IETF", true);  // no object identity in CBOR: a tag is an ordinary string
+  w.tuple_begin(2);
+  w.integer(2);
+  w.integer(3);
+  w.tuple_end(2);
+  w.tuple_end(4);
+  CHECK(hex(std::move(w).finish()) == "84f644010203046449455446820203");
+}
+
+TEST_CASE("block_hasher: dispatches to the engine hasher it holds", "[hasher]") {
+  const auto tokens = sequence("chat_a");
+  request_extras x;
+  x.cache_salt = "s";
+  x.extra_key = "k";
+  const vllm_hash_options vo{.algo = vllm_hash_algo::xxhash,
+                             .block_size = 4,
+                             .none_hash_seed = "7",
+                             .lookahead_tokens = 2};
+  const vllm_hasher ve(vo);
+  const block_hasher v(vo);
+  CHECK(v.is_vllm());
+  CHECK(v.block_tokens() == 4);
+  CHECK(v.lookahead_tokens() == 2);
+  CHECK(v.partial() == partial_block::skip);
+  CHECK(v.none_hash() == ve.none_hash());
+  CHECK(v.none_hash() == vllm_none_hash(vllm_hash_algo::xxhash, "7"));
+  CHECK(v.digests(tokens, x) == ve.digests(tokens, x));
+  CHECK(v.key_of(ve.digests(tokens)[0]) == vllm_block_key(ve.digests(tokens)[0]));
+
+  const sglang_hash_options so{.page_size = 5, .partial = partial_block::cache};
+  const sglang_hasher se(so);
+  const block_hasher s(so);
+  CHECK_FALSE(s.is_vllm());
+  CHECK(s.block_tokens() == 5);
+  CHECK(s.lookahead_tokens() == 0);
+  CHECK(s.partial() == partial_block::cache);
+  CHECK(s.none_hash().size == 0);
+  CHECK(s.digests(tokens, x) == se.digests(tokens, x));
+  const auto d = se.digests(tokens, x);
+  REQUIRE(d.size() == 8);  // 37 tokens: 7 full pages and a partial one
+  std::vector<kvtk::block_key> want;
+  for (const auto& h : d) want.push_back(sglang_block_key(h));
+  CHECK(s.keys(tokens, x) == want);
+
+  CHECK_THROWS_AS(vllm_hasher(vllm_hash_options{.block_size = 0}), std::invalid_argument);
+  CHECK_THROWS_AS(sglang_hasher(sglang_hash_options{.page_size = 0}), std::invalid_argument);
 }
 
 TEST_CASE("vLLM: block hashes equal vLLM's request block hasher", "[hasher]") {

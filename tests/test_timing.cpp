@@ -128,7 +128,7 @@ TEST_CASE("timing: efficiencies, overhead and table keys of the config", "[simul
   CHECK_THROWS_WITH(from({{"iteration_overhead_s", 11}}),
                     Contains("'iteration_overhead_s' must be in [0, 10]"));
   CHECK_THROWS_WITH(from({{"timing_table", 3}}), Contains("'timing_table' must be a file name"));
-  CHECK_THROWS_AS(from({{"timing_table", "/nonexistent/t.csv"}}), sim::cli::usage_error);
+  CHECK_THROWS_AS(from({{"timing_table", "/nonexistent/t.csv"}}), sim::usage_error);
   CHECK_THROWS_WITH(from({{"timing_table", "/nonexistent/t.csv"}}),
                     Contains("timing table /nonexistent/t.csv:0: cannot open"));
   CHECK_FALSE(from({{"timing_table", nullptr}}).timing);

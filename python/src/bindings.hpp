@@ -23,7 +23,7 @@ void bind_block_cache(nb::module_& m);
 void bind_prefix_tree(nb::module_& m);
 
 /// Raises the Python exception for a C++ one (call it inside a catch (...) with the GIL held):
-/// cli::usage_error and std::invalid_argument -> ValueError with the CLI's message,
+/// sim::usage_error and std::invalid_argument -> ValueError with the CLI's message,
 /// trace_error -> kvtk.TraceError(message, path, line), output_refused -> ValueError,
 /// output_error -> OSError; anything else is rethrown for
 /// nanobind's own translation (std::runtime_error -> RuntimeError, std::bad_alloc ->

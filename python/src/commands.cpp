@@ -86,8 +86,24 @@ json run_released(progress_bridge& bridge, const std::function<json()>& body) {
   }
 }
 
-json dispatch(const std::string& command, const json& j, const sim::progress_callback& progress) {
-  if (command == "replay") return sim::to_json(sim::run(sim::replay_options_from_json(j), progress));
+// A result's warnings as Python warnings (the GIL held): filterable, unlike lines on stderr.
+void warn(const std::string& command, const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) {
+    if (PyErr_WarnEx(PyExc_UserWarning, ("kvtk " + command + ": " + w).c_str(), 1) != 0) {
+      throw nb::python_error();
+    }
+  }
+}
+
+// Runs `command`; the input warnings of commands that return them in JSON-less fields land in
+// `warnings` (mrc and trace_gen keep theirs in their JSON, as before).
+json dispatch(const std::string& command, const json& j, const sim::progress_callback& progress,
+              std::vector<std::string>& warnings) {
+  auto with_warnings = [&](auto&& r) {
+    warnings = r.warnings;
+    return sim::to_json(r);
+  };
+  if (command == "replay") return with_warnings(sim::run(sim::replay_options_from_json(j), progress));
   if (command == "mrc") {
     const sim::mrc_result r = sim::run(sim::mrc_options_from_json(j), progress);
     json out = sim::to_json(r);
@@ -95,10 +111,12 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
     return out;
   }
   if (command == "compare") return sim::to_json(sim::run(sim::compare_options_from_json(j), progress));
-  if (command == "tune") return sim::to_json(sim::run(sim::tune_options_from_json(j)));
+  if (command == "tune") return with_warnings(sim::run(sim::tune_options_from_json(j)));
   if (command == "cost") return sim::to_json(sim::run(sim::cost_options_from_json(j)));
   if (command == "sparse") return sim::to_json(sim::run(sim::sparse_options_from_json(j)));
-  if (command == "trace_stats") return sim::to_json(sim::run(sim::trace_stats_options_from_json(j)));
+  if (command == "trace_stats") {
+    return with_warnings(sim::run(sim::trace_stats_options_from_json(j)));
+  }
   if (command == "trace_gen") {
     const sim::trace_gen_result r = sim::run(sim::trace_gen_options_from_json(j));
     return {{"requests", r.requests}, {"output", r.output}, {"format", r.format},
@@ -168,7 +186,10 @@ std::string run_command(const std::string& command, const std::string& options, 
   const json j = options_json(options);
   progress_bridge bridge(std::move(progress));
   const auto cb = bridge.callback();
-  return run_released(bridge, [&] { return dispatch(command, j, cb); }).dump();
+  std::vector<std::string> warnings;
+  const json out = run_released(bridge, [&] { return dispatch(command, j, cb, warnings); });
+  warn(command, warnings);
+  return out.dump();
 }
 
 std::pair<std::string, nb::dict> simulate(const std::string& options, nb::object progress) {
@@ -180,6 +201,7 @@ std::pair<std::string, nb::dict> simulate(const std::string& options, nb::object
     r = sim::run(sim::simulate_options_from_json(j), cb);
     return sim::to_json(r);
   });
+  warn("simulate", r.warnings);
   return {out.dump(), request_columns(r.requests)};
 }
 

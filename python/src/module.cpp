@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "bindings.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/trace_error.hpp"
 #include "util/output_file.hpp"
 
@@ -15,7 +15,7 @@ namespace kvtk::python {
 void raise_python(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
-  } catch (const kvtk::sim::cli::usage_error& u) {
+  } catch (const kvtk::sim::usage_error& u) {
     throw nb::value_error(u.what());
   } catch (const kvtk::sim::trace_error& t) {
     // kvtk.TraceError lives in the pure-Python layer, so it can carry .path and .line.

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/requests.hpp"
 #include "formats/writers.hpp"
 
@@ -41,15 +41,22 @@ nb::ndarray<nb::numpy, const T, nb::ndim<1>> view(const trace& t, std::span<cons
 trace load_trace(std::string path, std::string format, std::uint32_t block_tokens,
                  bool skip_invalid, unsigned threads) {
   trace t;
+  std::vector<std::string> warnings;
   try {
     nb::gil_scoped_release release;
-    sim::cli::check_request_format(format);
+    sim::check_request_format(format);
     sim::read_report report;
-    t.loaded = sim::cli::load_trace_for("load_trace", path, format, block_tokens, skip_invalid,
-                                        report, false, threads == 0 ? 1 : threads);
+    t.loaded = sim::load_trace_for(path, format, block_tokens, skip_invalid, report, warnings,
+                                   false, threads == 0 ? 1 : threads);
     t.skipped_lines = report.skipped_lines;
   } catch (...) {
     raise_python(std::current_exception());
+  }
+  // Python's own warnings (the GIL is held again): filterable, and shown once per place.
+  for (const std::string& w : warnings) {
+    if (PyErr_WarnEx(PyExc_UserWarning, ("kvtk.load_trace: " + w).c_str(), 1) != 0) {
+      throw nb::python_error();
+    }
   }
   t.path = std::move(path);
   t.format = std::move(format);

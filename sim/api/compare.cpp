@@ -6,13 +6,12 @@
 
 #include "api/options_json.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/flat_traces.hpp"
 
 namespace kvtk::sim {
 namespace {
 
-using cli::usage_error;
 
 std::uint64_t parse_blocks(const std::string& s) {
   std::size_t pos = 0;
@@ -103,7 +102,7 @@ compare_result run(const compare_options& o, const progress_callback& progress) 
       const auto t0 = std::chrono::steady_clock::now();
       const flat_replay_counts r = visit_policy(name, [&]<class P>() {
         typename block_cache<P>::config cfg{};
-        cfg.capacity = cli::allocation_capacity(cap, keys.size());
+        cfg.capacity = allocation_capacity(cap, keys.size());
         return replay_flat<P>(keys, cfg, next_use);
       });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

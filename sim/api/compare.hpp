@@ -25,9 +25,9 @@ struct compare_options {
 };
 
 nlohmann::json to_json(const compare_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 compare_options compare_options_from_json(const nlohmann::json& j);
-/// Throws cli::usage_error naming the option.
+/// Throws usage_error naming the option.
 void validate(const compare_options& o);
 
 struct compare_result {

@@ -5,15 +5,14 @@
 
 #include "api/options_json.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
-#include "cli/cost.hpp"
+#include "api/trace_options.hpp"
+#include "api/pricing.hpp"
 #include "des/profiles.hpp"
 #include "kvtk/cost/self_hosted.hpp"
 
 namespace kvtk::sim {
 namespace {
 
-using cli::usage_error;
 namespace kc = kvtk::cost;
 
 std::string number_text(double v) {
@@ -311,7 +310,7 @@ cost_result run(const cost_options& o) {
   const pricer p(o);
   if (!has_result(o)) return {p.estimate(counts_of(o), 0, false, nullptr, 0.0, 1.0)};
   const std::string name = o.from.empty() ? "the result" : o.from;
-  const nlohmann::json j = o.from.empty() ? o.from_result : cli::read_json_file("--from", o.from);
+  const nlohmann::json j = o.from.empty() ? o.from_result : read_json_file("--from", o.from);
   try {
     return {p.from_result(j, name)};
   } catch (const nlohmann::json::exception& e) {  // a field missing or of the wrong type

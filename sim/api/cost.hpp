@@ -38,9 +38,9 @@ struct cost_options {
 };
 
 nlohmann::json to_json(const cost_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 cost_options cost_options_from_json(const nlohmann::json& j);
-/// Throws cli::usage_error naming the option and the problem.
+/// Throws usage_error naming the option and the problem.
 void validate(const cost_options& o);
 
 struct cost_result {
@@ -49,7 +49,7 @@ struct cost_result {
   nlohmann::json estimate;
 };
 
-/// Throws: cli::usage_error for bad options or a result that cannot be priced;
+/// Throws: usage_error for bad options or a result that cannot be priced;
 /// std::runtime_error for a result file with a missing or mistyped field.
 cost_result run(const cost_options& options);
 

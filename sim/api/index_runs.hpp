@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "api/progress.hpp"
-#include "cli/tiers.hpp"
+#include "api/tiers.hpp"
 #include "formats/next_use_file.hpp"
 #include "formats/requests.hpp"
 
@@ -81,7 +81,7 @@ bool radix_offline(std::string_view policy);
 /// A tier-hierarchy replay: the counts and the hierarchy's final counters.
 struct tier_run {
   prefix_counts counts;
-  cli::tier_state state;
+  tier_state state;
 };
 
 /// Effects: replays lt through a tier_index (flat top tier) of cfg.

@@ -15,7 +15,7 @@ tier_run replay_radix_tiers(kvtk::tier::hierarchy_config cfg, const loaded_trace
   kvtk::tier::radix_tier_index<Leaf> idx(std::move(cfg));
   tier_run r;
   r.counts = detail::replay_sliced(lt, idx, p, nullptr, &bar);
-  r.state = cli::state_of(idx, "radix");
+  r.state = state_of(idx, "radix");
   return r;
 }
 

@@ -11,7 +11,7 @@ tier_run replay_flat_tiers(kvtk::tier::hierarchy_config cfg, const loaded_trace&
   kvtk::tier::tier_index<> idx(std::move(cfg));
   tier_run r;
   r.counts = detail::replay_sliced(lt, idx, p, nullptr, &bar);
-  r.state = cli::state_of(idx, "flat");
+  r.state = state_of(idx, "flat");
   return r;
 }
 

@@ -10,8 +10,8 @@
 
 #include "api/options_json.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
-#include "cli/tiers.hpp"
+#include "api/trace_options.hpp"
+#include "api/tiers.hpp"
 #include "formats/requests.hpp"
 #include "move/calibration.hpp"
 #include "move/executor.hpp"
@@ -22,7 +22,6 @@
 namespace kvtk::sim {
 namespace {
 
-using cli::usage_error;
 using clock_type = std::chrono::steady_clock;
 namespace mv = kvtk::sim::move;
 
@@ -66,7 +65,7 @@ replay_plan plan_replay(const move_replay_options& o) {
   if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
     throw usage_error("--inclusive: unknown inclusion '" + o.inclusion + "'");
   }
-  const cli::tier_flags flags{o.inclusion, o.write_policy, o.admission};
+  const tier_flags flags{o.inclusion, o.write_policy, o.admission};
   p.bb = parse_bytes(o.block_bytes);
   if (p.bb % 8 != 0) throw usage_error("--block-bytes: must be a multiple of 8");
   // Byte capacities count --block-bytes blocks; that needs whole bytes per token.
@@ -75,9 +74,9 @@ replay_plan plan_replay(const move_replay_options& o) {
                       ") to be a multiple of the block's " + std::to_string(o.block_tokens) +
                       " tokens; give the capacities in blocks or tokens instead");
   }
-  p.cfg = cli::parse_tier_spec(o.tiers, flags, o.block_tokens,
+  p.cfg = parse_tier_spec(o.tiers, flags, o.block_tokens,
                                p.bb % o.block_tokens == 0 ? p.bb / o.block_tokens : 0);
-  p.pb = cli::parse_partial_block(o.partial_block) == 1 ? kvtk::prefix::partial_block::cache
+  p.pb = parse_partial_block(o.partial_block) == 1 ? kvtk::prefix::partial_block::cache
                                                         : kvtk::prefix::partial_block::skip;
   if (o.backend == "cuda") {
     throw usage_error("--backend cuda: the device executor is its own program, "
@@ -107,7 +106,7 @@ replay_plan plan_replay(const move_replay_options& o) {
 // Pools hold at most the trace's block references (a tier that holds them all never evicts);
 // what remains must fit the 8 GiB pool limit and this process's memory.
 kvtk::tier::hierarchy_config pools_for(const replay_plan& p, std::size_t refs) {
-  const auto run_cfg = cli::allocation_config(p.cfg, refs);
+  const auto run_cfg = allocation_config(p.cfg, refs);
   double total = 0;
   for (const auto& t : run_cfg.tiers) total += static_cast<double>(t.capacity_blocks) * p.bb;
   if (total > 8.0 * 1073741824.0) {
@@ -121,7 +120,7 @@ kvtk::tier::hierarchy_config pools_for(const replay_plan& p, std::size_t refs) {
       in_memory += static_cast<double>(run_cfg.tiers[i].capacity_blocks) * static_cast<double>(p.bb);
     }
   }
-  check_memory("--tiers " + cli::describe(run_cfg) + " x --block-bytes " + std::to_string(p.bb) +
+  check_memory("--tiers " + describe(run_cfg) + " x --block-bytes " + std::to_string(p.bb) +
                    " (memory pools, capped at the trace's block references)",
                in_memory + static_cast<double>(refs) * cache_entry_bytes);
   return run_cfg;
@@ -347,8 +346,8 @@ move_replay_options move_replay_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(move_replay_options& o) {
-  cli::check_request_format(o.format);
-  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  check_request_format(o.format);
+  resolve_trace(o.trace, o.format, o.block_tokens);
   if (o.tiers.empty()) throw usage_error("--tiers: give the hierarchy");
   (void)plan_replay(o);
 }
@@ -357,10 +356,12 @@ move_replay_result run(move_replay_options o) {
   validate(o);
   const replay_plan p = plan_replay(o);
   read_report skipped;
+  std::vector<std::string> warnings;
   const loaded_trace loaded =
-      cli::load_trace_for("move replay", o.trace, o.format, o.block_tokens, false, skipped);
+      load_trace_for(o.trace, o.format, o.block_tokens, false, skipped, warnings);
   const auto run_cfg = pools_for(p, loaded.view().keys.size());
   move_replay_result r;
+  r.warnings = std::move(warnings);
   r.report = mv::execute(loaded.view(), run_cfg, p.bb, p.pb, p.dir);
   r.report["partial_block"] = p.pb == kvtk::prefix::partial_block::cache ? "cache" : "skip";
   if (!p.cal_report.is_null()) r.report["calibration"] = p.cal_report;

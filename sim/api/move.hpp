@@ -33,15 +33,16 @@ struct move_replay_options {
 };
 
 nlohmann::json to_json(const move_replay_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 move_replay_options move_replay_options_from_json(const nlohmann::json& j);
-/// Checks the options and resolves format and block_tokens, in place. Throws cli::usage_error
+/// Checks the options and resolves format and block_tokens, in place. Throws usage_error
 /// naming the option; trace_error when the trace cannot be read.
 void validate(move_replay_options& o);
 
 struct move_replay_result {
   nlohmann::json report;  ///< hits, moves, verified arrivals, per-link bytes and times, ...
   bool verified = false;  ///< no block arrived corrupted
+  std::vector<std::string> warnings;  ///< input notes (skipped lines, unused records): shown by the CLI
 };
 
 /// Throws: as validate(); memory_budget_error when the pools do not fit; std::runtime_error for
@@ -64,9 +65,9 @@ struct move_bench_options {
 };
 
 nlohmann::json to_json(const move_bench_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 move_bench_options move_bench_options_from_json(const nlohmann::json& j);
-/// Throws cli::usage_error naming the option.
+/// Throws usage_error naming the option.
 void validate(const move_bench_options& o);
 
 struct move_bench_result {

@@ -10,25 +10,24 @@
 #include "api/next_uses.hpp"
 #include "api/options_json.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/requests.hpp"
 
 namespace kvtk::sim {
 namespace {
 
 using namespace kvtk::prefix;
-using cli::usage_error;
 
 // A handful of sampled references gives a curve that looks like a result and is noise.
 constexpr std::uint64_t min_sampled_refs = 1000;
 constexpr double warn_error = 0.05;
 
 std::set<std::uint64_t> parse_capacities(const mrc_options& o) {
-  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : bytes_per_token_of(o.model);
   std::set<std::uint64_t> caps;
   for (const auto& c : o.capacity) {
     if (c.empty()) throw usage_error("--capacity: empty item in the list");
-    caps.insert(cli::parse_capacity(c, o.block_tokens, bytes_per_token));
+    caps.insert(parse_capacity(c, o.block_tokens, bytes_per_token));
   }
   return caps;
 }
@@ -73,20 +72,18 @@ mrc_options mrc_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(mrc_options& o) {
-  cli::check_request_format(o.format);
-  (void)cli::parse_partial_block(o.partial_block);
+  check_request_format(o.format);
+  (void)parse_partial_block(o.partial_block);
   if (!(o.sample > 0.0 && o.sample <= 1.0)) throw usage_error("--sample: must be in (0, 1]");
   if (o.points < 2 || o.points > 10000) throw usage_error("--points: must be in [2, 10000]");
   for (const auto& e : o.engine) {
-    if (e != "ideal" && e != "vllm" && e != "sglang") {
-      throw usage_error("--engine: unknown engine '" + e + "' (known: ideal vllm sglang)");
-    }
-    if (e != "ideal" && cli::parse_partial_block(o.partial_block) == 1) {
+    if (parse_engine(e) != kvtk::prefix::engine_accounting::ideal &&
+        parse_partial_block(o.partial_block) == 1) {
       throw usage_error("--engine " + e +
                         ": the engine caches full blocks only; drop --partial-block cache");
     }
   }
-  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  resolve_trace(o.trace, o.format, o.block_tokens);
   check_next_use_cache(o.next_use_cache);
   (void)parse_capacities(o);
 }
@@ -156,10 +153,11 @@ prefix_counts replay_engine(const prefix_trace_view& t, const std::string& engin
 mrc_result run(mrc_options o, const progress_callback& progress) {
   validate(o);
   const partial_block pb =
-      cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+      parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
   read_report skipped;
+  std::vector<std::string> warnings;
   const loaded_trace loaded =
-      cli::load_trace_for("mrc", o.trace, o.format, o.block_tokens, o.skip_invalid, skipped);
+      load_trace_for(o.trace, o.format, o.block_tokens, o.skip_invalid, skipped, warnings);
   const prefix_trace_view& t = loaded.view();
   std::set<std::uint64_t> caps = parse_capacities(o);
   // The exact curve, or the sample's: not both (a sample is asked for to save the exact pass).
@@ -189,6 +187,7 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
   bar.add(block_refs);
 
   mrc_result r;
+  r.warnings = std::move(warnings);
   r.trace = {{"path", o.trace},
              {"format", o.format},
              {"requests", t.requests()},
@@ -214,7 +213,7 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
     if (sampling) row["token_hit_ratio_error"] = sampled.error_estimate(c);
     if (o.opt) {
       const auto opt = detail::optimum_sliced(
-          loaded, cli::allocation_capacity(c, t.keys.size()), opt_flat, pb, next, &bar);
+          loaded, allocation_capacity(c, t.keys.size()), opt_flat, pb, next, &bar);
       row["opt_block_hit_ratio"] = opt.counts.block_hit_ratio();
       row["opt_token_hit_ratio"] = opt.counts.token_hit_ratio();
       row["opt_policy"] = opt.policy;
@@ -223,7 +222,7 @@ mrc_result run(mrc_options o, const progress_callback& progress) {
                      : 0.0;
     }
     for (const auto& e : engines) {
-      const prefix_counts got = replay_engine(t, e, cli::allocation_capacity(c, t.keys.size()));
+      const prefix_counts got = replay_engine(t, e, allocation_capacity(c, t.keys.size()));
       row[e + "_block_hit_ratio"] = got.block_hit_ratio();
       row[e + "_token_hit_ratio"] = got.token_hit_ratio();
       bar.add(block_refs);

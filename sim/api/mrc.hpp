@@ -41,10 +41,10 @@ struct mrc_options {
 };
 
 nlohmann::json to_json(const mrc_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 mrc_options mrc_options_from_json(const nlohmann::json& j);
 /// Checks the options and resolves format and block_tokens from the trace, in place. Throws
-/// cli::usage_error naming the option; trace_error when the trace cannot be read.
+/// usage_error naming the option; trace_error when the trace cannot be read.
 void validate(mrc_options& o);
 
 struct mrc_result {

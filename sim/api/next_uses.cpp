@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 
 namespace kvtk::sim {
 
@@ -13,11 +13,11 @@ using kvtk::prefix::partial_block;
 void check_next_use_cache(const std::string& value, const std::string& option) {
   if (value == "auto" || value == "off") return;
   if (value.empty()) {
-    throw cli::usage_error(option + ": empty (use auto, off or a directory)");
+    throw usage_error(option + ": empty (use auto, off or a directory)");
   }
   struct stat st {};
   if (::stat(value.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw cli::usage_error(option + ": '" + value +
+    throw usage_error(option + ": '" + value +
                            "' is not an existing directory (use auto, off or a directory)");
   }
 }

@@ -18,7 +18,7 @@ namespace kvtk::sim {
 /// `auto` uses a sidecar above this many bytes of next uses (8 per block key: 32 Mi keys).
 inline constexpr std::uint64_t next_use_cache_auto_bytes = std::uint64_t{256} << 20;
 
-/// Effects: throws cli::usage_error naming `option` unless `value` is "auto", "off" or the path
+/// Effects: throws usage_error naming `option` unless `value` is "auto", "off" or the path
 /// of an existing directory.
 void check_next_use_cache(const std::string& value, const std::string& option = "--next-use-cache");
 

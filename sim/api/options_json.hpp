@@ -11,7 +11,7 @@
 #include <vector>
 #include <string>
 
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 
 namespace kvtk::sim::detail {
 
@@ -19,7 +19,7 @@ class options_reader {
  public:
   /// `what` names the options in messages ("replay options").
   options_reader(const nlohmann::json& j, std::string what) : j_(j), what_(std::move(what)) {
-    if (!j_.is_object()) throw cli::usage_error(what_ + ": expected a JSON object");
+    if (!j_.is_object()) throw usage_error(what_ + ": expected a JSON object");
   }
   /// Sets `out` from key when present. Throws usage_error "WHAT: KEY: expected T" otherwise.
   /// An optional number: absent or null = nullopt.
@@ -28,7 +28,7 @@ class options_reader {
     const auto it = j_.find(key);
     if (it == j_.end() || it->is_null()) return;
     if (!it->is_number()) {
-      throw cli::usage_error(what_ + ": '" + key + "': expected a number or null, got " + it->dump());
+      throw usage_error(what_ + ": '" + key + "': expected a number or null, got " + it->dump());
     }
     out = it->template get<double>();
   }
@@ -66,7 +66,7 @@ class options_reader {
       }
       out = it->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw cli::usage_error(what_ + ": '" + key + "': expected " + type_name(out) + ", got " +
+      throw usage_error(what_ + ": '" + key + "': expected " + type_name(out) + ", got " +
                              it->dump());
     }
   }
@@ -76,7 +76,7 @@ class options_reader {
       if (!seen_.count(k)) {
         std::string known;
         for (const auto& s : seen_) known += " " + s;
-        throw cli::usage_error(what_ + ": unknown key '" + k + "' (known:" + known + ")");
+        throw usage_error(what_ + ": unknown key '" + k + "' (known:" + known + ")");
       }
     }
   }

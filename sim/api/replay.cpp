@@ -18,10 +18,10 @@
 #include "api/parallel.hpp"
 #include "api/replay_plan.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
-#include "cli/cost.hpp"
-#include "cli/phase_clock.hpp"
-#include "cli/tiers.hpp"
+#include "api/trace_options.hpp"
+#include "api/pricing.hpp"
+#include "util/phase_clock.hpp"
+#include "api/tiers.hpp"
 #include "formats/requests.hpp"
 #include "move/calibration.hpp"
 #include "util/memory_budget.hpp"
@@ -30,7 +30,6 @@ namespace kvtk::sim {
 namespace {
 
 using namespace kvtk::prefix;
-using cli::usage_error;
 using optimum_result = kvtk::prefix::offline_optimum::result;
 
 using replay_detail::job;
@@ -56,12 +55,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 outcome run_job(const job& j, const loaded_trace& t, const plan& p,
                 const next_use_column& next, detail::progress_relay& bar,
                 double trace_days) {
-  const std::uint32_t cap = cli::allocation_capacity(j.capacity, t.view().keys.size());
+  const std::uint32_t cap = allocation_capacity(j.capacity, t.view().keys.size());
   const auto t0 = std::chrono::steady_clock::now();
   outcome o;
   if (j.hierarchy >= 0) {
     const auto& requested = p.hierarchies[static_cast<std::size_t>(j.hierarchy)];
-    auto cfg = cli::allocation_config(requested, t.view().keys.size());
+    auto cfg = allocation_config(requested, t.view().keys.size());
     index_runs::tier_run run;
     if (p.tier_top == "radix") {
       run = visit_leaf_policy(requested.tiers[0].policy, [&]<class L>() {
@@ -78,7 +77,7 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
     }
     o.counts = run.counts;
     o.seconds = seconds_since(t0);
-    o.tiers = cli::tier_report(run.state, requested, o.counts, trace_days);
+    o.tiers = tier_report(run.state, requested, o.counts, trace_days);
     return o;
   }
   if (j.engine == "vllm") {
@@ -136,10 +135,10 @@ void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, 
   double largest = 0;
   for (const job& j : p.jobs) {
     if (j.hierarchy < 0) {
-      largest = std::max(largest, static_cast<double>(cli::allocation_capacity(j.capacity, refs)));
+      largest = std::max(largest, static_cast<double>(allocation_capacity(j.capacity, refs)));
     }
   }
-  for (const auto& h : p.hierarchies) (void)cli::allocation_config(h, refs);
+  for (const auto& h : p.hierarchies) (void)allocation_config(h, refs);
   std::string caps;
   for (const auto& c : o.capacity.empty() ? default_capacities() : o.capacity) {
     caps += (caps.empty() ? "" : ",") + c;
@@ -303,8 +302,8 @@ replay_options replay_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(replay_options& o) {
-  cli::check_request_format(o.format);
-  cli::resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
+  check_request_format(o.format);
+  resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
   check_next_use_cache(o.next_use_cache);
   (void)make_plan(o);
 }
@@ -382,7 +381,7 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
     }
     const std::uint64_t c = opt_caps[i - p.jobs.size()];
     const auto t0 = std::chrono::steady_clock::now();
-    r.optimum[c] = detail::optimum_sliced(loaded, cli::allocation_capacity(c, t.keys.size()),
+    r.optimum[c] = detail::optimum_sliced(loaded, allocation_capacity(c, t.keys.size()),
                                           opt_flat, p.pb, next, &bar);
     optimum_seconds[i - p.jobs.size()] = seconds_since(t0);
   });
@@ -393,12 +392,13 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
 }  // namespace
 
 replay_result run(replay_options o, const progress_callback& progress) {
-  auto clock = std::make_shared<cli::phase_clock>();
+  auto clock = std::make_shared<phase_clock>();
   validate(o);
   const plan p = make_plan(o);
   read_report skipped;
-  const loaded_trace loaded = cli::load_trace_for("replay", o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped, false, o.threads);
+  std::vector<std::string> warnings;
+  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, warnings, false, o.threads);
   const prefix_trace_view& t = loaded.view();
   clock->lap("read");
   const next_use_column next = needs_next_use(o, p)
@@ -416,6 +416,7 @@ replay_result run(replay_options o, const progress_callback& progress) {
   clock->lap("replay");
 
   replay_result r;
+  r.warnings = std::move(warnings);
   r.optimum_seconds = done.optimum_seconds;
   r.trace = trace_summary(o, p, t, ideal, skipped, o.ideal || !next.empty(), output_tokens,
                           trace_days);

@@ -23,9 +23,7 @@
 
 namespace kvtk::sim {
 
-namespace cli {
-class phase_clock;
-}
+class phase_clock;  // util/phase_clock.hpp
 
 /// What `kvtk replay` does; each field is the option of the same name (dashes as underscores).
 struct replay_options {
@@ -70,11 +68,11 @@ struct replay_options {
 /// The options as JSON ({"trace": ..., "index": [...], ...}: every field, by its name above).
 nlohmann::json to_json(const replay_options& o);
 /// Options from JSON: any subset of to_json's keys; the rest keep their defaults.
-/// Throws cli::usage_error naming the key for an unknown key or a value of the wrong type.
+/// Throws usage_error naming the key for an unknown key or a value of the wrong type.
 replay_options replay_options_from_json(const nlohmann::json& j);
 
 /// Checks the options and resolves format "auto" and block_tokens 0 from the trace, in place.
-/// Throws: cli::usage_error naming the option and the problem; trace_error when the trace cannot
+/// Throws: usage_error naming the option and the problem; trace_error when the trace cannot
 /// be read. run() calls it too; calling it first reports bad options before any work.
 void validate(replay_options& o);
 
@@ -86,7 +84,8 @@ struct replay_result {
   /// candidate's block hits (kvtk/prefix/optimum.hpp); an empty array without it.
   nlohmann::json optimum = nlohmann::json::array();
   nlohmann::json timings;  ///< where the time went (options.timings), else null
-  std::shared_ptr<cli::phase_clock> clock;  ///< the running clock when options.timings
+  std::vector<std::string> warnings;  ///< input notes (skipped lines, unused records): shown by the CLI
+  std::shared_ptr<phase_clock> clock;  ///< the running clock when options.timings
   double optimum_seconds = 0;               ///< time spent on the optimum, inside "replay"
 };
 

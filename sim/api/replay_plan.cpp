@@ -2,16 +2,16 @@
 // (api/replay_plan.hpp).
 #include "api/replay_plan.hpp"
 
-#include "cli/common.hpp"
-#include "cli/cost.hpp"
-#include "cli/tiers.hpp"
+#include "api/trace_options.hpp"
+#include "api/pricing.hpp"
+#include "api/tiers.hpp"
+#include "kvtk/prefix/engine_index.hpp"
 #include "move/calibration.hpp"
 
 namespace kvtk::sim::replay_detail {
 namespace {
 
 using namespace kvtk::prefix;
-using cli::usage_error;
 
 bool known_for(const std::string& index, const std::string& policy) {
   if (index == "flat") return is_policy_name(policy);
@@ -69,19 +69,19 @@ void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, pl
   if (o.tier_top != "flat" && o.tier_top != "radix") {
     throw usage_error("--tier-top: unknown top tier '" + o.tier_top + "' (known: flat radix)");
   }
-  const cli::tier_flags flags{o.inclusion, o.write_policy, o.admission};
+  const tier_flags flags{o.inclusion, o.write_policy, o.admission};
   for (const auto& spec : o.tiers) {
     p.hierarchies.push_back(
-        cli::parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
+        parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
   }
   for (const auto& file : o.tier_config) {
     p.hierarchies.push_back(
-        cli::load_tier_config(file, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
+        load_tier_config(file, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
   }
   p.tier_top = o.tier_top;
   if (o.tier_top == "radix") {
     for (const auto& h : p.hierarchies) {
-      const std::string what = "--tier-top radix: " + cli::describe(h);
+      const std::string what = "--tier-top radix: " + describe(h);
       if (h.mode != kvtk::tier::inclusion::exclusive ||
           h.write.kind != kvtk::tier::write_policy::write_back) {
         throw usage_error(what + ": a radix top tier supports --exclusive write-back only");
@@ -119,7 +119,7 @@ void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, pl
   for (std::size_t h = 0; h < p.hierarchies.size(); ++h) {
     std::uint64_t total = 0;
     for (const auto& tier : p.hierarchies[h].tiers) total += tier.capacity_blocks;
-    p.jobs.push_back({"tiers", cli::describe(p.hierarchies[h]), total, static_cast<int>(h), ""});
+    p.jobs.push_back({"tiers", describe(p.hierarchies[h]), total, static_cast<int>(h), ""});
   }
 }
 
@@ -130,7 +130,7 @@ void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) 
   std::vector<std::uint64_t> caps;
   for (const auto& c : caps_given) {
     if (c.empty()) throw usage_error("--capacity: empty item in the list");
-    caps.push_back(cli::parse_capacity(c, o.block_tokens, bytes_per_token));
+    caps.push_back(parse_capacity(c, o.block_tokens, bytes_per_token));
   }
   if (caps.empty()) throw usage_error("--capacity: empty list");
   if (o.index.empty()) throw usage_error("--index: empty list");
@@ -167,12 +167,10 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
   if (o.engine.empty()) throw usage_error("--engine: empty list");
   bool ideal = false;
   for (const auto& e : o.engine) {
-    if (e == "ideal") {
+    const engine_accounting engine = parse_engine(e);
+    if (engine == engine_accounting::ideal) {
       ideal = true;
       continue;
-    }
-    if (e != "vllm" && e != "sglang") {
-      throw usage_error("--engine: unknown engine '" + e + "' (known: ideal vllm sglang)");
     }
     if (p.pb == partial_block::cache) {
       throw usage_error("--engine " + e +
@@ -181,8 +179,8 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
     const auto& caps_given = o.capacity.empty() ? default_capacities() : o.capacity;
     for (const auto& c : caps_given) {
       if (c.empty()) throw usage_error("--capacity: empty item in the list");
-      const std::uint64_t cap = cli::parse_capacity(c, o.block_tokens, bytes_per_token);
-      if (e == "vllm") {
+      const std::uint64_t cap = parse_capacity(c, o.block_tokens, bytes_per_token);
+      if (engine == engine_accounting::vllm) {
         p.jobs.push_back({"hashchain", "vllm", cap, -1, c, e});
       } else {
         p.jobs.push_back({"radix", "lru", cap, -1, c, e});
@@ -201,9 +199,9 @@ const std::vector<std::string>& default_capacities() {
 
 plan make_plan(const replay_options& o) {
   plan p;
-  p.pb = cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+  p.pb = parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
   if (o.threads == 0 || o.threads > 256) throw usage_error("--threads: must be in [1, 256]");
-  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  const std::uint64_t bytes_per_token = o.model.empty() ? 0 : bytes_per_token_of(o.model);
   if (!o.pricing.empty()) {
     p.table = load_price_table(o.pricing, p.price_storage);
     p.priced = true;

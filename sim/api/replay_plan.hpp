@@ -44,7 +44,7 @@ struct plan {
 /// The capacities replayed when none are given (blocks).
 const std::vector<std::string>& default_capacities();
 
-/// Throws cli::usage_error naming the first bad option.
+/// Throws usage_error naming the first bad option.
 plan make_plan(const replay_options& o);
 
 }  // namespace kvtk::sim::replay_detail

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "api/options_json.hpp"
-#include "cli/common.hpp"
-#include "cli/cost.hpp"
+#include "api/trace_options.hpp"
+#include "api/pricing.hpp"
 #include "formats/decode_records.hpp"
 #include "formats/requests.hpp"
 #include "util/output_file.hpp"
@@ -16,14 +16,13 @@
 namespace kvtk::sim {
 namespace {
 
-using cli::usage_error;
 
 // The config file (its relative timing_table made relative to the file's directory), then the
 // options' keys, then calibration and timing_table; `set` is applied by
 // cluster_config_from_json.
 nlohmann::json config_json(const simulate_options& o) {
   nlohmann::json j = nlohmann::json::object();
-  if (!o.config_file.empty()) j = cli::read_json_file("--config", o.config_file);
+  if (!o.config_file.empty()) j = read_json_file("--config", o.config_file);
   if (!o.config.is_object()) throw usage_error("config: must be a JSON object");
   if (!j.is_object()) throw usage_error("config: must be a JSON object");
   if (j.contains("timing_table") && j["timing_table"].is_string()) {
@@ -122,8 +121,8 @@ simulate_options simulate_options_from_json(const nlohmann::json& j) {
 
 void validate(simulate_options& o) {
   if (!o.csv.empty()) check_output(o.csv, o.force, "--csv");
-  cli::check_request_format(o.format);
-  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  check_request_format(o.format);
+  resolve_trace(o.trace, o.format, o.block_tokens);
   nlohmann::json j = config_json(o);
   (void)cluster_config_from_json(j, o.block_tokens, o.set);
   if (!o.pricing.empty()) {
@@ -143,8 +142,9 @@ simulate_result run(simulate_options o, const progress_callback& progress) {
   }
   cfg.sched.log_iterations = o.iteration_log;
   read_report skipped;
-  const loaded_trace loaded = cli::load_trace_for("simulate", o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped, cfg.sparse.enabled);
+  std::vector<std::string>& warnings = r.warnings;
+  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, warnings, cfg.sparse.enabled);
   check_decode_lengths(o, loaded, cfg);
   std::size_t recorded_requests = 0;
   if (cfg.sparse.enabled && skipped.decode_records > 0) {

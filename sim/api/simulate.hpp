@@ -22,7 +22,7 @@ namespace kvtk::sim {
 
 /// Applies `overrides` ("key=value"; values parse as JSON, else as strings) to `j`, then builds a
 /// cluster config from it (docs/simulate.md). Capacities use --capacity's units
-/// with the config's model. Throws cli::usage_error naming the key and the problem.
+/// with the config's model. Throws usage_error naming the key and the problem.
 des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t block_tokens,
                                              const std::vector<std::string>& overrides);
 
@@ -55,10 +55,10 @@ struct simulate_options {
 };
 
 nlohmann::json to_json(const simulate_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 simulate_options simulate_options_from_json(const nlohmann::json& j);
 /// Checks the options (the whole cluster config) and resolves format and block_tokens, in place.
-/// Throws cli::usage_error naming the key; trace_error when the trace cannot be read.
+/// Throws usage_error naming the key; trace_error when the trace cannot be read.
 void validate(simulate_options& o);
 
 struct simulate_result {
@@ -66,13 +66,14 @@ struct simulate_result {
   nlohmann::json config;  ///< the config as applied (file, keys, overrides)
   nlohmann::json result;  ///< the summary: hit ratios, TTFT/TBT/latency, throughput, cost, ...
   nlohmann::json host_link_calibration;       ///< the fit applied, or null
+  std::vector<std::string> warnings;  ///< input notes (skipped lines, unused records): shown by the CLI
   std::vector<des::request_outcome> requests;  ///< one outcome per request, in trace order
   std::vector<des::iteration_record> iterations;  ///< the iteration log (options.iteration_log)
   bool sparse = false;                         ///< sparse decode simulated (CSV has two more columns)
 };
 
 /// Effects: loads the trace (and its decode records when sparse), simulates the cluster.
-/// Throws: as validate(); cli::usage_error for an impossible config or bad decode-record ids;
+/// Throws: as validate(); usage_error for an impossible config or bad decode-record ids;
 /// std::runtime_error for a request asking more than 2^24 decode steps; trace_error.
 /// Progress is in requests ended (finished or rejected); see des::simulation_progress.
 simulate_result run(simulate_options options, const progress_callback& progress = {});

@@ -8,15 +8,14 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/common.hpp"
-#include "cli/cost.hpp"
+#include "api/trace_options.hpp"
+#include "api/pricing.hpp"
 #include "formats/decode_records.hpp"
 #include "move/calibration.hpp"
 
 namespace kvtk::sim {
 namespace {
 
-using cli::usage_error;
 
 const char* const known_keys[] = {
     "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
@@ -369,7 +368,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
     const std::string text = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
     if (text == "0") return 0;
     try {
-      return cli::parse_capacity(text, block_tokens, c.model.kv_bytes_per_token);
+      return parse_capacity(text, block_tokens, c.model.kv_bytes_per_token);
     } catch (const usage_error& e) {
       throw usage_error(std::string("config: '") + key + "': " + e.what());
     }
@@ -418,7 +417,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
     if (!j["partial_block"].is_string()) {
       throw usage_error("config: 'partial_block' must be \"skip\" or \"cache\"");
     }
-    c.cache_partial_block = cli::parse_partial_block(j["partial_block"].get<std::string>()) == 1;
+    c.cache_partial_block = parse_partial_block(j["partial_block"].get<std::string>()) == 1;
   }
   return c;
 }

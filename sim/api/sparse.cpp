@@ -12,7 +12,7 @@
 #include "api/options_json.hpp"
 #include "api/sparse_plan.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/decode_records.hpp"
 #include "kvtk/sparse/decode_step.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
@@ -22,7 +22,6 @@ namespace kvtk::sim {
 namespace {
 
 namespace sp = kvtk::sparse;
-using cli::usage_error;
 using sparse_detail::job;
 using sparse_detail::plan;
 using sparse_detail::run_options;

@@ -49,9 +49,9 @@ struct sparse_options {
 };
 
 nlohmann::json to_json(const sparse_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 sparse_options sparse_options_from_json(const nlohmann::json& j);
-/// Checks every option (and the trace's page size). Throws cli::usage_error naming the option.
+/// Checks every option (and the trace's page size). Throws usage_error naming the option.
 void validate(const sparse_options& o);
 
 struct sparse_result {

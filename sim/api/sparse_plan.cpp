@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "des/profiles.hpp"
 #include "formats/requests.hpp"
 #include "move/calibration.hpp"
@@ -14,7 +14,6 @@ namespace kvtk::sim::sparse_detail {
 namespace {
 
 namespace sp = kvtk::sparse;
-using cli::usage_error;
 
 // "none", "layer-ahead", "next-step" or "next-step:ACC" -> (mode, accuracy); layer-ahead is a
 // timing mode over prefetch_mode::none.
@@ -110,7 +109,7 @@ run_options common_of(const sparse_options& o, std::uint32_t page_tokens) {
   if (!o.calibration_mechanism.empty() && o.calibration.empty()) {
     throw usage_error("--calibration-mechanism needs --calibration");
   }
-  const std::uint64_t bpt = cli::bytes_per_token_of(o.model);
+  const std::uint64_t bpt = bytes_per_token_of(o.model);
   if (o.layers) {
     c.link.layers = *o.layers;
   } else {

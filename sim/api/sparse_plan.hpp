@@ -42,7 +42,7 @@ struct plan {
   std::uint32_t page_tokens = 0;
 };
 
-/// Throws cli::usage_error naming the first bad option.
+/// Throws usage_error naming the first bad option.
 plan make_plan(const sparse_options& o);
 
 }  // namespace kvtk::sim::sparse_detail

@@ -1,7 +1,7 @@
 #include "api/trace_convert.hpp"
 
 #include "api/options_json.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/writers.hpp"
 #include "util/output_file.hpp"
 
@@ -27,8 +27,7 @@ trace_convert_options trace_convert_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(trace_convert_options& o) {
-  using cli::usage_error;
-  cli::check_request_format(o.format);
+  check_request_format(o.format);
   if (o.output.empty()) throw usage_error("-o: give the output file, or - for stdout");
   if (o.to.empty()) {
     if (o.output.size() < 5 || o.output.compare(o.output.size() - 5, 5, ".kvtb") != 0) {
@@ -41,7 +40,7 @@ void validate(trace_convert_options& o) {
     throw usage_error("--to: cannot write '" + o.to +
                       "' (writable: kvtk kvtb mooncake ids oracle-general)");
   }
-  cli::resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
+  resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
   // The output never replaces the input (or any other file without force).
   note_input(o.trace);
   check_output(o.output, o.force, "-o");

@@ -30,10 +30,10 @@ struct trace_convert_options {
 };
 
 nlohmann::json to_json(const trace_convert_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 trace_convert_options trace_convert_options_from_json(const nlohmann::json& j);
 /// Checks the options and resolves format, block_tokens and `to`, in place. Throws
-/// cli::usage_error naming the option; trace_error when the input cannot be read.
+/// usage_error naming the option; trace_error when the input cannot be read.
 void validate(trace_convert_options& o);
 
 struct trace_convert_result {

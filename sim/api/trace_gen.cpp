@@ -17,7 +17,7 @@
 #include "api/trace_gen.hpp"
 
 #include "api/options_json.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/writers.hpp"
 #include "util/output_file.hpp"
 
@@ -246,7 +246,6 @@ trace_gen_options trace_gen_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(trace_gen_options& o) {
-  using cli::usage_error;
   const gen_options& g = o.gen;
   if (g.profile != "chat" && g.profile != "agent" && g.profile != "api" && g.profile != "mixed") {
     throw usage_error("--profile: unknown profile '" + g.profile + "' (known: chat agent api mixed)");

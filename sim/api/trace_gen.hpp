@@ -46,9 +46,9 @@ struct trace_gen_options {
 /// The knobs flattened ({"profile", "requests", "seed", "block_tokens", "rate", "arrivals",
 /// "burst_cv", "tenants", "output", "to", "force"}).
 nlohmann::json to_json(const trace_gen_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 trace_gen_options trace_gen_options_from_json(const nlohmann::json& j);
-/// Checks the knobs and resolves `to`, in place. Throws cli::usage_error naming the option.
+/// Checks the knobs and resolves `to`, in place. Throws usage_error naming the option.
 void validate(trace_gen_options& o);
 
 struct trace_gen_result {

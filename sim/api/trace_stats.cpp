@@ -7,8 +7,8 @@
 #include <unordered_map>
 
 #include "api/options_json.hpp"
-#include "cli/common.hpp"
-#include "cli/phase_clock.hpp"
+#include "api/trace_options.hpp"
+#include "util/phase_clock.hpp"
 #include "formats/requests.hpp"
 
 namespace kvtk::sim {
@@ -121,8 +121,8 @@ trace_stats_options trace_stats_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(const trace_stats_options& o) {
-  cli::check_request_format(o.format);
-  (void)cli::parse_partial_block(o.partial_block);
+  check_request_format(o.format);
+  (void)parse_partial_block(o.partial_block);
 }
 
 namespace {
@@ -206,12 +206,13 @@ trace_stats_result run(trace_stats_options o) {
   using namespace kvtk::prefix;
   validate(o);
   const partial_block pb =
-      cli::parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
+      parse_partial_block(o.partial_block) == 1 ? partial_block::cache : partial_block::skip;
   trace_stats_result r;
-  auto clock = std::make_shared<cli::phase_clock>();
+  auto clock = std::make_shared<phase_clock>();
   read_report skipped;
-  const loaded_trace loaded = cli::load_trace_for("trace stats", o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped);
+  std::vector<std::string>& warnings = r.warnings;
+  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, warnings);
   const prefix_trace_view& t = loaded.view();
 
   clock->lap("read");

@@ -11,12 +11,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace kvtk::sim {
 
-namespace cli {
-class phase_clock;
-}
+class phase_clock;  // util/phase_clock.hpp
 
 /// What `kvtk trace stats` does; each field is the option of the same name.
 struct trace_stats_options {
@@ -29,14 +28,15 @@ struct trace_stats_options {
 };
 
 nlohmann::json to_json(const trace_stats_options& o);
-/// Throws cli::usage_error naming an unknown key or a value of the wrong type.
+/// Throws usage_error naming an unknown key or a value of the wrong type.
 trace_stats_options trace_stats_options_from_json(const nlohmann::json& j);
-/// Throws cli::usage_error naming the option.
+/// Throws usage_error naming the option.
 void validate(const trace_stats_options& o);
 
 struct trace_stats_result {
   nlohmann::json stats;                     ///< the figures (docs: README "trace stats")
-  std::shared_ptr<cli::phase_clock> clock;  ///< read / pass / summary laps when options.timings
+  std::vector<std::string> warnings;  ///< input notes (skipped lines, unused records): shown by the CLI
+  std::shared_ptr<phase_clock> clock;  ///< read / pass / summary laps when options.timings
 };
 
 /// Effects: one pass over the trace. Throws: as validate(); trace_error for a bad trace.

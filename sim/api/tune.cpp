@@ -11,14 +11,13 @@
 #include "api/parallel.hpp"
 #include "api/segments.hpp"
 #include "api/text.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 #include "formats/requests.hpp"
 
 namespace kvtk::sim {
 namespace {
 
 using namespace kvtk::prefix;
-using cli::usage_error;
 using index_runs::replay_segments;
 using optimum_result = kvtk::prefix::offline_optimum::result;
 
@@ -246,7 +245,7 @@ tune_options tune_options_from_json(const nlohmann::json& j) {
 }
 
 void validate(tune_options& o) {
-  cli::check_request_format(o.format);
+  check_request_format(o.format);
   if (!(o.holdout > 0.0 && o.holdout < 1.0)) {
     throw usage_error("--holdout: must be in (0, 1), the share of requests held out");
   }
@@ -257,10 +256,10 @@ void validate(tune_options& o) {
   if (o.threads < 1 || o.threads > 256) throw usage_error("--threads: must be in [1, 256]");
   if (o.index.empty()) throw usage_error("--index: empty list");
   (void)candidates(o);
-  cli::resolve_trace(o.trace, o.format, o.block_tokens);
+  resolve_trace(o.trace, o.format, o.block_tokens);
   check_next_use_cache(o.next_use_cache);
-  const std::uint64_t bpt = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
-  for (const std::string& c : o.capacity) (void)cli::parse_capacity(c, o.block_tokens, bpt);
+  const std::uint64_t bpt = o.model.empty() ? 0 : bytes_per_token_of(o.model);
+  for (const std::string& c : o.capacity) (void)parse_capacity(c, o.block_tokens, bpt);
 }
 
 tune_result run(tune_options o) {
@@ -268,8 +267,9 @@ tune_result run(tune_options o) {
   const partial_block pb = o.partial_block == "cache" ? partial_block::cache : partial_block::skip;
   const std::vector<candidate> cands = candidates(o);
   read_report skipped;
-  const loaded_trace loaded = cli::load_trace_for("tune", o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped, false, o.threads);
+  std::vector<std::string> warnings;
+  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
+                                                  o.skip_invalid, skipped, warnings, false, o.threads);
   const prefix_trace_view& t = loaded.view();
   const std::size_t n = t.requests();
   const auto k = static_cast<std::size_t>(std::floor(double(n) * (1.0 - o.holdout)));
@@ -279,7 +279,7 @@ tune_result run(tune_options o) {
   }
   const next_use_column next_uses = next_uses_for(o.trace, loaded, pb, o.next_use_cache);
   const std::span<const std::uint64_t> next = next_uses.span();
-  const std::uint64_t bpt = o.model.empty() ? 0 : cli::bytes_per_token_of(o.model);
+  const std::uint64_t bpt = o.model.empty() ? 0 : bytes_per_token_of(o.model);
 
   // Tune: warm-up [0, k/4), scored in three segments up to k. Holdout: warm-up [0, k), then [k, n).
   const std::array<std::size_t, 4> tune_bounds{k / 4, k / 2, 3 * k / 4, k};
@@ -291,8 +291,8 @@ tune_result run(tune_options o) {
   std::vector<std::uint64_t> asked;  // as replay reports them; caps: what is allocated
   std::vector<std::uint32_t> caps;
   for (const std::string& c : o.capacity) {
-    asked.push_back(cli::parse_capacity(c, o.block_tokens, bpt));
-    caps.push_back(cli::allocation_capacity(asked.back(), t.keys.size()));
+    asked.push_back(parse_capacity(c, o.block_tokens, bpt));
+    caps.push_back(allocation_capacity(asked.back(), t.keys.size()));
   }
   detail::parallel_for(o.threads, out.size(), [&](std::size_t i) {
     const std::size_t ci = i / per, j = i % per;
@@ -306,6 +306,7 @@ tune_result run(tune_options o) {
   });
 
   tune_result r;
+  r.warnings = std::move(warnings);
   r.trace = {{"path", o.trace},
              {"format", o.format},
              {"requests", n},

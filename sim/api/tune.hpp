@@ -49,17 +49,18 @@ struct tune_options {
 
 /// The options as JSON (every field, by its name above).
 nlohmann::json to_json(const tune_options& o);
-/// Options from JSON: any subset of to_json's keys. Throws cli::usage_error naming the key for
+/// Options from JSON: any subset of to_json's keys. Throws usage_error naming the key for
 /// an unknown key or a value of the wrong type.
 tune_options tune_options_from_json(const nlohmann::json& j);
 
-/// Throws cli::usage_error naming the option (bad holdout, no capacity, an offline or unknown
+/// Throws usage_error naming the option (bad holdout, no capacity, an offline or unknown
 /// policy, an unknown index); trace_error when the trace cannot be read.
 void validate(tune_options& o);
 
 struct tune_result {
   nlohmann::json trace;    ///< path, format, requests, tune_requests, holdout_requests
   nlohmann::json results;  ///< one object per capacity (docs/policy-quality.md "Tuning")
+  std::vector<std::string> warnings;  ///< input notes (skipped lines, unused records): shown by the CLI
 };
 
 /// Effects: loads the trace, tunes and evaluates every capacity. Complexity: about

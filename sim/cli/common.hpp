@@ -1,23 +1,19 @@
-// sim/cli/common.hpp — helpers shared by the kvtk subcommands.
+// sim/cli/common.hpp — the command-line plumbing every kvtk subcommand shares: parsing argv into
+// options (Boost.Program_options lives in cli/ only) and writing outputs by the --force rule.
+// What a command computes from its options is in api/ (api/trace_options.hpp for the shared parts).
 #pragma once
 
 #include <boost/program_options.hpp>
-#include <cstdint>
 #include <functional>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "formats/requests.hpp"
+#include "api/trace_options.hpp"
+#include "api/usage_error.hpp"
 
 namespace kvtk::sim::cli {
 
-/// A bad command line: reported with exit code 2.
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using kvtk::sim::usage_error;  // api/usage_error.hpp: the CLI reports it with exit code 2
 
 /// Parses the arguments of subcommand `cmd` (e.g. "trace stats") into vm and runs check(), which
 /// validates values and may throw usage_error. Returns -1 to go on, 0 after printing --help, or 2
@@ -31,65 +27,13 @@ int parse_command(
     const std::function<void()>& check,
     const boost::program_options::positional_options_description* positional = nullptr);
 
-/// "a,b,c" -> {"a", "b", "c"}. Throws usage_error "<option>: empty item ..." for "a,,b" or a
-/// trailing comma (a typo, not a shorter list).
-std::vector<std::string> split_list(const std::string& s, const std::string& option = "list");
-
-/// KV bytes per token of the model presets (bf16; des::model_presets(), the one table of
-/// models): deepseek-v3, llama-3-70b, qwen2.5-7b, qwen3-235b-a22b.
-const std::map<std::string, std::uint64_t>& model_bytes_per_token();
-
-/// Bytes per token of `model`: a preset name, or a path ending in .json (model_file_...).
-/// Throws usage_error listing the presets for an unknown name.
-std::uint64_t bytes_per_token_of(const std::string& model);
-
-/// KV bytes per token from a JSON model file: {"kv_bytes_per_token": N}, or the attention shape
-/// {"layers", "kv_heads", "head_dim", "dtype_bytes" (default 2)} -> 2*layers*kv_heads*head_dim*
-/// dtype_bytes, or for MLA {"layers", "kv_lora_rank", "qk_rope_head_dim", "dtype_bytes"} ->
-/// layers*(kv_lora_rank+qk_rope_head_dim)*dtype_bytes. Throws usage_error naming the problem.
-std::uint64_t model_file_bytes_per_token(const std::string& path);
-
-/// A capacity in blocks from "1000" (blocks), "3Mtok" (tokens) or "64GiB" (bytes; needs
-/// bytes_per_token > 0). Throws usage_error naming the text and the reason.
-std::uint64_t parse_capacity(const std::string& text, std::uint32_t block_tokens,
-                             std::uint64_t bytes_per_token);
-
-/// The capacity to allocate for a cache of `capacity` blocks replaying a stream of `refs` block
-/// references: at most refs (and at least 1). A cache evicts only when full, so one that can
-/// hold every reference never evicts, and any capacity from refs up gives the same results; this
-/// keeps a huge --capacity on a small trace from allocating memory it can never use.
-/// Throws: usage_error when the result does not fit the caches' 2^31-1 entries.
-std::uint32_t allocation_capacity(std::uint64_t capacity, std::uint64_t refs);
-
-/// Checks a --format value of the request-trace commands (auto or a format_names() name).
-void check_request_format(const std::string& format);
-
-/// Resolves format "auto" (detecting it from the file) and block_tokens 0 (the trace's default:
-/// kvtb / kvtk header, else the format's). Throws trace_error when the file cannot be read.
-void resolve_trace(const std::string& path, std::string& format, std::uint32_t& block_tokens);
-
-/// kvtk::prefix::partial_block from "skip" / "cache"; throws usage_error otherwise.
-/// (Declared with an int result to keep this header free of the prefix headers: 0 skip, 1 cache.)
-int parse_partial_block(const std::string& text);
-
-/// Loads a request trace for subcommand `cmd` (resolve_trace first, so format and block_tokens
-/// name what was read). A kvtb file is mapped; other formats are read into memory. Skips bad
-/// lines when asked, then prints "kvtk <cmd>: skipped N invalid line(s); the first: ..." to
-/// stderr. Throws trace_error (the executable reports it and exits 1).
-/// `decode_records_used`: the command reads the file's decode-step records itself (no note).
-/// `threads` > 1 parses JSONL in parallel (parse_jsonl_parallel; the same result).
-loaded_trace load_trace_for(const std::string& cmd, const std::string& path, std::string& format,
-                            std::uint32_t& block_tokens, bool skip_invalid, read_report& report,
-                            bool decode_records_used = false, unsigned threads = 1);
-
 /// Adds the trace-input options every trace command shares: --trace (required), --format
 /// (default auto), --block-tokens (default 0 = the trace's).
 void add_trace_options(boost::program_options::options_description& opts, std::string& trace,
                        std::string& format, std::uint32_t& block_tokens);
 
-/// Reads a JSON file for option `option` (e.g. "--tier-config"). Throws usage_error "option:
-/// cannot open 'path'" or "option: 'path' is not valid JSON: reason".
-nlohmann::json read_json_file(const std::string& option, const std::string& path);
+/// Prints each of a result's warnings on stderr as "kvtk <cmd>: <warning>".
+void show_warnings(const std::string& cmd, const std::vector<std::string>& warnings);
 
 /// Whether this command was given --force (set by parse_command; README "Output files").
 bool& force_outputs() noexcept;

@@ -13,7 +13,6 @@
 namespace kvtk::sim {
 
 namespace po = boost::program_options;
-using cli::split_list;
 
 int run_compare(const std::vector<std::string>& args) {
   po::options_description opts(

@@ -1,23 +1,11 @@
-// sim/cli/cost.hpp — `kvtk cost` and the `cost` objects `kvtk replay/simulate --pricing` attach.
+// sim/cli/cost.hpp — `kvtk cost`: the command line over api/cost.hpp (price tables: api/pricing.hpp).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "kvtk/cost/pricing.hpp"
 
 namespace kvtk::sim {
-
-/// A price table from a preset name or a JSON file {"name", "hit", "miss", "output",
-/// "valid_from", "valid_to", "offpeak_start_utc", "offpeak_end_utc", "offpeak_discount"}.
-/// `storage` keeps the file's strings alive. Throws cli::usage_error naming the problem.
-kvtk::cost::price_table load_price_table(const std::string& name_or_file,
-                                         std::vector<std::string>& storage);
-
-/// The API-view cost object for token counts (with the assumptions spelled out).
-nlohmann::json api_cost_json(const kvtk::cost::price_table& p, const kvtk::cost::token_counts& t,
-                             double offpeak_share);
 
 /// Runs `kvtk cost` with the arguments after "cost". Returns the exit code.
 int run_cost(const std::vector<std::string>& args);

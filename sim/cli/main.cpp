@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   } catch (const kvtk::sim::output_refused& e) {  // an output that may not be written
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 2;
-  } catch (const kvtk::sim::cli::usage_error& e) {  // a bad command line, wherever it is found
+  } catch (const kvtk::sim::usage_error& e) {  // a bad command line, wherever it is found
     std::fprintf(stderr, "kvtk %s: %s\n", argv[1], e.what());
     return 2;
   } catch (const kvtk::sim::memory_budget_error& e) {  // options asking for more than there is

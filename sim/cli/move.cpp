@@ -13,7 +13,6 @@
 namespace kvtk::sim {
 namespace {
 
-using cli::usage_error;
 
 int run_move_replay(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
@@ -66,6 +65,7 @@ int run_move_replay(const std::vector<std::string>& args) {
     std::cerr << "kvtk move replay: " << e.what() << "\n";
     return 1;
   }
+  cli::show_warnings("move replay", r.warnings);
   try {
     if (vm.count("json")) {
       cli::write_to(json_out, r.report.dump(2) + "\n");
@@ -125,10 +125,10 @@ int run_move(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (const int rc = cli::parse_command(
           "move bench", opts, std::vector<std::string>(args.begin() + 1, args.end()), vm, [&] {
-            o.to = cli::split_list(to, "--to");
-            o.block_bytes = cli::split_list(sizes, "--block-bytes");
-            o.blocks = cli::split_list(counts, "--blocks");
-            o.mechanism = cli::split_list(mechs, "--mechanism");
+            o.to = split_list(to, "--to");
+            o.block_bytes = split_list(sizes, "--block-bytes");
+            o.blocks = split_list(counts, "--blocks");
+            o.mechanism = split_list(mechs, "--mechanism");
             validate(o);
           });
       rc >= 0) {

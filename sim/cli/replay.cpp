@@ -8,7 +8,7 @@
 
 #include "api/replay.hpp"
 #include "cli/common.hpp"
-#include "cli/phase_clock.hpp"
+#include "util/phase_clock.hpp"
 #include "cli/progress.hpp"
 
 namespace kvtk::sim {
@@ -99,13 +99,12 @@ po::options_description describe(replay_options& o, replay_args& l) {
 
 // The flags and lists that parse_command's check turns into options.
 void finish_options(const po::variables_map& vm, const replay_args& l, replay_options& o) {
-  using cli::usage_error;
   if (vm.count("inclusive") && vm.count("exclusive")) {
     throw usage_error("--inclusive and --exclusive contradict each other");
   }
   if (vm.count("inclusive")) o.inclusion = "inclusive";
-  o.engine = cli::split_list(l.engines, "--engine");
-  o.index = cli::split_list(l.indexes, "--index");
+  o.engine = split_list(l.engines, "--engine");
+  o.index = split_list(l.indexes, "--index");
   // The top tier of --tiers hierarchies: --tier-top, else radix when --index names radix alone
   // (the default index list is radix too, for the grid, so only an explicit one counts; with
   // --index flat,radix the hierarchies keep a flat top unless --tier-top radix).
@@ -114,9 +113,9 @@ void finish_options(const po::variables_map& vm, const replay_args& l, replay_op
   } else if (!vm["index"].defaulted() && o.index == std::vector<std::string>{"radix"}) {
     o.tier_top = "radix";
   }
-  o.policy = cli::split_list(l.policies, "--policy");
+  o.policy = split_list(l.policies, "--policy");
   if (!vm["capacity"].defaulted()) {
-    o.capacity = cli::split_list(l.capacities, "--capacity");
+    o.capacity = split_list(l.capacities, "--capacity");
     if (o.capacity.empty()) throw usage_error("--capacity: empty list");
   }
   o.opt = vm.count("no-opt") == 0;
@@ -148,6 +147,7 @@ int run_replay(const std::vector<std::string>& args) {
     drawn = done;
   });
   bar.reset();
+  show_warnings("replay", r.warnings);
   nlohmann::json out = to_json(r);
   const std::string csv = vm.count("csv") ? to_csv(r) : std::string();
   if (r.clock) {

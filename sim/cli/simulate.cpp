@@ -53,6 +53,7 @@ int run_simulate(const std::vector<std::string>& args) {
     return rc;
   }
   const simulate_result r = run(o);
+  show_warnings("simulate", r.warnings);
   try {
     if (vm.count("json")) write_to(json_out, to_json(r).dump(2) + "\n");
     if (vm.count("iterations")) write_to(iterations_out, iterations_csv(r));

@@ -72,7 +72,6 @@ po::options_description describe(sparse_options& o, sparse_args& l) {
 
 // The flags, optional values and lists that parse_command's check turns into options.
 void finish_options(const po::variables_map& vm, const sparse_args& l, sparse_options& o) {
-  using cli::split_list;
   if (vm.count("persistence") && vm["persistence"].as<double>() != -1) {
     o.persistence = vm["persistence"].as<double>();
   }
@@ -85,7 +84,7 @@ void finish_options(const po::variables_map& vm, const sparse_args& l, sparse_op
   o.prefetch = split_list(l.prefetch, "--prefetch");
   if (!vm["drift"].defaulted()) {
     o.drift = split_list(l.drifts, "--drift");
-    if (o.drift.empty()) throw cli::usage_error("--drift: empty list");
+    if (o.drift.empty()) throw usage_error("--drift: empty list");
   }
   o.manager = split_list(l.managers, "--manager");
   o.scorer = split_list(l.scorers, "--scorer");

@@ -14,7 +14,7 @@
 #include <unordered_map>
 
 #include "cli/common.hpp"
-#include "cli/phase_clock.hpp"
+#include "util/phase_clock.hpp"
 #include "cli/trace_convert.hpp"
 #include "cli/trace_gen.hpp"
 
@@ -51,6 +51,7 @@ int stats(const std::vector<std::string>& args) {
     return rc;
   }
   const trace_stats_result r = run(o);
+  show_warnings("trace stats", r.warnings);
   if (vm.count("json")) {
     try {
       write_to(json_out, to_json(r).dump(2) + "\n");

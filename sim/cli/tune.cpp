@@ -49,6 +49,7 @@ int run_tune(const std::vector<std::string>& args) {
     return rc;
   }
   const tune_result r = run(o);
+  show_warnings("tune", r.warnings);
   try {
     if (vm.count("json")) write_to(json_out, to_json(r).dump(2) + "\n");
   } catch (const std::exception& e) {

@@ -30,7 +30,9 @@
 #include <variant>
 #include <vector>
 
+#include "des/event_loop.hpp"
 #include "des/outcomes.hpp"
+#include "des/router.hpp"
 #include "des/simulator.hpp"
 #include "kvtk/move/timing_fit.hpp"
 #include "des/sparse_decode.hpp"
@@ -45,19 +47,8 @@ std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_tiers(const std::string& poli
 // The cluster-wide pool: one LRU tier of `blocks` blocks (the same tier model as the instances').
 std::unique_ptr<kvtk::tier::tier_hierarchy<>> make_pool(std::uint64_t blocks);
 
-enum kind : int { prefill_done = 0, transfer_done = 1, decode_done = 2, arrival = 3 };
-
-struct event {
-  double t;
-  int kind;
-  std::uint64_t seq;
-  std::uint32_t instance, request;
-  bool operator>(const event& o) const noexcept {
-    if (t != o.t) return t > o.t;
-    if (kind != o.kind) return kind > o.kind;
-    return seq > o.seq;
-  }
-};
+// kvtk's scheduler's events; at one instant they are taken in this order (des/event_loop.hpp).
+enum class cluster_event : std::uint8_t { prefill_done, transfer_done, decode_done, arrival };
 
 struct instance {
   // The instance's KV tiers, on the one tier model (kvtk::tier::tier_hierarchy): the HBM cache
@@ -87,71 +78,25 @@ struct request_state {
   double predicted_prefill_s = 0;
 };
 
-// Token gaps are too many to keep: a log-bucketed histogram (1 % wide buckets from 1 us to
-// ~10^5 s) gives quantiles within 1 %; the maximum is kept exactly.
-class gap_histogram {
- public:
-  void add(double s) {
-    ++n_;
-    max_ = std::max(max_, s);
-    // The requests of one decode step share their gap: one logarithm per step, not per token.
-    if (s != last_s_) {
-      last_s_ = s;
-      last_b_ = bucket(s);
-    }
-    counts_[last_b_]++;
-  }
-  [[nodiscard]] double quantile(double q) const {
-    if (n_ == 0) return 0;
-    const auto want = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n_)));
-    std::uint64_t seen = 0;
-    for (std::size_t b = 0; b < counts_.size(); ++b) {
-      seen += counts_[b];
-      if (seen >= std::max<std::uint64_t>(want, 1)) {
-        return std::min(max_, b == 0 ? lo : lo * std::pow(ratio, static_cast<double>(b)));
-      }
-    }
-    return max_;
-  }
-  [[nodiscard]] nlohmann::json json() const {
-    return {{"p50", quantile(0.5)},   {"p90", quantile(0.9)}, {"p99", quantile(0.99)},
-            {"p999", quantile(0.999)}, {"max", max_},          {"count", n_}};
-  }
-
- private:
-  static constexpr double lo = 1e-6, ratio = 1.01;
-  static std::size_t bucket(double s) {
-    if (!(s > lo)) return 0;
-    const double b = std::ceil(std::log(s / lo) / std::log(ratio));
-    return static_cast<std::size_t>(std::min(b, static_cast<double>(buckets - 1)));
-  }
-  static constexpr std::size_t buckets = 2600;
-  std::vector<std::uint64_t> counts_ = std::vector<std::uint64_t>(buckets, 0);
-  std::uint64_t n_ = 0;
-  double max_ = 0;
-  double last_s_ = 0;          // the last value added and its bucket (bucket(0) == 0)
-  std::size_t last_b_ = 0;
-};
-
-// The routers, chosen once per simulation (not by comparing strings per request).
-enum class router_kind { random, round_robin, least_loaded, cache_aware, conductor };
-
-// Throws: kvtk::unknown_name (kind "router") listing the routers.
-router_kind parse_router(const std::string& name);
-
 class cluster {
  public:
+  using event = basic_event<cluster_event>;
   cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 
   simulation_result run(const simulation_hooks& hooks);
+
+  // The strategy's side of run_events (des/event_loop.hpp).
+  event_queue<cluster_event>& queue() noexcept { return events_; }
+  void handle(const event& e);
+  request_window<request_state>& window() noexcept { return w_; }
+  [[nodiscard]] std::uint64_t ended() const noexcept { return ended_; }
+  simulation_result summarize(outcome_stream& sink);
 
  private:
   void validate() const;
   // A timing table must have the rows the trace needs (prefill always, decode when a request
   // decodes). Throws std::invalid_argument.
   void check_timing_table() const;
-
-  void push(double t, int kind, std::uint32_t inst, std::uint32_t req);
 
   std::uint64_t output_tokens(std::uint32_t r) const;
 
@@ -203,20 +148,15 @@ class cluster {
   void on_decode_done(std::uint32_t tagged);
 
   void finish(std::uint32_t r);
-  // Counts request r, which ended (finished or rejected), and reports progress when due.
+  // Counts request r, which ended (finished or rejected).
   void ended(std::uint32_t r);
-  // The next event: the earliest in the queue, or the next arrival of the trace when it comes
-  // first (arrivals sorted by time are not queued; see simulate()).
-  bool next_event(event& e);
 
   // The sparse-decode totals (releases every request's manager first).
   nlohmann::json sparse_summary();
-  simulation_result summarize(outcome_stream& sink);
 
   static constexpr std::uint32_t decode_flag = 1u << 31;
   const kvtk::prefix::prefix_trace_view& t_;
   const cluster_config& c_;
-  std::mt19937_64 rng_;
   std::vector<std::uint8_t> served_;  // tier_hierarchy::process scratch (longest request)
   // The transfer-time model of the host link (a calibration fit, or latency + bytes/B; each of
   // an instance's GPUs moves its 1/TP share of a block over its own link, so B x TP) and of
@@ -224,23 +164,21 @@ class cluster {
   kvtk::move::timing_model host_link_, pool_link_;
   iteration_timing timing_;  // every iteration's duration (formula or table)
   router_kind router_ = router_kind::round_robin;    // c_.router, parsed once
+  basic_router routes_;  // the shared routers and the random stream (seeded by c_.seed)
   std::vector<double> route_cost_, route_weight_;     // one entry per prefill instance
   request_window<request_state> w_;  // the requests in flight (des/outcomes.hpp)
   std::vector<std::uint32_t> finished_;  // on_decode_done's scratch
-  std::uint32_t next_arrival_ = 0;     // sorted arrivals: the next one the trace gives
-  bool queued_arrivals_ = false;       // unsorted arrivals: all queued up front
   std::vector<instance> prefill_, decode_;
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> pool_;  // null without a pool
   std::unordered_map<kvtk::block_key, std::uint32_t> pool_in_flight_;
-  gap_histogram gaps_;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  latency_stats gaps_;  // every token gap (token_gap_s)
+  event_queue<cluster_event> events_;  // the event loop's queue (des/event_loop.hpp)
   kvtk::prefix::partial_block p_ = kvtk::prefix::partial_block::cache;
   double now_ = 0, block_bytes_ = 0, flops_per_s_ = 1, saved_flops_ = 0, pd_bytes_ = 0;
   double saved_table_s_ = 0;  // with a timing table: prefill seconds the hits saved
-  std::uint64_t seq_ = 0, rr_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
+  std::uint64_t pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   std::uint64_t dram_read_blocks_ = 0, rejected_ = 0;
-  const simulation_progress* progress_ = nullptr;  // set by run(); null when not reported
-  std::uint64_t ended_ = 0, next_report_ = 0;
+  std::uint64_t ended_ = 0;
   std::uint32_t bt_ = 1;
   // Sparse attention: totals of released managers, and the batch-level stall accounting.
   std::unique_ptr<sparse_decoder> sparse_;  // null for dense decode

@@ -1,59 +1,29 @@
-// sim/des/cluster_events.cpp — the event loop and the request life cycle (see des/cluster.hpp).
+// sim/des/cluster_events.cpp — kvtk's scheduler on the event loop (des/event_loop.hpp): the
+// request life cycle, arrive, prefill, transfer, decode (see des/cluster.hpp).
 #include "des/cluster.hpp"
 
 namespace kvtk::sim::des::detail {
 
 simulation_result cluster::run(const simulation_hooks& hooks) {
-  if (hooks.progress) progress_ = &hooks.progress;
-  outcome_stream sink(hooks, c_);
-  // Sorted arrivals come from the trace one at a time; otherwise all are queued, in the
-  // (time, kind, sequence) order of the heap. Both give the same order: an arrival is the
-  // last kind at its time, and arrivals keep trace order.
-  queued_arrivals_ = hooks.queue_all_arrivals || !arrivals_sorted(t_, hooks);
-  if (queued_arrivals_) {
-    for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], arrival, 0, r);
-  }
-  event e{};
-  while (next_event(e)) {
-    now_ = e.t;
-    switch (e.kind) {
-      case arrival:
-        on_arrival(e.request);
-        break;
-      case prefill_done:
-        on_prefill_done(e.instance, e.request);
-        break;
-      case transfer_done:
-        on_transfer_done(e.request);
-        break;
-      case decode_done:
-        on_decode_done(e.instance);
-        break;
-    }
-    w_.retire(sink);
-  }
-  w_.end_all();
-  w_.retire(sink);
-  w_.end_all();
-  w_.retire(sink);
-  return summarize(sink);
+  return run_events(*this, t_, c_, hooks);
 }
 
-bool cluster::next_event(event& e) {
-  if (!queued_arrivals_ && next_arrival_ < t_.requests() &&
-      (events_.empty() || t_.arrival_s[next_arrival_] < events_.top().t)) {
-    e = {t_.arrival_s[next_arrival_], arrival, 0, 0, next_arrival_};
-    ++next_arrival_;
-    return true;
+void cluster::handle(const event& e) {
+  now_ = e.t;
+  switch (e.kind) {
+    case cluster_event::arrival:
+      on_arrival(e.request);
+      break;
+    case cluster_event::prefill_done:
+      on_prefill_done(e.instance, e.request);
+      break;
+    case cluster_event::transfer_done:
+      on_transfer_done(e.request);
+      break;
+    case cluster_event::decode_done:
+      on_decode_done(e.instance);
+      break;
   }
-  if (events_.empty()) return false;
-  e = events_.top();
-  events_.pop();
-  return true;
-}
-
-void cluster::push(double t, int kind, std::uint32_t inst, std::uint32_t req) {
-  events_.push({t, kind, seq_++, inst, req});
 }
 
 std::uint64_t cluster::output_tokens(std::uint32_t r) const {
@@ -130,7 +100,7 @@ void cluster::start_prefill(std::uint32_t i, std::uint32_t r) {
   in.busy = true;
   in.busy_s += dur;
   in.busy_until = now_ + dur;
-  push(now_ + dur, prefill_done, i, r);
+  events_.push(now_ + dur, cluster_event::prefill_done, i, r);
 }
 
 void cluster::run_chunk(std::uint32_t i) {
@@ -148,7 +118,7 @@ void cluster::run_chunk(std::uint32_t i) {
   in.busy = true;
   in.busy_s += dur;
   in.busy_until = now_ + dur;
-  push(now_ + dur, prefill_done, i, r);
+  events_.push(now_ + dur, cluster_event::prefill_done, i, r);
 }
 
 void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
@@ -197,7 +167,7 @@ void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
     const double bytes = static_cast<double>(t_.input_tokens(r)) * c_.model.kv_bytes_per_token;
     pd_bytes_ += bytes;
     const double dt = c_.pd_link_bytes_per_s > 0 ? bytes / c_.pd_link_bytes_per_s : 0.0;
-    push(now_ + dt, transfer_done, 0, r);
+    events_.push(now_ + dt, cluster_event::transfer_done, 0, r);
   }
   try_start(i);
 }
@@ -248,7 +218,7 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
   in.busy = true;
   in.busy_s += dur;
   in.busy_until = now_ + dur;
-  push(now_ + dur, decode_done, i + (decode_pool ? decode_flag : 0), 0);
+  events_.push(now_ + dur, cluster_event::decode_done, i + (decode_pool ? decode_flag : 0), 0);
 }
 
 void cluster::on_decode_done(std::uint32_t tagged) {
@@ -289,9 +259,6 @@ void cluster::finish(std::uint32_t r) {
 void cluster::ended(std::uint32_t r) {
   w_.end(r);
   ++ended_;
-  if (progress_ == nullptr || (ended_ < next_report_ && ended_ < t_.requests())) return;
-  next_report_ = ended_ + std::max<std::uint64_t>(1, t_.requests() / 256);
-  (*progress_)(ended_, t_.requests());
 }
 
 }  // namespace kvtk::sim::des::detail

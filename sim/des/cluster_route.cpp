@@ -1,17 +1,8 @@
-// sim/des/cluster_route.cpp — the router, chosen once per simulation (see des/cluster.hpp).
+// sim/des/cluster_route.cpp — kvtk's scheduler's routing: the shared routers (des/router.hpp)
+// and the two that read its caches, cache-aware and conductor (see des/cluster.hpp).
 #include "des/cluster.hpp"
 
 namespace kvtk::sim::des::detail {
-
-constexpr std::string_view router_names[] = {"random", "round-robin", "least-loaded",
-                                             "cache-aware", "conductor"};
-
-router_kind parse_router(const std::string& name) {
-  for (std::size_t i = 0; i < std::size(router_names); ++i) {
-    if (router_names[i] == name) return static_cast<router_kind>(i);
-  }
-  throw kvtk::unknown_name("router", name, kvtk::name_list(router_names));
-}
 
 double cluster::predicted_ttft(std::uint32_t i, std::uint32_t r) {
   instance& in = prefill_[i];
@@ -22,15 +13,15 @@ double cluster::predicted_ttft(std::uint32_t i, std::uint32_t r) {
 
 std::uint32_t cluster::route(std::uint32_t r) {
   const std::size_t n = prefill_.size();
-  if (router_ == router_kind::random) return static_cast<std::uint32_t>(rng_() % n);
-  if (router_ == router_kind::round_robin) return static_cast<std::uint32_t>(rr_++ % n);
+  if (router_ != router_kind::cache_aware && router_ != router_kind::conductor) {
+    return routes_.pick(router_, static_cast<std::uint32_t>(n),
+                        [&](std::uint32_t i) { return prefill_[i].queued_tokens; });
+  }
   const auto b = t_.cacheable(r, p_);
   std::vector<double>& cost = route_cost_;  // sized once: no allocation per request
   for (std::size_t i = 0; i < n; ++i) {
     instance& in = prefill_[i];
-    if (router_ == router_kind::least_loaded) {
-      cost[i] = static_cast<double>(in.queued_tokens);
-    } else if (router_ == router_kind::cache_aware) {
+    if (router_ == router_kind::cache_aware) {
       std::uint64_t overlap = 0;
       while (overlap < b.size() && local_has(in, b[overlap])) ++overlap;
       const double prefill_blocks = static_cast<double>(b.size() - overlap) +
@@ -45,7 +36,7 @@ std::uint32_t cluster::route(std::uint32_t r) {
     std::vector<double>& w = route_weight_;
     for (std::size_t i = 0; i < n; ++i) w[i] = std::exp(-(cost[i] - lo) / c_.router_temperature);
     std::discrete_distribution<std::uint32_t> pick(w.begin(), w.end());
-    return pick(rng_);
+    return pick(routes_.rng());
   }
   return static_cast<std::uint32_t>(std::min_element(cost.begin(), cost.end()) - cost.begin());
 }

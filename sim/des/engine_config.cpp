@@ -5,35 +5,53 @@
 #include <stdexcept>
 
 #include "des/engine_sched.hpp"
+#include "des/router.hpp"
+#include "kvtk/prefix/engine_index.hpp"
 #include "des/simulator.hpp"
 
 namespace kvtk::sim::des {
 
+namespace {
+using kvtk::prefix::engine_accounting;
+using kvtk::prefix::engine_names;
+
+// The accounting each scheduler runs on.
+engine_accounting accounting_of(scheduler_kind s) {
+  switch (s) {
+    case scheduler_kind::kvtk:
+      return engine_accounting::ideal;
+    case scheduler_kind::sglang:
+      return engine_accounting::sglang;
+    case scheduler_kind::vllm_v0:
+    case scheduler_kind::vllm_v1:
+      break;
+  }
+  return engine_accounting::vllm;
+}
+}  // namespace
+
 std::string engine_scheduler_config::accounting() const {
   if (engine != "auto") return engine;
-  if (scheduler == "kvtk") return "ideal";
-  return scheduler == "sglang" ? "sglang" : "vllm";
+  return std::string(engine_names.name(accounting_of(kind())));
 }
 
 void engine_scheduler_config::validate() const {
-  if (scheduler != "kvtk" && scheduler != "vllm-v0" && scheduler != "vllm-v1" &&
-      scheduler != "sglang") {
-    throw std::invalid_argument("scheduler: unknown scheduler '" + scheduler +
-                                "' (known: kvtk vllm-v0 vllm-v1 sglang)");
+  try {
+    (void)kind();
+    (void)schedule_policy_names.parse(schedule_policy);
+  } catch (const kvtk::unknown_name& e) {
+    throw std::invalid_argument((e.kind() == "policy" ? "schedule_policy: " : "scheduler: ") +
+                                std::string(e.what()));
   }
-  if (engine != "auto" && engine != "ideal" && engine != "vllm" && engine != "sglang") {
-    throw std::invalid_argument("engine: unknown engine '" + engine +
-                                "' (known: auto ideal vllm sglang)");
+  if (engine != "auto" && !engine_names.find(engine)) {
+    throw std::invalid_argument("engine: unknown engine '" + engine + "' (known: auto " +
+                                engine_names.joined() + ")");
   }
   const std::string want = engine_scheduler_config{scheduler}.accounting();
   if (accounting() != want) {
     throw std::invalid_argument("engine " + engine + " does not go with scheduler " + scheduler +
                                 " (it runs on " + want + " accounting; --engine vllm selects "
                                 "scheduler vllm-v1, --engine sglang scheduler sglang)");
-  }
-  if (schedule_policy != "lpm" && schedule_policy != "fcfs") {
-    throw std::invalid_argument("schedule_policy: unknown policy '" + schedule_policy +
-                                "' (known: lpm fcfs)");
   }
   if (max_num_batched_tokens == 0 || max_num_seqs == 0) {
     throw std::invalid_argument("max_num_batched_tokens and max_num_seqs must be >= 1");
@@ -48,8 +66,8 @@ nlohmann::json engine_scheduler_config::describe() const {
   if (engine_scheduler()) {
     j["max_num_batched_tokens"] = max_num_batched_tokens;
     j["max_num_seqs"] = max_num_seqs;
-    if (scheduler == "vllm-v1") j["async_scheduling"] = async_scheduling;
-    if (scheduler == "sglang") j["schedule_policy"] = schedule_policy;
+    if (kind() == scheduler_kind::vllm_v1) j["async_scheduling"] = async_scheduling;
+    if (kind() == scheduler_kind::sglang) j["schedule_policy"] = schedule_policy;
   }
   return j;
 }
@@ -90,14 +108,15 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
   if (c.sparse.enabled) refuse("no sparse decode");
   if (c.chunk_tokens > 0) refuse("chunk_tokens is the kvtk scheduler's (use max_num_batched_tokens)");
   if (c.reject_over_slo) refuse("no reject_over_slo");
-  if (c.router != "round-robin" && c.router != "random" && c.router != "least-loaded") {
+  const router_kind router = parse_router(c.router);
+  if (router == router_kind::cache_aware || router == router_kind::conductor) {
     refuse("router round-robin, random or least-loaded");
   }
   if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }
-  if (c.sched.scheduler == "sglang" && c.sched.max_num_batched_tokens < t.block_tokens) {
+  if (c.sched.kind() == scheduler_kind::sglang && c.sched.max_num_batched_tokens < t.block_tokens) {
     throw std::invalid_argument("max_num_batched_tokens (" +
                                 std::to_string(c.sched.max_num_batched_tokens) +
                                 ") must be at least a page (" + std::to_string(t.block_tokens) +

@@ -32,12 +32,13 @@
 
 #include <algorithm>
 #include <deque>
-#include <queue>
-#include <random>
 #include <stdexcept>
 
 #include "des/cluster.hpp"
 #include "des/engine_kv.hpp"
+#include "des/event_loop.hpp"
+#include "des/router.hpp"
+#include "des/summary.hpp"
 #include "des/timing.hpp"
 
 namespace kvtk::sim::des {
@@ -68,32 +69,55 @@ struct engine_instance {
 
 // At one instant: iterations end, then requests arrive, then idle instances schedule, so that a
 // schedule sees every request that arrived by then (as an engine's loop picks up its queue).
-enum engine_event : int { iteration_end = 0, request_arrival = 1, instance_start = 2 };
+enum class engine_event : std::uint8_t { iteration_end, arrival, instance_start };
 
 template <class KV>
 class engine_sim {
  public:
+  using event = basic_event<engine_event>;
+  // Names are parsed here, once (check_engine_config validated them): the hot paths switch on
+  // enums.
   engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
              std::uint32_t kv_blocks)
-      : t_(t), c_(c), rng_(c.seed), inst_(c.prefill_instances),
+      : t_(t), c_(c), events_(t), routes_(c.seed), inst_(c.prefill_instances),
         timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s,
-                c.timing) {
+                c.timing),
+        sched_(c.sched.kind()), router_(parse_router(c.router)),
+        lpm_(schedule_policy_names.parse(c.sched.schedule_policy) == schedule_policy_kind::lpm) {
     bt_ = t.block_tokens;
     for (std::uint32_t i = 0; i < c.prefill_instances; ++i) kv_.emplace_back(kv_blocks, bt_);
     kv_blocks_ = kv_blocks;
-    async_ = c.sched.async_scheduling && c.sched.scheduler == "vllm-v1";
+    async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
   }
 
-  simulation_result run(const simulation_hooks& hooks);
+  // The strategy's side of run_events (des/event_loop.hpp).
+  event_queue<engine_event>& queue() noexcept { return events_; }
+  void handle(const event& e) {
+    now_ = e.t;
+    switch (e.kind) {
+      case engine_event::arrival:
+        arrive(e.request);
+        break;
+      case engine_event::iteration_end:
+        end(e.instance);
+        break;
+      case engine_event::instance_start:
+        start(e.instance);
+        break;
+    }
+  }
+  request_window<engine_request>& window() noexcept { return w_; }
+  [[nodiscard]] std::uint64_t ended() const noexcept { return ended_; }
+  simulation_result summarize(outcome_stream& sink);
 
  private:
-  void push(double t, int kind, std::uint32_t who) { events_.push({t, kind, seq_++, who, who}); }
+  void push(double t, engine_event kind, std::uint32_t who) { events_.push(t, kind, who, who); }
   void arrive(std::uint32_t r);
   void start(std::uint32_t i);
   void wake(std::uint32_t i) {  // an idle instance schedules after this instant's arrivals
     if (inst_[i].busy) return;
     inst_[i].busy = true;
-    push(now_, instance_start, i);
+    push(now_, engine_event::instance_start, i);
   }
   void end(std::uint32_t i);
   void preempt(std::uint32_t i, std::uint32_t r);
@@ -119,24 +143,23 @@ class engine_sim {
       return true;
     });
   }
-  simulation_result summarize(outcome_stream& sink);
-  bool next_event(event& e);
 
   const kvtk::prefix::prefix_trace_view& t_;
   const cluster_config& c_;
-  std::mt19937_64 rng_;
+  event_queue<engine_event> events_;  // the event loop's queue (des/event_loop.hpp)
+  basic_router routes_;               // the shared routers (des/router.hpp)
   request_window<engine_request> w_;  // the requests in flight (des/outcomes.hpp)
-  std::uint32_t next_arrival_ = 0;    // sorted arrivals: the next one the trace gives
-  bool queued_arrivals_ = false;      // unsorted arrivals: all queued up front
   std::vector<engine_instance> inst_;
   std::deque<KV> kv_;  // a deque: the caches cannot move
   iteration_timing timing_;
   std::vector<prefill_part> parts_;
   std::vector<iteration_record> log_;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
-  gap_histogram gaps_;
+  latency_stats gaps_;  // every token gap (token_gap_s)
+  scheduler_kind sched_;
+  router_kind router_;
+  bool lpm_;  // sglang: longest prefix first (else fcfs)
   double now_ = 0;
-  std::uint64_t seq_ = 0, rr_ = 0, preemptions_ = 0, iterations_ = 0, ended_ = 0;
+  std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0;
   std::uint64_t unschedulable_ = 0;
   std::uint32_t bt_ = 1, kv_blocks_ = 0;
   bool async_ = false;  // vllm-v1 with async_scheduling
@@ -151,18 +174,10 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   q.out_total = std::max<std::uint64_t>(out, 1);  // an engine always samples a first token
   q.kv.prompt_keys = t_.cacheable(r, kvtk::prefix::partial_block::skip);
   q.kv.id = r;
-  std::uint32_t i = 0;
-  const auto n = static_cast<std::uint32_t>(inst_.size());
-  if (c_.router == "random") {
-    i = static_cast<std::uint32_t>(rng_() % n);
-  } else if (c_.router == "least-loaded") {
-    for (std::uint32_t k = 1; k < n; ++k) {
-      auto load = [&](std::uint32_t x) { return inst_[x].waiting.size() + inst_[x].running.size(); };
-      if (load(k) < load(i)) i = k;
-    }
-  } else {
-    i = static_cast<std::uint32_t>(rr_++ % n);
-  }
+  const std::uint32_t i =
+      routes_.pick(router_, static_cast<std::uint32_t>(inst_.size()), [&](std::uint32_t x) {
+        return inst_[x].waiting.size() + inst_[x].running.size();
+      });
   q.inst = i;
   request_outcome& o = w_.out(r);
   o.arrival = now_;
@@ -199,7 +214,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   q.scheduled = 0;
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
-  if (c_.sched.scheduler == "sglang") {
+  if (sched_ == scheduler_kind::sglang) {
     inst_[i].waiting.push_back(r);  // _add_request_to_queue: a retracted request queues again
   } else {
     inst_[i].waiting.push_front(r);
@@ -302,7 +317,7 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
     }
   }
   if constexpr (requires(KV k) { k.peek(w_.st(0).kv, 1); }) {
-    if (c_.sched.schedule_policy == "lpm" && in.chunked < 0) {
+    if (lpm_ && in.chunked < 0) {
       std::stable_sort(in.waiting.begin(), in.waiting.end(), [&](std::uint32_t a, std::uint32_t b) {
         return kv_[i].peek(w_.st(a).kv, w_.st(a).seq()) > kv_[i].peek(w_.st(b).kv, w_.st(b).seq());
       });
@@ -347,14 +362,14 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
 template <class KV>
 void engine_sim<KV>::start(std::uint32_t i) {
   engine_instance& in = inst_[i];
-  const std::string& s = c_.sched.scheduler;
   // A schedule can come back empty after preempting everything that ran (vLLM schedules again
   // at once); twice empty with nothing running means the queue's head does not fit even an
   // empty cache: it is refused (counted as unschedulable, as an engine would abort it).
   for (int empty = 0;;) {
     in.batch.clear();
-    const bool any =
-        s == "vllm-v1" ? schedule_v1(i) : s == "vllm-v0" ? schedule_v0(i) : schedule_sglang(i);
+    const bool any = sched_ == scheduler_kind::vllm_v1   ? schedule_v1(i)
+                     : sched_ == scheduler_kind::vllm_v0 ? schedule_v0(i)
+                                                         : schedule_sglang(i);
     if (async_) release_finishing(i);
     if (any) break;
     if (in.waiting.empty()) {
@@ -395,7 +410,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
   in.busy = true;
   in.busy_s += dur;
   ++iterations_;
-  push(now_ + dur, iteration_end, i);
+  push(now_ + dur, engine_event::iteration_end, i);
 }
 
 template <class KV>
@@ -449,60 +464,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
 
 
 template <class KV>
-simulation_result engine_sim<KV>::run(const simulation_hooks& hooks) {
-  outcome_stream sink(hooks, c_);
-  // As cluster::run: sorted arrivals come from the trace (an arrival goes after an iteration
-  // end and before an instance start at its time), unsorted ones are all queued.
-  queued_arrivals_ = hooks.queue_all_arrivals || !arrivals_sorted(t_, hooks);
-  if (queued_arrivals_) {
-    for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], request_arrival, r);
-  }
-  std::uint64_t next_report = 0;
-  event e{};
-  while (next_event(e)) {
-    now_ = e.t;
-    if (e.kind == request_arrival) {
-      arrive(e.request);
-    } else if (e.kind == iteration_end) {
-      end(e.instance);
-    } else {
-      start(e.instance);
-    }
-    w_.retire(sink);
-    if (hooks.progress && (ended_ >= next_report || ended_ == t_.requests())) {
-      hooks.progress(ended_, t_.requests());
-      next_report = ended_ + std::max<std::uint64_t>(1, t_.requests() / 256);
-    }
-  }
-  w_.end_all();
-  w_.retire(sink);
-  return summarize(sink);
-}
-
-template <class KV>
-bool engine_sim<KV>::next_event(event& e) {
-  if (!queued_arrivals_ && next_arrival_ < t_.requests()) {
-    const double a = t_.arrival_s[next_arrival_];
-    if (events_.empty() || a < events_.top().t ||
-        (a == events_.top().t && events_.top().kind > request_arrival)) {
-      e = {a, request_arrival, 0, next_arrival_, next_arrival_};
-      ++next_arrival_;
-      return true;
-    }
-  }
-  if (events_.empty()) return false;
-  e = events_.top();
-  events_.pop();
-  return true;
-}
-
-template <class KV>
 simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
-  const outcome_totals& k = sink.totals;
-  const std::uint64_t refs = k.refs, hits = k.hits, tok = k.tok, tok_hits = k.tok_hits;
-  const std::uint64_t out_tokens = k.out_tokens, good = k.good;
-  const double first = k.first, last = k.last;
-  const double span = last - first;
   double busy = 0;
   std::uint64_t evictions = 0, cached = 0;
   for (const auto& in : inst_) busy += in.busy_s;
@@ -510,39 +472,21 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
     evictions += kv.evictions();
     cached += kv.cached_blocks();
   }
-  auto ratio = [](std::uint64_t a, std::uint64_t b) {
-    return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
-  };
-  auto per_s = [&](double x) { return span > 0 ? x / span : 0.0; };
   simulation_result res;
-  res.summary = {{"requests", k.requests},
-                 {"block_refs", refs},
-                 {"block_hits", hits},
-                 {"block_hit_ratio", ratio(hits, refs)},
-                 {"token_refs", tok},
-                 {"token_hits", tok_hits},
-                 {"token_hit_ratio", ratio(tok_hits, tok)},
-                 {"rejected", unschedulable_},
-                 {"ttft_s", k.ttft.json()},
-                 {"tbt_s", k.tbt.json()},
-                 {"token_gap_s", gaps_.json()},
-                 {"e2e_s", k.e2e.json()},
-                 {"queueing_s", k.queueing.json()},
-                 {"span_s", span},
-                 {"throughput_requests_per_s", per_s(static_cast<double>(k.requests - unschedulable_))},
-                 {"output_tokens", out_tokens},
-                 {"output_tokens_per_s", per_s(static_cast<double>(out_tokens))},
-                 {"goodput_requests_per_s", per_s(static_cast<double>(good))},
-                 {"gpu_busy_fraction", span > 0 ? busy / (span * static_cast<double>(inst_.size())) : 0.0},
-                 {"scheduler", c_.sched.describe()},
-                 {"engine_version", KV::engine == std::string("vllm") ? "vLLM 0.33.0" : "SGLang 0.5.23"},
-                 {"kv_blocks_per_instance", kv_blocks_},
-                 {"preemptions", preemptions_},
-                 {"iterations", iterations_},
-                 {"evictions", evictions},
-                 {"cached_blocks_at_end", cached},
-                 {"timing", timing_.describe()},
-                 {"max_live_requests", w_.max_live()}};
+  res.summary = common_summary(sink.totals, gaps_,
+                               {.rejected = unschedulable_,
+                                .preemptions = preemptions_,
+                                .busy_s = busy,
+                                .instances = static_cast<double>(inst_.size()),
+                                .max_live = w_.max_live(),
+                                .timing = timing_.describe(),
+                                .scheduler = c_.sched.describe()});
+  auto& j = res.summary;
+  j["engine_version"] = KV::engine == std::string("vllm") ? "vLLM 0.33.0" : "SGLang 0.5.23";
+  j["kv_blocks_per_instance"] = kv_blocks_;
+  j["iterations"] = iterations_;
+  j["evictions"] = evictions;
+  j["cached_blocks_at_end"] = cached;
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
   return res;
@@ -556,10 +500,10 @@ simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, cons
   const std::uint32_t blocks = engine_kv_blocks(t, c);
   if (c.sched.accounting() == "vllm") {
     engine_sim<vllm_kv> sim(t, c, blocks);
-    return sim.run(hooks);
+    return run_events(sim, t, c, hooks);
   }
   engine_sim<sglang_kv> sim(t, c, blocks);
-  return sim.run(hooks);
+  return run_events(sim, t, c, hooks);
 }
 
 }  // namespace detail

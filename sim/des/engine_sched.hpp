@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kvtk/names.hpp"
 #include "kvtk/prefix/replay.hpp"
 
 namespace kvtk::sim::des {
@@ -16,6 +17,15 @@ struct cluster_config;
 struct simulation_result;
 struct simulation_hooks;
 using simulation_progress = std::function<void(std::uint64_t ended, std::uint64_t total)>;
+
+/// The schedulers (the `scheduler` key): kvtk's own (the cluster) and the engine schedulers.
+enum class scheduler_kind : std::uint8_t { kvtk, vllm_v0, vllm_v1, sglang };
+inline constexpr kvtk::name_table<scheduler_kind, 4> scheduler_names{
+    "scheduler", {"kvtk", "vllm-v0", "vllm-v1", "sglang"}};
+/// SGLang's waiting-queue orders (the `schedule_policy` key).
+enum class schedule_policy_kind : std::uint8_t { lpm, fcfs };
+inline constexpr kvtk::name_table<schedule_policy_kind, 2> schedule_policy_names{"policy",
+                                                                                 {"lpm", "fcfs"}};
 
 /// Which scheduler runs each instance, and its parameters (config keys of the same names).
 struct engine_scheduler_config {
@@ -40,6 +50,8 @@ struct engine_scheduler_config {
   bool async_scheduling = true;
   bool log_iterations = false;          ///< keep every iteration's batch (simulation_result)
   [[nodiscard]] bool engine_scheduler() const { return scheduler != "kvtk"; }
+  /// The scheduler as an enum.  Throws: kvtk::unknown_name for an unknown name.
+  [[nodiscard]] scheduler_kind kind() const { return scheduler_names.parse(scheduler); }
   /// The accounting in effect (engine resolved from auto).
   [[nodiscard]] std::string accounting() const;
   /// Throws std::invalid_argument naming the key for an unknown scheduler, engine or policy, a

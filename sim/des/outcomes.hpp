@@ -13,12 +13,13 @@
 //    on_request sink (the streamed CSV), keeps it only when asked (keep_requests), and every
 //    release_every retired requests tells the caller that their trace data is no longer needed
 //    (the pages of a mapped kvtb file are dropped).
-//  * latency_stats keeps a distribution exactly up to exact_limit values, then in a
-//    log-bucketed histogram: the answer for quantile p is the value at 0-based rank
-//    min(n-1, floor(p·n)) of the sorted values (as before), exact up to exact_limit values and
-//    beyond that the upper edge of its 1 %-wide bucket clamped to [min, max]: for a true value
-//    v >= 1 us the answer is in [v, 1.01·v]; below 1 us it is within 1 us above. The mean is
-//    exact (sum / count in arrival order), as are min, max and count.
+//  * latency_stats is the one latency distribution of every summary (TTFT, TBT, end-to-end,
+//    queueing, and the token gaps). It keeps values exactly up to exact_limit, then in a
+//    log-bucketed histogram. The one rank rule: quantile p is the value at 0-based rank
+//    min(n-1, floor(p·n)) of the sorted values, exact up to exact_limit values and beyond that
+//    the upper edge of its 1 %-wide bucket clamped to [min, max]: for a true value v >= 1 us the
+//    answer is in [v, 1.01·v]; below 1 us it is within 1 us above. The mean is exact (sum /
+//    count in arrival order), as are min, max and count.
 #pragma once
 
 #include <algorithm>
@@ -48,9 +49,15 @@ class latency_stats {
     if (hist_.empty()) {
       exact_.push_back(s);
       if (exact_.size() > exact_limit) spill();
-    } else {
-      ++hist_[bucket(s)];
+      return;
     }
+    // The requests of one decode step share their token gap: one logarithm per step, not per
+    // token (the last value's bucket is kept).
+    if (s != last_s_) {
+      last_s_ = s;
+      last_b_ = bucket(s);
+    }
+    ++hist_[last_b_];
   }
   [[nodiscard]] std::uint64_t count() const noexcept { return n_; }
   [[nodiscard]] double mean() const noexcept {
@@ -77,10 +84,15 @@ class latency_stats {
     }
     return max_;
   }
-  /// {"mean", "p50", "p90", "p99"}: the summaries' latency distributions.
+  /// {"mean", "p50", "p90", "p99"}: the summaries' per-request latency distributions.
   [[nodiscard]] nlohmann::json json() const {
     return {{"mean", mean()}, {"p50", quantile(0.5)}, {"p90", quantile(0.9)},
             {"p99", quantile(0.99)}};
+  }
+  /// {"p50", "p90", "p99", "p999", "max", "count"}: the token gaps' tail (token_gap_s).
+  [[nodiscard]] nlohmann::json tail_json() const {
+    return {{"p50", quantile(0.5)},   {"p90", quantile(0.9)}, {"p99", quantile(0.99)},
+            {"p999", quantile(0.999)}, {"max", max()},        {"count", n_}};
   }
 
   /// The bucket holding s: 0 for s <= lo, else the b with edge(b-1) < s <= edge(b) (the last
@@ -106,6 +118,8 @@ class latency_stats {
   std::vector<std::uint64_t> hist_;  // empty while exact
   std::uint64_t n_ = 0;
   double sum_ = 0, min_ = 0, max_ = 0;
+  double last_s_ = 0;        // the last value binned, and its bucket (bucket(0) == 0)
+  std::size_t last_b_ = 0;
 };
 
 /// True when the trace's arrival times never decrease. Reads the arrival column in stretches of

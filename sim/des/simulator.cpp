@@ -8,7 +8,7 @@ namespace kvtk::sim::des {
 namespace detail {
 
 cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c)
-    : t_(t), c_(c), rng_(c.seed) {
+    : t_(t), c_(c), routes_(c.seed), events_(t) {
   validate();
   router_ = parse_router(c.router);
   bt_ = t.block_tokens;

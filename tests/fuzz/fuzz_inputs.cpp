@@ -5,7 +5,7 @@
 // it drives (kvtk_fuzz_reader, see CMakeLists.txt), and has its own seed corpus under
 // tests/fuzz/inputs/<target>/.
 //
-// The contract: any input gives a result or the reader's documented error (cli::usage_error or
+// The contract: any input gives a result or the reader's documented error (sim::usage_error or
 // std::runtime_error with a message). Any other exception (a JSON library exception, a
 // logic_error, std::out_of_range from a conversion) is a bug and traps, as does a crash.
 #include <filesystem>
@@ -24,13 +24,14 @@
 #include "cli/common.hpp"
 #include "cli/cost.hpp"
 #include "cli/simulate.hpp"
-#include "cli/tiers.hpp"
+#include "api/tiers.hpp"
 #include "des/timing.hpp"
 #include "move/calibration.hpp"
 
 namespace {
 
 namespace cli = kvtk::sim::cli;
+namespace sim = kvtk::sim;
 
 // The input as a file (the path readers take), rewritten per input; removed at exit.
 [[maybe_unused]] const std::string& input_file(const std::uint8_t* data, std::size_t size) {
@@ -52,7 +53,7 @@ template <class F>
 void expect_documented(F&& f) {
   try {
     f();
-  } catch (const cli::usage_error&) {
+  } catch (const sim::usage_error&) {
   } catch (const std::runtime_error&) {
   } catch (...) {
     __builtin_trap();
@@ -94,14 +95,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   case 2: {  // fuzz_tier_config
     const std::string& path = input_file(data, size);
-    expect_documented([&] { (void)cli::load_tier_config(path, 64, 70272); });
-    expect_documented([&] { (void)cli::load_tier_config(path, 16, 0); });
+    expect_documented([&] { (void)sim::load_tier_config(path, 64, 70272); });
+    expect_documented([&] { (void)sim::load_tier_config(path, 16, 0); });
     break;
   }
   case 3: {  // fuzz_model_file
     const std::string& path = input_file(data, size);
     expect_documented([&] {
-      const std::uint64_t b = cli::model_file_bytes_per_token(path);
+      const std::uint64_t b = sim::model_file_bytes_per_token(path);
       if (b == 0 || b >= (std::uint64_t{1} << 32)) __builtin_trap();  // the documented range
     });
     break;
@@ -132,11 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   case 6: {  // fuzz_options: command-line values, NUL-separated
     const auto args = split_nul(data, size);
     for (const auto& a : args) {
-      expect_documented([&] { (void)cli::parse_capacity(a, 64, 70272); });
-      expect_documented([&] { (void)cli::parse_capacity(a, 1, 0); });
-      expect_documented([&] { (void)cli::parse_tier_spec(a, {}, 64, 70272); });
-      expect_documented([&] { (void)cli::split_list(a, "--fuzz"); });
-      expect_documented([&] { (void)cli::parse_partial_block(a); });
+      expect_documented([&] { (void)sim::parse_capacity(a, 64, 70272); });
+      expect_documented([&] { (void)sim::parse_capacity(a, 1, 0); });
+      expect_documented([&] { (void)sim::parse_tier_spec(a, {}, 64, 70272); });
+      expect_documented([&] { (void)sim::split_list(a, "--fuzz"); });
+      expect_documented([&] { (void)sim::parse_partial_block(a); });
     }
     // A whole command line through the shared parser (typed options, negative-count rejection).
     namespace po = boost::program_options;
@@ -156,7 +157,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)saved;
     expect_documented([&] {
       (void)cli::parse_command("fuzz", opts, args, vm, [&] {
-        if (vm.count("capacity")) (void)cli::parse_capacity(capacity, block_tokens ? block_tokens : 64, 0);
+        if (vm.count("capacity")) (void)sim::parse_capacity(capacity, block_tokens ? block_tokens : 64, 0);
       });
     });
     break;

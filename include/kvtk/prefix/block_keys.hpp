@@ -22,6 +22,7 @@
 #include <span>
 #include <stdexcept>
 
+#include "kvtk/names.hpp"
 #include "kvtk/detail/frequency_sketch.hpp"  // mix64
 
 namespace kvtk::prefix {
@@ -56,6 +57,10 @@ enum class partial_block : std::uint8_t {
   cache,  ///< the partial last block too (SGLang page size 1; how Mooncake's published hit ratios
           ///< count: every listed hash_id is a block)
 };
+
+/// The rule names, as the CLI, JSON options and Python spell them.
+inline constexpr name_table<partial_block, 2> partial_block_names{"partial-block rule",
+                                                                   {"skip", "cache"}};
 
 /// Number of cacheable blocks of a request with `input_length` tokens.
 /// Requires: block_tokens > 0 (0 gives 0).

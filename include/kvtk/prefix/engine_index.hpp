@@ -20,10 +20,16 @@
 #include <vector>
 
 #include "kvtk/concepts.hpp"
+#include "kvtk/names.hpp"
 #include "kvtk/prefix/sglang_radix_cache.hpp"
 #include "kvtk/prefix/vllm_block_pool.hpp"
 
 namespace kvtk::prefix {
+
+/// Whose definitions count hits: kvtk's own (ideal: the index x policy grid) or an engine's cache
+/// code. `replay --engine`, `mrc --engine` and `simulate`'s `engine` key all parse engine_names.
+enum class engine_accounting : std::uint8_t { ideal, vllm, sglang };
+inline constexpr name_table<engine_accounting, 3> engine_names{"engine", {"ideal", "vllm", "sglang"}};
 
 /// `--engine vllm`: vLLM's block pool (vllm_block_pool) as a replay index.
 /// Thread safety: as block_cache: one index per thread (as replay --threads uses them).

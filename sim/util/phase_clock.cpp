@@ -1,10 +1,10 @@
-#include "cli/phase_clock.hpp"
+#include "util/phase_clock.hpp"
 
 #include <sys/resource.h>
 
 #include <cstdio>
 
-namespace kvtk::sim::cli {
+namespace kvtk::sim {
 
 void phase_clock::lap(const char* name) {
   const auto now = std::chrono::steady_clock::now();
@@ -52,4 +52,4 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-}  // namespace kvtk::sim::cli
+}  // namespace kvtk::sim

@@ -1,4 +1,4 @@
-// sim/cli/phase_clock.hpp — where a command's time went: wall time per phase, the process's CPU
+// sim/util/phase_clock.hpp — where a command's time went: wall time per phase, the process's CPU
 // time and its peak RSS (`kvtk replay --timings`, `kvtk trace stats --timings`,
 // bench/end_to_end.sh).
 #pragma once
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace kvtk::sim::cli {
+namespace kvtk::sim {
 
 class phase_clock {
  public:
@@ -35,4 +35,4 @@ class phase_clock {
 double process_cpu_seconds();
 double peak_rss_mib();
 
-}  // namespace kvtk::sim::cli
+}  // namespace kvtk::sim

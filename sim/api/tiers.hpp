@@ -1,4 +1,4 @@
-// sim/cli/tiers.hpp — `kvtk replay --tiers …` / `--tier-config F.json`: parsing hierarchies and
+// sim/api/tiers.hpp — `kvtk replay --tiers …` / `--tier-config F.json`: parsing hierarchies and
 // reporting their per-tier results.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include "kvtk/prefix/leaf_registry.hpp"
 #include "kvtk/tier/tier_index.hpp"
 
-namespace kvtk::sim::cli {
+namespace kvtk::sim {
 
 /// Hierarchy-wide flags of the command line (a config file may set them too).
 struct tier_flags {
@@ -83,4 +83,4 @@ tier_state state_of(const Index& idx, std::string top) {
 nlohmann::json tier_report(const tier_state& st, const kvtk::tier::hierarchy_config& requested,
                            const kvtk::prefix::prefix_counts& c, double trace_days);
 
-}  // namespace kvtk::sim::cli
+}  // namespace kvtk::sim

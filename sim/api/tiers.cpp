@@ -1,4 +1,4 @@
-#include "cli/tiers.hpp"
+#include "api/tiers.hpp"
 #include "util/memory_budget.hpp"
 
 #include <algorithm>
@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "api/index_runs.hpp"
-#include "cli/common.hpp"
+#include "api/trace_options.hpp"
 
-namespace kvtk::sim::cli {
+namespace kvtk::sim {
 namespace {
 
 using kvtk::tier::admission;
@@ -333,4 +333,4 @@ nlohmann::json tier_report(const tier_state& h, const kvtk::tier::hierarchy_conf
                          {"requests_from_lower_tiers", lt.requests_from_lower}}}};
 }
 
-}  // namespace kvtk::sim::cli
+}  // namespace kvtk::sim

@@ -1,0 +1,46 @@
+// sim/des/router.hpp — the routers of kvtk simulate: one name table for every scheduler (the
+// `router` config key), parsed once per simulation into router_kind, and the choices every
+// scheduler shares (random, round-robin, least-loaded). kvtk's scheduler adds the cache-aware
+// and conductor routers, which read its caches (cluster_route.cpp).
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "kvtk/names.hpp"
+
+namespace kvtk::sim::des::detail {
+
+enum class router_kind : std::uint8_t { random, round_robin, least_loaded, cache_aware, conductor };
+inline constexpr kvtk::name_table<router_kind, 5> router_names{
+    "router", {"random", "round-robin", "least-loaded", "cache-aware", "conductor"}};
+
+/// The router named `name`.  Throws: kvtk::unknown_name (kind "router") listing the routers.
+inline router_kind parse_router(std::string_view name) { return router_names.parse(name); }
+
+/// The routers that need nothing but the instances' loads. One per simulation: its random
+/// stream (seeded by the config's seed) and round-robin position persist across requests.
+class basic_router {
+ public:
+  explicit basic_router(std::uint64_t seed) : rng_(seed) {}
+  /// Requires: kind is random, round_robin or least_loaded; n >= 1.
+  /// Effects: the instance in [0, n) for the next request; least-loaded takes the first of the
+  /// smallest load(i).  Complexity: O(n) for least-loaded, O(1) otherwise.
+  template <class Load>
+  std::uint32_t pick(router_kind kind, std::uint32_t n, Load&& load) {
+    if (kind == router_kind::random) return static_cast<std::uint32_t>(rng_() % n);
+    if (kind == router_kind::round_robin) return static_cast<std::uint32_t>(rr_++ % n);
+    std::uint32_t best = 0;
+    for (std::uint32_t i = 1; i < n; ++i) {
+      if (load(i) < load(best)) best = i;
+    }
+    return best;
+  }
+  std::mt19937_64& rng() noexcept { return rng_; }
+
+ private:
+  std::mt19937_64 rng_;
+  std::uint64_t rr_ = 0;
+};
+
+}  // namespace kvtk::sim::des::detail
