@@ -45,6 +45,9 @@ simulate --trace $conv --config sim/configs/sparse_dsa.json --json OUT
 simulate --trace $conv --config sim/configs/sparse_dsa.json --set sparse.prefetch=next-step --json OUT
 simulate --trace $conv --config sim/configs/sparse_dsa.json --set sparse.prefetch=layer-ahead --json OUT
 simulate --trace $conv --config sim/configs/disaggregated.json --set router=conductor --json OUT
+simulate --trace $conv --engine vllm --set model=qwen2.5-7b --set gpu=h100 --set prefill_instances=2 --json OUT
+simulate --trace $conv --engine sglang --set model=qwen2.5-7b --set gpu=h100 --set prefill_instances=2 --json OUT
+simulate --trace $conv --set scheduler=vllm-v0 --set model=qwen2.5-7b --set gpu=h100 --set router=least-loaded --set prefill_instances=2 --json OUT
 compare --trace $conv --policy all --capacity 1000,10000 --json OUT
 cost --hit-ratio 0.563 --input-tokens 608e9 --output-tokens 168e9 --pricing deepseek-r1 --json OUT
 cost --hit-tokens 342e9 --miss-tokens 266e9 --model deepseek-v3 --gpu h800 --json OUT

@@ -8,7 +8,8 @@
 set(KVTK_UTIL_SOURCES
   util/memory_budget.cpp
   util/output_file.cpp
-  util/phase_clock.cpp)
+  util/phase_clock.cpp
+  util/temp_file.cpp)
 set(KVTK_FORMATS_SOURCES
   formats/mooncake_flat.cpp
   formats/flat_traces.cpp
@@ -31,6 +32,7 @@ set(KVTK_DES_SOURCES
   des/cluster_report.cpp
   des/sparse_decode.cpp
   des/engine_sched.cpp
+  des/engine_schedule.cpp
   des/engine_config.cpp)
 set(KVTK_MOVE_SOURCES
   move/host_move.cpp
@@ -39,6 +41,7 @@ set(KVTK_MOVE_SOURCES
   move/io_pool.cpp)
 set(KVTK_API_SOURCES
   api/replay.cpp
+  api/replay_writers.cpp
   api/index_runs_prefix.cpp
   api/index_runs_admit_ghost.cpp
   api/index_runs_admit_adaptive.cpp

@@ -113,4 +113,4 @@ expect(2 "engine vllm does not go with scheduler sglang" simulate --trace ${T} $
        --set scheduler=sglang --engine vllm)
 expect(2 "unknown scheduler 'orca'" simulate --trace ${T} --set scheduler=orca)
 expect(2 "the weights of deepseek-v3 do not leave room" simulate --trace ${T} --engine vllm)
-expect(2 "decode_instances must be 0" simulate --trace ${T} ${Q} --engine vllm --set decode_instances=1)
+expect(2 "does not combine with the shared pool" simulate --trace ${T} ${Q} --engine vllm --set pool_blocks=100)

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
 #include <memory>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -177,8 +179,13 @@ TEST_CASE("engine schedulers: a request larger than the cache is refused, not wa
 TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]") {
   const auto t = make({{0, {1, 2}, 3}});
   auto c = engine("vllm-v1", 100, 40);
-  c.decode_instances = 1;
-  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances must be 0"));
+  c.pool_blocks = 10;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with the shared pool"));
+  c = engine("vllm-v1", 100, 40);
+  c.router = "cache-aware";
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with router cache-aware"));
+  c.router = "nearest";
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown router 'nearest'"));
   c = engine("vllm-v3", 100, 40);
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown scheduler 'vllm-v3'"));
   c = engine("sglang", 100, 8);  // chunks end on whole 16-token pages
@@ -186,4 +193,146 @@ TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]"
   c = engine("sglang", 100, 40);
   c.sched.engine = "vllm";
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not go with scheduler"));
+}
+
+namespace {
+
+// Requests sharing prefixes (a few conversations growing turn by turn, and one-off prompts),
+// one second apart, 16-token blocks, some with a partial last block.
+prefix::prefix_trace shared_prefix_trace(std::uint64_t seed, std::size_t n) {
+  std::mt19937_64 rng(seed);
+  prefix::prefix_trace t;
+  t.block_tokens = 16;
+  std::vector<std::vector<block_key>> conversations(4);
+  block_key next = 1;
+  for (std::size_t r = 0; r < n; ++r) {
+    std::vector<block_key> raw;
+    if (rng() % 3 != 0) {
+      auto& c = conversations[rng() % conversations.size()];
+      for (std::uint64_t k = 1 + rng() % 6; k > 0; --k) c.push_back(next++);
+      raw = c;
+    } else {
+      for (std::uint64_t k = 1 + rng() % 8; k > 0; --k) raw.push_back(next++);
+    }
+    std::vector<block_key> keys(raw.size());
+    prefix::chain_keys(std::span<const block_key>(raw), std::span<block_key>(keys));
+    t.add(keys, 16 * keys.size() - (rng() % 2 ? 5 : 0));
+    t.arrival_s.push_back(static_cast<double>(r));
+    t.output_length.push_back(1 + rng() % 4);
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("engine schedulers with free compute and one output token equal replay --engine",
+          "[engine_sched]") {
+  // One request at a time to completion, prompt only: what `kvtk replay --engine` counts.
+  for (std::uint64_t seed : {1, 2, 3}) {
+    const auto t = shared_prefix_trace(seed, 300);
+    for (std::uint64_t blocks : {12, 40, 200}) {
+      prefix::vllm_engine_index vllm(static_cast<std::uint32_t>(blocks));
+      prefix::sglang_engine_index sglang(static_cast<std::uint32_t>(blocks));
+      const auto want_vllm = prefix::replay(t, vllm, prefix::partial_block::skip);
+      const auto want_sglang = prefix::replay(t, sglang, prefix::partial_block::skip);
+      for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+        INFO("seed " << seed << ", " << blocks << " blocks, scheduler " << s);
+        auto c = engine(s, blocks, 64);
+        c.timing = nullptr;
+        c.time_scale = 0;
+        c.max_output_tokens = 1;
+        const auto r = sim::des::simulate(t, c);
+        const auto& want = std::string(s) == "sglang" ? want_sglang : want_vllm;
+        CHECK(r.summary["block_refs"] == want.block_refs);
+        CHECK(r.summary["block_hits"] == want.block_hits);
+        CHECK(r.summary["token_hits"] == want.token_hits);
+        CHECK(r.summary["rejected"] == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("engine schedulers: a DRAM tier below the engine's KV cache", "[engine_sched]") {
+  // Four prompts of 4 full blocks and a partial one (72 tokens: at most 4 blocks hit). HBM holds
+  // 7 blocks, so the second and third prompt evict the first; the fourth repeats the first.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72},
+                       {1, {11, 12, 13, 14}, 1, 72},
+                       {2, {21, 22, 23, 24}, 1, 72},
+                       {3, {1, 2, 3, 4}, 1, 72}});
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    INFO("scheduler " << s);
+    auto c = engine(s, 7, 4096);
+    const auto without = sim::des::simulate(t, c);
+    CHECK(without.requests[3].hit_blocks == 0);
+    c.dram_blocks = 100;
+    c.overlap_load = false;
+    c.host_link_latency_s = 0.5;
+    c.host_link_per_block_s = 0.1;
+    const auto with = sim::des::simulate(t, c);
+    const auto& o = with.requests[3];
+    CHECK(o.hit_blocks == 4);
+    CHECK(o.hit_tokens == 64);
+    CHECK(o.dram_blocks == 4);
+    CHECK(with.summary["dram_block_hits"] == 4);
+    CHECK(with.summary["local_block_hits"] == 0);
+    const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+    CHECK(with.summary["bytes"]["dram_read"].get<double>() == Approx(4 * block_bytes));
+    // The prefill (10 ms) and then the load: 0.5 s + 4 x 0.1 s + 4 blocks over the host link.
+    const double load = 0.5 + 0.4 + 4 * block_bytes / c.gpu.host_link_bytes_per_s;
+    check(o, 3 + 0.010 + load, 3 + 0.010 + load);
+    // Overlapped, the load hides the prefill.
+    c.overlap_load = true;
+    check(sim::des::simulate(t, c).requests[3], 3 + load, 3 + load);
+    // The first three found nothing anywhere.
+    for (int r = 0; r < 3; ++r) CHECK(with.requests[r].hit_blocks == 0);
+  }
+}
+
+TEST_CASE("engine schedulers: disaggregated prefill and decode", "[engine_sched]") {
+  // One request of 64 tokens and 3 output tokens. Prefill instance: one 10 ms iteration, first
+  // token at 10 ms; the prompt's KV (64 tokens) crosses the P->D link in 100 ms; the decode
+  // instance admits it with that KV loaded and decodes tokens 2 and 3, 5 ms each.
+  const auto t = make({{0, {1, 2, 3, 4}, 3}});
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    INFO("scheduler " << s);
+    auto c = engine(s, 100, 4096);
+    c.decode_instances = 1;
+    const double bytes = 64.0 * static_cast<double>(c.model.kv_bytes_per_token);
+    c.pd_link_bytes_per_s = bytes / 0.1;
+    const auto r = sim::des::simulate(t, c);
+    check(r.requests[0], 0.010, 0.120);
+    CHECK(r.requests[0].mean_tbt == Approx((0.105 + 0.005) / 2));
+    CHECK(r.requests[0].instance == 0);
+    CHECK(r.summary["bytes"]["prefill_to_decode"].get<double>() == Approx(bytes));
+    CHECK(r.summary["iterations"] == 3);
+    // Busy: 10 ms on the prefill instance, 10 ms on the decode instance, over 120 ms and 2.
+    CHECK(r.summary["gpu_busy_fraction"].get<double>() == Approx(0.020 / (0.120 * 2)));
+  }
+}
+
+TEST_CASE("engine schedulers: DRAM tiers and disaggregation on a busy trace", "[engine_sched]") {
+  const auto t = shared_prefix_trace(7, 400);
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    INFO("scheduler " << s);
+    auto c = engine(s, 60, 64);
+    c.timing = nullptr;
+    c.model = sim::des::model_presets().at("qwen2.5-7b");
+    c.prefill_instances = 2;
+    c.decode_instances = 2;
+    c.dram_blocks = 500;
+    const auto r = sim::des::simulate(t, c);
+    std::uint64_t dram = 0;
+    for (const auto& o : r.requests) {
+      if (o.rejected) continue;
+      CHECK(o.first_token >= o.arrival);
+      CHECK(o.done >= o.first_token);
+      CHECK(o.hit_blocks <= o.blocks);
+      CHECK(o.dram_blocks <= o.hit_blocks);
+      CHECK(o.instance < 2);
+      dram += o.dram_blocks;
+    }
+    CHECK(dram > 0);
+    CHECK(r.summary["dram_block_hits"] == dram);
+    CHECK(r.summary["requests"] == 400);
+  }
 }

@@ -414,3 +414,32 @@ TEST_CASE("radix tier: refused configurations", "[tier][radix]") {
                     Catch::Contains("offline"));
   CHECK_NOTHROW(H(make("", {10, 20})));  // an empty tier-0 policy means the template's leaf order
 }
+
+TEST_CASE("radix and flat tops share one lower-tier core", "[tier][radix]") {
+  // The lower tiers' eviction callback names neither top: every top over the same policies uses
+  // the same block_cache types, whatever its leaf order or observer.
+  using flat = tier::tier_hierarchy<>;
+  using lru_top = tier::radix_tier_hierarchy<leaf_lru>;
+  using reuse_top = tier::radix_tier_hierarchy<leaf_reuse>;
+  STATIC_REQUIRE(std::is_same_v<flat::lower_type, lru_top::lower_type>);
+  STATIC_REQUIRE(std::is_same_v<lru_top::lower_type, reuse_top::lower_type>);
+  STATIC_REQUIRE(
+      std::is_same_v<flat::lower_type::cache_of<lru>, reuse_top::lower_type::cache_of<lru>>);
+  STATIC_REQUIRE(
+      std::is_same_v<lru_top::lower_type::cache_of<s3fifo>,
+                     tier::tier_hierarchy<all_policies,
+                                          tier::no_tier_observer>::lower_type::cache_of<s3fifo>>);
+  STATIC_REQUIRE(std::is_same_v<tier::radix_tier_index<leaf_lru>, tier::hierarchy_index<lru_top>>);
+
+  // Both tops answer the same calls; the radix one never keeps copies (exclusive).
+  tier::radix_tier_index<leaf_lru> idx(make("lru", {2, 2}));
+  for (const std::vector<block_key>& r : std::vector<std::vector<block_key>>{{1, 2}, {3, 4}, {1}}) {
+    idx.begin_request(r.size(), 1);
+    idx.process(r, {}, access_hint{});
+  }
+  const auto& h = idx.hierarchy();
+  CHECK(h.tier_of(1) == 0);
+  CHECK(h.counters(1).promotions == 1);
+  for (std::size_t t = 0; t < h.tiers(); ++t) CHECK(h.kept_copies(t) == 0);
+  CHECK(h.audit().empty());
+}

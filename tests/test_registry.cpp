@@ -3,6 +3,8 @@
 #include <kvtk/sparse/residency.hpp>
 #include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 TEST_CASE("registry holds exactly the documented names in order", "[registry]") {
   const std::vector<std::string_view> want = {"lru",      "fifo",         "clock", "sieve",
@@ -62,6 +64,44 @@ TEST_CASE("every registry throws the one unknown_name, with the valid names", "[
   CHECK(s.kind() == "scorer");
   CHECK(s.known().size() == kvtk::sparse::all_scorers::size);
   kvtk::sparse::all_scorers::require("h2o");  // a known one: nothing thrown
+}
+
+TEST_CASE("name tables: parse once, the names listed on a miss", "[registry]") {
+  enum class colour : std::uint8_t { red, green, blue };
+  constexpr kvtk::name_table<colour, 3> colours{"colour", {"red", "green", "blue"}};
+  STATIC_REQUIRE(colours.find("green") == colour::green);
+  STATIC_REQUIRE(!colours.find("Green"));
+  STATIC_REQUIRE(colours.name(colour::blue) == "blue");
+  CHECK(colours.parse("red") == colour::red);
+  CHECK(colours.joined() == "red green blue");
+  try {
+    (void)colours.parse("mauve");
+    FAIL("no unknown_name thrown");
+  } catch (const kvtk::unknown_name& e) {
+    CHECK(std::string(e.what()) == "unknown colour 'mauve' (known: red green blue)");
+    CHECK(e.known() == std::vector<std::string>{"red", "green", "blue"});
+  }
+  // Every table of the headers round-trips each name through its enum.
+  auto round_trips = [](const auto& table) {
+    for (std::string_view n : table.names) CHECK(table.name(table.parse(n)) == n);
+  };
+  round_trips(kvtk::prefix::engine_names);
+  round_trips(kvtk::prefix::partial_block_names);
+  CHECK(kvtk::prefix::engine_names.parse("sglang") == kvtk::prefix::engine_accounting::sglang);
+  CHECK(kvtk::prefix::partial_block_names.parse("cache") == kvtk::prefix::partial_block::cache);
+  CHECK_THROWS_WITH(kvtk::prefix::engine_names.parse("trtllm"),
+                    "unknown engine 'trtllm' (known: ideal vllm sglang)");
+}
+
+TEST_CASE("visit_named: one lookup for every type list", "[registry]") {
+  using two = kvtk::type_list<kvtk::lru, kvtk::arc>;
+  CHECK(kvtk::detail::visit_named<two>("arc", "policy", []<class P>() { return P::name; }) ==
+        "arc");
+  CHECK_THROWS_WITH(kvtk::detail::visit_named<two>("fifo", "policy", []<class P>() {}),
+                    "unknown policy 'fifo' (known: lru arc)");
+  CHECK_THROWS_AS(kvtk::detail::visit_named<two, kvtk::unknown_policy>("x", "policy",
+                                                                        []<class P>() {}),
+                  kvtk::unknown_policy);
 }
 
 TEST_CASE("residency counters add every field", "[registry][sparse]") {

@@ -2,9 +2,14 @@
 // an M/D/1 queue against its formula, determinism, and the Mooncake Fig. 10 direction.
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
+#include <algorithm>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "cli/simulate.hpp"
+#include "des/event_loop.hpp"
+#include "des/outcomes.hpp"
 #include "des/simulator.hpp"
 #include "des/sparse_decode.hpp"
 #include "formats/mooncake_flat.hpp"
@@ -435,5 +440,92 @@ TEST_CASE("one tier model: a zero-time simulation equals replay --tiers exactly"
     const std::size_t dram_tier = s.hbm > 0 ? 1 : 0;
     const std::uint64_t rep_dram = s.dram > 0 ? idx.hierarchy().counters(dram_tier).hits : 0;
     CHECK(sim_res.summary["dram_block_hits"].get<std::uint64_t>() == rep_dram);
+  }
+}
+
+TEST_CASE("the event loop: time, then kind, then push order; arrivals streamed or queued alike",
+          "[simulate][event_loop]") {
+  namespace d = sim::des::detail;
+  enum class kind : std::uint8_t { early, arrival, late };
+  prefix::prefix_trace t;
+  t.block_tokens = 16;
+  for (double at : {0.0, 1.0, 1.0, 2.0}) {
+    t.add(std::vector<block_key>{1}, 16);
+    t.arrival_s.push_back(at);
+  }
+  const prefix::prefix_trace_view v = t.view();
+  auto order = [&](bool queue_all) {
+    sim::des::simulation_hooks hooks;
+    hooks.queue_all_arrivals = queue_all;
+    d::event_queue<kind> q(v);
+    q.start(hooks);
+    q.push(1.0, kind::late, 7, 0);
+    q.push(1.0, kind::early, 8, 0);
+    q.push(2.0, kind::early, 9, 0);
+    q.push(1.0, kind::early, 10, 0);  // same time and kind as instance 8: after it
+    std::vector<std::string> seen;
+    d::basic_event<kind> e;
+    while (q.next(e)) {
+      seen.push_back(std::to_string(e.t).substr(0, 3) +
+                     (e.kind == kind::arrival ? " arrival " + std::to_string(e.request)
+                      : e.kind == kind::early ? " early " + std::to_string(e.instance)
+                                              : " late " + std::to_string(e.instance)));
+    }
+    return seen;
+  };
+  const std::vector<std::string> want = {"0.0 arrival 0", "1.0 early 8", "1.0 early 10",
+                                         "1.0 arrival 1", "1.0 arrival 2", "1.0 late 7",
+                                         "2.0 early 9",  "2.0 arrival 3"};
+  CHECK(order(false) == want);
+  CHECK(order(true) == want);
+}
+
+TEST_CASE("one latency distribution: rank min(n-1, floor(p n)), exact then bucketed",
+          "[simulate]") {
+  sim::des::detail::latency_stats s;
+  for (double v : {4.0, 1.0, 3.0, 2.0}) s.add(v);
+  CHECK(s.quantile(0.5) == 3.0);   // rank 2 of 1 2 3 4
+  CHECK(s.quantile(0.25) == 2.0);  // rank 1
+  CHECK(s.quantile(0.99) == 4.0);  // rank min(3, 3)
+  const auto tail = s.tail_json();
+  CHECK(tail["p999"] == 4.0);
+  CHECK(tail["max"] == 4.0);
+  CHECK(tail["count"] == 4);
+  // Past exact_limit values, the bucket's upper edge: within 1 % above the exact value.
+  sim::des::detail::latency_stats big;
+  std::vector<double> all;
+  for (std::size_t i = 0; i < sim::des::detail::latency_stats::exact_limit + 1000; ++i) {
+    all.push_back(0.001 * static_cast<double>(1 + i % 977));
+    big.add(all.back());
+  }
+  CHECK_FALSE(big.exact());
+  std::sort(all.begin(), all.end());
+  for (double p : {0.5, 0.9, 0.99, 0.999}) {
+    const double exact = all[std::min(all.size() - 1, static_cast<std::size_t>(p * all.size()))];
+    CHECK(big.quantile(p) >= exact);
+    CHECK(big.quantile(p) <= exact * 1.01);
+  }
+}
+
+TEST_CASE("progress reaches the total once, through the one ticker", "[simulate][event_loop]") {
+  const auto& t = trace("mooncake_fast25_conversation_trace.jsonl");
+  for (const char* s : {"kvtk", "vllm-v1"}) {
+    INFO("scheduler " << s);
+    cluster_config c;
+    c.sched.scheduler = s;
+    c.model = sim::des::model_presets().at("qwen2.5-7b");
+    c.local_cache_blocks = 2000;
+    std::vector<std::uint64_t> done;
+    sim::des::simulation_hooks hooks;
+    hooks.progress = [&](std::uint64_t n, std::uint64_t total) {
+      CHECK(total == t.view().requests());
+      done.push_back(n);
+    };
+    (void)sim::des::simulate(t.view(), c, hooks);
+    REQUIRE(!done.empty());
+    CHECK(std::is_sorted(done.begin(), done.end()));
+    CHECK(std::adjacent_find(done.begin(), done.end()) == done.end());  // never twice the same
+    CHECK(done.back() == t.view().requests());
+    CHECK(done.size() <= 260);
   }
 }

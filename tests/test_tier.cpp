@@ -379,3 +379,95 @@ TEST_CASE("impossible hierarchies are rejected with the reason", "[tier]") {
       tier::tier_hierarchy<>(make({{10, "lru"}, {5, "lru"}}, inclusion::inclusive)),
       Catch::Contains("at least as large"));
 }
+
+namespace {
+
+// Logs every call an observer gets, in order: "c from:slot>to:slot key", "p tier:slot key",
+// "s tier:slot key".
+struct call_log {
+  std::vector<std::string>* out;
+  void staged(std::size_t t, std::uint32_t s, block_key k) noexcept {
+    out->push_back("s " + std::to_string(t) + ":" + std::to_string(s) + " " + std::to_string(k));
+  }
+  void placed(std::size_t t, std::uint32_t s, block_key k, bool) noexcept {
+    out->push_back("p " + std::to_string(t) + ":" + std::to_string(s) + " " + std::to_string(k));
+  }
+  void copied(std::size_t a, std::uint32_t as, std::size_t b, std::uint32_t bs,
+              block_key k) noexcept {
+    out->push_back("c " + std::to_string(a) + ":" + std::to_string(as) + ">" + std::to_string(b) +
+                   ":" + std::to_string(bs) + " " + std::to_string(k));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an observer hears a demotion cascade deepest copy first, before the placement",
+          "[tier]") {
+  // The core records copies inside the cascade and the top hands them over afterwards: the order
+  // must be the one the cascade made them in (tier 1's victim leaves before tier 0's lands).
+  std::vector<std::string> log;
+  tier::tier_hierarchy<all_policies, call_log> h(make({{1, "lru"}, {1, "lru"}, {1, "lru"}}),
+                                                 call_log{&log});
+  std::vector<std::uint8_t> served(4);
+  auto one = [](std::size_t) { return 1; };
+  for (const block_key k : {1, 2, 3}) {
+    const std::vector<block_key> r = {k};
+    h.process(r, served, {}, one);
+  }
+  CHECK(log == std::vector<std::string>{"p 0:0 1", "c 0:0>1:0 1", "p 0:0 2", "c 1:0>2:0 1",
+                                        "c 0:0>1:0 2", "p 0:0 3"});
+  // A promotion from tier 2: staged before the cascade it causes.
+  log.clear();
+  const std::vector<block_key> r = {1};
+  CHECK(h.process(r, served, {}, one) == 1);
+  CHECK(served[0] == 2);
+  CHECK(log == std::vector<std::string>{"s 2:0 1", "c 1:0>2:0 2", "c 0:0>1:0 3", "p 0:0 1"});
+  CHECK(h.audit().empty());
+}
+
+TEST_CASE("lower_tiers: a core below a non-flat top demotes what the top evicts", "[tier]") {
+  using core_type = tier::lower_tiers<type_list<lru, fifo>>;
+  hierarchy_config cfg = make({{4, ""}, {1, "lru"}, {2, "fifo"}});
+  cfg.tiers[2].admit.kind = tier::admission::frequency;  // >= 2 references
+  core_type core(cfg, 1, false);
+  CHECK(core.first() == 1);
+  CHECK(core.tiers() == 3);
+  // Tier 0 is the caller's: it evicts 7, then 8; 8 pushes 7 down to tier 2, whose filter has
+  // seen 7 once (refused: dropped), then twice.
+  const std::vector<block_key> keys = {7};
+  core.begin_request(keys);
+  core.evicted(0, 7, 3, 0);
+  CHECK((core.holds(1, 7) && core.lower_tier_of(7) == 1));
+  core.evicted(0, 8, 4, 1);
+  CHECK(core.lower_tier_of(7) == 3);
+  CHECK(core.counters(1).drops == 1);
+  CHECK(core.counters(2).admission_rejects == 1);
+  core.begin_request(keys);
+  core.evicted(0, 7, 5, 2);  // 8 goes down: 8 was never recorded, refused
+  core.begin_request(keys);
+  CHECK(core.take(1, 7) == erase_result::erased);
+  CHECK(core.insert_into(2, 7, 5, true) != core_type::npos);  // recorded twice: admitted
+  CHECK(core.counters(0).evictions == 3);
+  CHECK(core.counters(0).demotions == 3);
+  CHECK(core.counters(2).writes == 1);
+  CHECK(core.link(2).blocks_down == 1);
+  // A put-back is neither filtered nor a write.
+  CHECK(core.put_back(2, 9, 0));
+  CHECK(core.counters(2).writes == 1);
+  CHECK(core.resident(2) == 2);
+  CHECK(core.kept_copies(0) == 0);
+  CHECK(core.audit().empty());
+  for (std::size_t t = 0; t < 3; ++t) CHECK(core.balanced(t));
+  // The eviction callback names the core only.
+  STATIC_REQUIRE(std::is_same_v<core_type::cache_of<lru>, block_cache<lru, core_type::on_evict>>);
+  CHECK_THROWS_WITH(core_type(make({{4, ""}, {2, "arc"}}), 1, false),
+                    Catch::Equals("tier t1: unknown policy 'arc' (known: lru fifo)"));
+}
+
+TEST_CASE("tier_index is hierarchy_index over the flat top; block tokens", "[tier]") {
+  STATIC_REQUIRE(std::is_same_v<tier::tier_index<>, tier::hierarchy_index<tier::tier_hierarchy<>>>);
+  // 10 tokens in blocks of 4: 4, 4, 2, then nothing.
+  CHECK(kvtk::prefix::tokens_in_block(10, 4, 0) == 4);
+  CHECK(kvtk::prefix::tokens_in_block(10, 4, 2) == 2);
+  CHECK(kvtk::prefix::tokens_in_block(10, 4, 3) == 0);
+}

@@ -9,7 +9,9 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
+#include "kvtk/detail/visit_named.hpp"
 #include "kvtk/names.hpp"
 #include "kvtk/policy/policy_list.hpp"
 
@@ -21,13 +23,6 @@ class unknown_policy : public unknown_name {
  public:
   using unknown_name::unknown_name;
 };
-
-namespace detail {
-template <class... Ps>
-constexpr auto names_of(type_list<Ps...>) {
-  return std::array<std::string_view, sizeof...(Ps)>{Ps::name...};
-}
-}  // namespace detail
 
 /// Registry names in list order: lru fifo clock sieve lfu 2q arc s3fifo wtinylfu priority-lru
 /// belady cost-aware.
@@ -51,20 +46,7 @@ constexpr bool is_policy_name(std::string_view name) noexcept {
 /// Throws: unknown_policy naming the bad name and listing the valid ones; whatever f throws.
 template <class F>
 auto visit_policy(std::string_view name, F&& f) {
-  using result = decltype(f.template operator()<lru>());
-  return [&]<class... Ps>(type_list<Ps...>) -> result {
-    if constexpr (std::is_void_v<result>) {
-      if (!((Ps::name == name ? (f.template operator()<Ps>(), true) : false) || ...)) {
-        throw_unknown_policy(name);
-      }
-    } else {
-      result out{};
-      if (!((Ps::name == name ? (out = f.template operator()<Ps>(), true) : false) || ...)) {
-        throw_unknown_policy(name);
-      }
-      return out;
-    }
-  }(all_policies{});
+  return detail::visit_named<all_policies, unknown_policy>(name, "policy", std::forward<F>(f));
 }
 
 }  // namespace kvtk

@@ -50,8 +50,9 @@ class py_prefix_tree {
       : evicted_(std::move(on_evict)) {
     try {
       kvtk::prefix::visit_leaf_policy(order, [&]<class L>() {
-        if constexpr (L::name == std::string_view("belady")) {
-          throw std::invalid_argument("PrefixTree: order 'belady' is offline (replay only)");
+        if constexpr (requires { L::offline; }) {  // the leaf order's own trait, not its name
+          throw std::invalid_argument("PrefixTree: order '" + std::string(L::name) +
+                                      "' is offline (replay only)");
         } else {
           tree_.template emplace<std::unique_ptr<kvtk::prefix::prefix_tree<L>>>(
               std::make_unique<kvtk::prefix::prefix_tree<L>>(capacity));

@@ -139,6 +139,21 @@ def test_bad_trace_raises_trace_error_with_path_and_line(tmp_path):
         kvtk.load_trace(tmp_path / "missing.jsonl")
 
 
+def test_skipped_lines_are_python_warnings_not_stderr(tmp_path, capfd):
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"timestamp": 1, "input_length": 1024, "hash_ids": [1, 2]}\n'
+                     '{"timestamp": x}\n'
+                     '{"timestamp": 2, "input_length": 1024, "hash_ids": [1, 2]}\n')
+    with pytest.warns(UserWarning, match="skipped 1 invalid line"):
+        t = kvtk.load_trace(mixed, skip_invalid=True)
+    assert t.skipped_lines == 1
+    with pytest.warns(UserWarning, match="kvtk replay: skipped 1 invalid line"):
+        rows = kvtk.replay(mixed, skip_invalid=True, capacity=10)
+    assert rows[0]["block_hits"] == 2
+    # The library prints nothing: the warning is the caller's to show or filter.
+    assert "skipped" not in capfd.readouterr().err
+
+
 def test_progress_reaches_the_total_and_its_errors_stop_the_run():
     calls = []
     kvtk.replay(CONVERSATION, capacity=1000, progress=lambda d, n: calls.append((d, n)))

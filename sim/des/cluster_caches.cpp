@@ -86,7 +86,7 @@ void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
   o.pool_blocks = m.pool;
   o.dram_blocks = m.dram;
   o.inflight_miss_blocks = inflight;
-  o.hit_tokens = std::min<std::uint64_t>(h * bt_, L);
+  o.hit_tokens = kvtk::prefix::tokens_in_blocks(L, bt_, h);
   for (std::uint64_t k = 0; k < h; ++k) {
     if (in.hbm && in.tiers->pin(b[k])) {
       w_.st(r).pinned.push_back(b[k]);

@@ -26,11 +26,7 @@ void cluster::handle(const event& e) {
   }
 }
 
-std::uint64_t cluster::output_tokens(std::uint32_t r) const {
-  std::uint64_t o = t_.output_length.empty() ? 1 : t_.output_length[r];
-  if (c_.max_output_tokens >= 0) o = std::min<std::uint64_t>(o, c_.max_output_tokens);
-  return std::max<std::uint64_t>(o, 1);  // the prefill's token
-}
+std::uint64_t cluster::output_tokens(std::uint32_t r) const { return output_tokens_of(t_, c_, r); }
 
 void cluster::on_arrival(std::uint32_t r) {
   w_.open(r);

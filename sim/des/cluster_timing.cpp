@@ -15,7 +15,7 @@ double cluster::load_s(const match_result& m) const {
 }
 
 double cluster::prefill_s(const match_result& m, std::uint64_t L) const {
-  const std::uint64_t cached = std::min<std::uint64_t>(m.hit * bt_, L);
+  const std::uint64_t cached = kvtk::prefix::tokens_in_blocks(L, bt_, m.hit);
   const double comp = compute_s(cached, L), load = load_s(m);
   return c_.overlap_load ? std::max(comp, load) : comp + load;
 }

@@ -100,17 +100,16 @@ std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const c
 void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
   c.sched.validate();
   auto refuse = [&](const std::string& what) {
-    throw std::invalid_argument("scheduler " + c.sched.scheduler + " models colocated instances "
-                                "with their HBM KV cache only: " + what);
+    throw std::invalid_argument("scheduler " + c.sched.scheduler + " does not combine with " +
+                                what + " (kvtk's scheduler has it: scheduler kvtk)");
   };
-  if (c.decode_instances > 0) refuse("decode_instances must be 0");
-  if (c.dram_blocks > 0 || c.pool_blocks > 0) refuse("no dram tier or pool");
-  if (c.sparse.enabled) refuse("no sparse decode");
-  if (c.chunk_tokens > 0) refuse("chunk_tokens is the kvtk scheduler's (use max_num_batched_tokens)");
-  if (c.reject_over_slo) refuse("no reject_over_slo");
+  if (c.pool_blocks > 0) refuse("the shared pool (pool_blocks must be 0)");
+  if (c.sparse.enabled) refuse("sparse decode");
+  if (c.chunk_tokens > 0) refuse("chunk_tokens (use max_num_batched_tokens)");
+  if (c.reject_over_slo) refuse("reject_over_slo");
   const router_kind router = parse_router(c.router);
   if (router == router_kind::cache_aware || router == router_kind::conductor) {
-    refuse("router round-robin, random or least-loaded");
+    refuse("router " + c.router + " (use round-robin, random or least-loaded)");
   }
   if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
   if (t.arrival_s.size() != t.requests()) {

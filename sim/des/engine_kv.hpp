@@ -42,9 +42,18 @@ inline std::uint64_t blocks_for(std::uint64_t tokens, std::uint32_t bt) {
 }
 
 /// What admitting a request scheduled: its hit and the new tokens computed this iteration.
+/// hit_tokens includes loaded_tokens: KV the instance did not have and takes from outside (a
+/// lower tier, or the prefill instance of a disaggregated pair), computed no more.
 struct admission {
   bool ok = false;
-  std::uint64_t hit_tokens = 0, new_tokens = 0;
+  std::uint64_t hit_tokens = 0, new_tokens = 0, loaded_tokens = 0;
+};
+
+/// No KV from outside: the instance's own cache is all there is.
+struct no_external_kv {
+  std::uint64_t operator()(std::uint64_t /*hit_tokens*/, std::uint64_t /*seq*/) const noexcept {
+    return 0;
+  }
 };
 
 /// The tokens an admission schedules: min(seq - hit, max_new), a cut chunk ending on a multiple
@@ -72,12 +81,15 @@ class vllm_kv {
   static constexpr const char* engine = "vllm";
   vllm_kv(std::uint32_t blocks, std::uint32_t bt) : pool_(blocks), bt_(bt), scratch_(0) {}
 
-  /// get_computed_blocks + allocate_slots: the hit (capped at seq - 1 tokens), then blocks for
-  /// the hit and min(seq - hit, max_new) new tokens (all of them when `whole`). Fails, changing
-  /// nothing, when that is 0 tokens or the blocks are not there. Full prompt blocks are cached
-  /// as they are allocated, as vLLM does.
+  /// get_computed_blocks + allocate_slots: the hit (capped at seq - 1 tokens), then the tokens
+  /// `external(hit tokens, seq)` loads beyond it (as a KV connector's external computed
+  /// tokens), then blocks for all of them and min(seq - hit, max_new) new tokens (all of them
+  /// when `whole`). Fails, changing nothing, when that is 0 tokens or the blocks are not there.
+  /// Full prompt blocks are cached as they are allocated (loaded ones too), as vLLM does.
+  template <class External = no_external_kv>
   admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole,
-                  const admission_reserve& /*unused: vLLM reserves nothing for outputs*/) {
+                  const admission_reserve& /*unused: vLLM reserves nothing for outputs*/,
+                  External&& external = {}) {
     const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(seq, bt_, seq / bt_);
     if (scratch_.size() < cap) scratch_.resize(cap);
     std::uint32_t h = 0;
@@ -85,7 +97,9 @@ class vllm_kv {
       scratch_[h] = pool_.find(key_at(q, h));
       if (scratch_[h] == kvtk::prefix::vllm_block_pool::npos) break;
     }
-    const admission a = plan(std::uint64_t{h} * bt_, seq, max_new, whole);
+    const std::uint64_t loaded = external(std::uint64_t{h} * bt_, seq);
+    admission a = plan(std::uint64_t{h} * bt_ + loaded, seq, max_new, whole);
+    a.loaded_tokens = loaded;
     // scheduler_reserve_full_isl: the blocks of the whole sequence must fit, though only the
     // chunk's are taken now.
     if (!a.ok || !pool_.can_allocate(std::span(scratch_).first(h), blocks_for(seq, bt_) - h)) {
@@ -137,23 +151,30 @@ class sglang_kv {
   static constexpr const char* engine = "sglang";
   sglang_kv(std::uint32_t pages, std::uint32_t bt) : cache_(pages), bt_(bt) {}
 
-  /// match_prefix (capped at seq - 1 tokens, page-aligned), lock, and pages for the extend of
-  /// min(seq - hit, max_new) tokens (all when `whole`), with the allocator's spare page in the
-  /// demand, when the whole rest of the request fits in free + evictable pages. Fails when that is 0 tokens or the pages are not there: the lock is dropped, the
+  /// match_prefix (capped at seq - 1 tokens, page-aligned), lock, the tokens `external(hit
+  /// tokens, seq)` loads beyond the match (a lower tier, a prefill instance), and pages for them
+  /// and the extend of min(seq - hit, max_new) tokens (all when `whole`), with the allocator's
+  /// spare page in the demand, when the whole rest of the request fits in free + evictable
+  /// pages. Fails when that is 0 tokens or the pages are not there: the lock is dropped, the
   /// match's touches stay (as in SGLang).
+  template <class External = no_external_kv>
   admission admit(kv_request& q, std::uint64_t seq, std::uint64_t max_new, bool whole,
-                  const admission_reserve& reserve) {
+                  const admission_reserve& reserve, External&& external = {}) {
     const auto cap = static_cast<std::uint32_t>((seq - 1) / bt_);
     keys_.clear();
     for (std::uint32_t k = 0; k < cap; ++k) keys_.push_back(key_at(q, k));
     const auto m = cache_.match(keys_);
-    const admission a = plan(std::uint64_t{m.length} * bt_, seq, max_new, whole, bt_);
+    const std::uint64_t loaded = external(std::uint64_t{m.length} * bt_, seq);
+    admission a = plan(std::uint64_t{m.length} * bt_ + loaded, seq, max_new, whole, bt_);
+    a.loaded_tokens = loaded;
     if (!a.ok) return {};
     cache_.lock(m.node);
     // PrefillAdder: the rest of the request (rounded up to pages), its remaining output and a
     // page must fit in the free and evictable tokens less what is held back for the others,
     // even when only a chunk of it is scheduled now.
-    const std::uint64_t rest = blocks_for(seq - a.hit_tokens, bt_) * bt_;
+    // Loaded pages are memory to find too, though no compute.
+    const std::uint64_t rest = blocks_for(seq - a.hit_tokens, bt_) * bt_ +
+                               (blocks_for(a.hit_tokens, bt_) - m.length) * bt_;
     const std::uint64_t pages = blocks_for(a.hit_tokens + a.new_tokens, bt_) - m.length;
     if (rest + reserve.out_rest + bt_ + reserve.held >= cache_.available() * bt_ ||
         !cache_.reserve(pages, 1)) {

@@ -28,156 +28,86 @@
 //           (one chunked request at a time, continued first in the next prefill iteration).
 //           A decode that cannot get a page retracts the running request with the fewest
 //           output tokens (ties: the longest prompt), back to the waiting queue.
+//
+// What kvtk's scheduler has, on every engine scheduler, with kvtk's generic semantics (the
+// engines' own offload connectors are docs/simulate.md's next step):
+//  dram_blocks  each instance's host-DRAM tier (LRU), written through with the full blocks of
+//               every prompt the instance prefilled, when its first token is sampled. At an
+//               admission, the run of the prompt's blocks held there right after the HBM hit
+//               (capped as the hit is) is loaded, not computed: allocated and cached in HBM as
+//               hit blocks (dram_block_hits), and the iteration takes max(compute, load) (or the
+//               sum without overlap_load), the load over the host link as kvtk's scheduler's.
+//  decode_instances  disaggregated prefill/decode: a prefill instance's request leaves when its
+//               first token is sampled (its blocks freed into that instance's prefix cache, at
+//               once also under async scheduling), its prompt's KV (input tokens x KV bytes per
+//               token) crosses the P->D link, and it joins the waiting queue of the decode
+//               instance with the fewest waiting and running requests, which admits it with its
+//               prompt's KV loaded (hit: its own cache's, the rest transferred) and decodes it.
+//               A preempted transferred request is recomputed there.
+// Refused by name: the shared pool, sparse decode, chunk_tokens, reject_over_slo and the
+// cache-aware and conductor routers (they read kvtk's scheduler's own caches and queues).
 #include "des/engine_sched.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <stdexcept>
 
-#include "des/cluster.hpp"
-#include "des/engine_kv.hpp"
-#include "des/event_loop.hpp"
-#include "des/router.hpp"
+#include "des/engine_sim.hpp"
 #include "des/summary.hpp"
-#include "des/timing.hpp"
 
-namespace kvtk::sim::des {
-
-namespace detail {
-namespace {
-
-struct engine_request {
-  kv_request kv;
-  std::uint64_t L = 0, out_total = 1, out_done = 0, computed = 0, scheduled = 0;
-  std::uint32_t inst = 0;
-  bool started = false, chunked = false;
-  bool finishing = false;  // async scheduling: finished, blocks not yet released
-  double last_token = 0, tbt_sum = 0;
-  std::uint64_t tbt_n = 0;
-  [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
-  [[nodiscard]] bool decoding() const { return computed >= L && computed + 1 == seq(); }
-};
-
-struct engine_instance {
-  std::deque<std::uint32_t> waiting;
-  std::vector<std::uint32_t> running, batch;
-  std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
-  std::uint64_t iterations = 0;
-  bool busy = false;
-  double busy_s = 0;
-};
-
-// At one instant: iterations end, then requests arrive, then idle instances schedule, so that a
-// schedule sees every request that arrived by then (as an engine's loop picks up its queue).
-enum class engine_event : std::uint8_t { iteration_end, arrival, instance_start };
+namespace kvtk::sim::des::detail {
 
 template <class KV>
-class engine_sim {
- public:
-  using event = basic_event<engine_event>;
-  // Names are parsed here, once (check_engine_config validated them): the hot paths switch on
-  // enums.
-  engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
-             std::uint32_t kv_blocks)
-      : t_(t), c_(c), events_(t), routes_(c.seed), inst_(c.prefill_instances),
-        timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s,
-                c.timing),
-        sched_(c.sched.kind()), router_(parse_router(c.router)),
-        lpm_(schedule_policy_names.parse(c.sched.schedule_policy) == schedule_policy_kind::lpm) {
-    bt_ = t.block_tokens;
-    for (std::uint32_t i = 0; i < c.prefill_instances; ++i) kv_.emplace_back(kv_blocks, bt_);
-    kv_blocks_ = kv_blocks;
-    async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
+engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
+                           std::uint32_t kv_blocks)
+    : t_(t), c_(c), events_(t), routes_(c.seed), inst_(c.prefill_instances + c.decode_instances),
+      timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s, c.timing),
+      host_link_{c.host_link_latency_s, c.host_link_per_block_s,
+                 c.gpu.host_link_bytes_per_s * c.gpus_per_instance},
+      sched_(c.sched.kind()),
+      router_(parse_router(c.router)),
+      lpm_(schedule_policy_names.parse(c.sched.schedule_policy) == schedule_policy_kind::lpm) {
+  bt_ = t.block_tokens;
+  block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
+  for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(kv_blocks, bt_);
+  // A DRAM tier never holds more blocks than the trace references (as kvtk's scheduler's).
+  const std::uint64_t dram = std::min<std::uint64_t>(c.dram_blocks, std::max<std::size_t>(t.keys.size(), 1));
+  if (dram > 0) {
+    for (auto& in : inst_) in.dram = make_tiers(c.local_policy, 0, dram);
   }
+  kv_blocks_ = kv_blocks;
+  prefill_n_ = c.prefill_instances;
+  async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
+}
 
-  // The strategy's side of run_events (des/event_loop.hpp).
-  event_queue<engine_event>& queue() noexcept { return events_; }
-  void handle(const event& e) {
-    now_ = e.t;
-    switch (e.kind) {
-      case engine_event::arrival:
-        arrive(e.request);
-        break;
-      case engine_event::iteration_end:
-        end(e.instance);
-        break;
-      case engine_event::instance_start:
-        start(e.instance);
-        break;
-    }
+template <class KV>
+void engine_sim<KV>::handle(const event& e) {
+  now_ = e.t;
+  switch (e.kind) {
+    case engine_event::arrival:
+      arrive(e.request);
+      break;
+    case engine_event::iteration_end:
+      end(e.instance);
+      break;
+    case engine_event::transfer_done:
+      land(e.request);
+      break;
+    case engine_event::instance_start:
+      start(e.instance);
+      break;
   }
-  request_window<engine_request>& window() noexcept { return w_; }
-  [[nodiscard]] std::uint64_t ended() const noexcept { return ended_; }
-  simulation_result summarize(outcome_stream& sink);
-
- private:
-  void push(double t, engine_event kind, std::uint32_t who) { events_.push(t, kind, who, who); }
-  void arrive(std::uint32_t r);
-  void start(std::uint32_t i);
-  void wake(std::uint32_t i) {  // an idle instance schedules after this instant's arrivals
-    if (inst_[i].busy) return;
-    inst_[i].busy = true;
-    push(now_, engine_event::instance_start, i);
-  }
-  void end(std::uint32_t i);
-  void preempt(std::uint32_t i, std::uint32_t r);
-  bool schedule_v1(std::uint32_t i);
-  bool schedule_v0(std::uint32_t i);
-  bool schedule_sglang(std::uint32_t i);
-  bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
-             std::uint64_t held = 0);
-  // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
-  // tokens; ratio 1: a replay's output lengths are fixed, as with ignore_eos).
-  std::uint64_t out_rest(std::uint32_t r) const {
-    return std::min<std::uint64_t>(w_.st(r).out_total - w_.st(r).out_done, 4096);
-  }
-  void sample(std::uint32_t r);
-  // Async scheduling: requests that finished in the last iteration stayed in `running` (holding
-  // their blocks, counting toward max_num_seqs) through this schedule; now they go.
-  void release_finishing(std::uint32_t i) {
-    std::erase_if(inst_[i].running, [&](std::uint32_t r) {
-      if (!w_.st(r).finishing) return false;
-      kv_[i].finish(w_.st(r).kv, w_.st(r).computed);
-      w_.st(r).finishing = false;
-      w_.end(r);
-      return true;
-    });
-  }
-
-  const kvtk::prefix::prefix_trace_view& t_;
-  const cluster_config& c_;
-  event_queue<engine_event> events_;  // the event loop's queue (des/event_loop.hpp)
-  basic_router routes_;               // the shared routers (des/router.hpp)
-  request_window<engine_request> w_;  // the requests in flight (des/outcomes.hpp)
-  std::vector<engine_instance> inst_;
-  std::deque<KV> kv_;  // a deque: the caches cannot move
-  iteration_timing timing_;
-  std::vector<prefill_part> parts_;
-  std::vector<iteration_record> log_;
-  latency_stats gaps_;  // every token gap (token_gap_s)
-  scheduler_kind sched_;
-  router_kind router_;
-  bool lpm_;  // sglang: longest prefix first (else fcfs)
-  double now_ = 0;
-  std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0;
-  std::uint64_t unschedulable_ = 0;
-  std::uint32_t bt_ = 1, kv_blocks_ = 0;
-  bool async_ = false;  // vllm-v1 with async_scheduling
-};
+}
 
 template <class KV>
 void engine_sim<KV>::arrive(std::uint32_t r) {
   engine_request& q = w_.open(r).st;
   q.L = t_.input_tokens(r);
-  std::uint64_t out = t_.output_length.empty() ? 1 : t_.output_length[r];
-  if (c_.max_output_tokens >= 0) out = std::min<std::uint64_t>(out, c_.max_output_tokens);
-  q.out_total = std::max<std::uint64_t>(out, 1);  // an engine always samples a first token
+  q.out_total = output_tokens_of(t_, c_, r);
   q.kv.prompt_keys = t_.cacheable(r, kvtk::prefix::partial_block::skip);
   q.kv.id = r;
-  const std::uint32_t i =
-      routes_.pick(router_, static_cast<std::uint32_t>(inst_.size()), [&](std::uint32_t x) {
-        return inst_[x].waiting.size() + inst_[x].running.size();
-      });
+  const std::uint32_t i = routes_.pick(router_, prefill_n_, [&](std::uint32_t x) {
+    return inst_[x].waiting.size() + inst_[x].running.size();
+  });
   q.inst = i;
   request_outcome& o = w_.out(r);
   o.arrival = now_;
@@ -188,20 +118,37 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   wake(i);
 }
 
+template <class KV>
+std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, const engine_request& q,
+                                              std::uint64_t hit_tokens, std::uint64_t seq) {
+  if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
+  const auto* dram = inst_[i].dram.get();
+  if (dram == nullptr) return 0;
+  // The run after the HBM hit, capped as the hit is (never the last prompt token).
+  const std::uint64_t cap = std::min<std::uint64_t>((seq - 1) / bt_, q.kv.prompt_keys.size());
+  std::uint64_t b = hit_tokens / bt_;
+  while (b < cap && dram->holds(0, q.kv.prompt_keys[b])) ++b;
+  return (b - hit_tokens / bt_) * bt_;
+}
+
 // Admits waiting request r with at most `budget` new tokens (all of its tokens when `whole`).
 template <class KV>
 bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
                            std::uint64_t held) {
   engine_request& q = w_.st(r);
-  const admission a = kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held});
+  const admission a =
+      kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held},
+                   [&](std::uint64_t hit, std::uint64_t seq) { return external_tokens(i, q, hit, seq); });
   if (!a.ok) return false;
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
+  if (!q.remote) q.loading = a.loaded_tokens / bt_;
   if (!q.started) {  // the first admission decides the reported hit
     q.started = true;
     w_.out(r).prefill_start = now_;
     w_.out(r).hit_blocks = a.hit_tokens / bt_;
     w_.out(r).hit_tokens = a.hit_tokens;
+    w_.out(r).dram_blocks = q.loading;
   }
   return true;
 }
@@ -212,6 +159,8 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   kv_[i].preempt(q.kv);
   q.computed = 0;
   q.scheduled = 0;
+  q.loading = 0;
+  q.remote = false;  // recompute: the transferred KV is gone
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
   if (sched_ == scheduler_kind::sglang) {
@@ -224,139 +173,39 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
 }
 
 template <class KV>
-bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
-  engine_instance& in = inst_[i];
-  std::uint64_t budget = c_.sched.max_num_batched_tokens;
-  bool preempted = false;
-  for (std::size_t k = 0; k < in.running.size() && budget > 0;) {
-    const std::uint32_t r = in.running[k];
-    engine_request& q = w_.st(r);
-    if (q.finishing) {  // async: done, its output not yet processed
-      ++k;
-      continue;
-    }
-    const std::uint64_t n = std::min(q.seq() - q.computed, budget);
-    while (!kv_[i].grow(q.kv, q.computed + n) && in.running.back() != r) {
-      preempt(i, in.running.back());
-      preempted = true;
-    }
-    if (!kv_[i].grow(q.kv, q.computed + n)) {  // r itself is the newest: it goes
-      preempt(i, r);
-      preempted = true;
-      break;
-    }
-    q.scheduled = n;
-    in.batch.push_back(r);
-    budget -= n;
-    ++k;
-  }
-  while (!preempted && budget > 0 && !in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
-    const std::uint32_t r = in.waiting.front();
-    if (!admit(i, r, budget, false)) break;
-    in.waiting.pop_front();
-    in.running.push_back(r);
-    in.batch.push_back(r);
-    budget -= w_.st(r).scheduled;
-  }
-  return !in.batch.empty();
+void engine_sim<KV>::release_finishing(std::uint32_t i) {
+  std::erase_if(inst_[i].running, [&](std::uint32_t r) {
+    if (!w_.st(r).finishing) return false;
+    kv_[i].finish(w_.st(r).kv, w_.st(r).computed);
+    w_.st(r).finishing = false;
+    w_.end(r);
+    return true;
+  });
 }
 
 template <class KV>
-bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
-  engine_instance& in = inst_[i];
-  std::uint64_t budget = c_.sched.max_num_batched_tokens;
-  while (!in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
-    const std::uint32_t r = in.waiting.front();
-    // A prompt longer than the budget is admitted alone (V0 would refuse it outright).
-    const bool alone = in.batch.empty();
-    if (!admit(i, r, alone ? w_.st(r).seq() : budget, true)) break;
-    in.waiting.pop_front();
-    in.running.push_back(r);
-    in.batch.push_back(r);
-    budget -= std::min(budget, w_.st(r).scheduled);
-  }
-  if (!in.batch.empty()) return true;
-  for (std::size_t k = 0; k < in.running.size();) {
-    const std::uint32_t r = in.running[k];
+double engine_sim<KV>::iteration_s(std::uint32_t i) {
+  parts_.clear();
+  decode_batch d;
+  std::uint64_t loads = 0;
+  for (const std::uint32_t r : inst_[i].batch) {
     engine_request& q = w_.st(r);
-    while (!kv_[i].grow(q.kv, q.seq()) && in.running.back() != r) preempt(i, in.running.back());
-    if (!kv_[i].grow(q.kv, q.seq())) {
-      preempt(i, r);
-      break;
-    }
-    q.scheduled = 1;
-    in.batch.push_back(r);
-    ++k;
-  }
-  return !in.batch.empty();
-}
-
-template <class KV>
-bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
-  engine_instance& in = inst_[i];
-  const std::uint64_t page = bt_;
-  auto page_up = [&](std::uint64_t n) { return (n + page - 1) / page * page; };
-  std::uint64_t budget = c_.sched.max_num_batched_tokens;  // charged in whole pages
-  std::uint64_t held = 0;  // PrefillAdder's reserve for what already runs
-  for (const std::uint32_t r : in.running) {
-    if (static_cast<std::int64_t>(r) != in.chunked) held += out_rest(r);
-  }
-  if (in.chunked >= 0) {  // the chunked request continues first, its chunk ending on a page
-    const auto r = static_cast<std::uint32_t>(in.chunked);
-    engine_request& q = w_.st(r);
-    const std::uint64_t rest = q.seq() - q.computed;
-    const std::uint64_t n = rest <= budget ? rest : (q.computed + budget) / page * page - q.computed;
-    if (n > 0 && kv_[i].grow(q.kv, q.computed + n)) {
-      q.scheduled = n;
-      in.batch.push_back(r);
-      budget -= std::min(budget, page_up(n));
-      held += page_up(n) + page + out_rest(r);
-      if (q.computed + n == q.seq()) in.chunked = -1;
-    } else if (n > 0) {
-      preempt(i, r);  // its next chunk does not fit: back to the queue, its pages freed
+    loads += q.loading;
+    q.loading = 0;
+    if (q.decoding() && q.scheduled == 1) {
+      ++d.requests;
+      d.context_tokens += static_cast<double>(q.computed);
+      d.kv_bytes += static_cast<double>(q.computed) * static_cast<double>(c_.model.kv_bytes_per_token);
+    } else {
+      parts_.push_back({q.scheduled, q.computed});
     }
   }
-  if constexpr (requires(KV k) { k.peek(w_.st(0).kv, 1); }) {
-    if (lpm_ && in.chunked < 0) {
-      std::stable_sort(in.waiting.begin(), in.waiting.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return kv_[i].peek(w_.st(a).kv, w_.st(a).seq()) > kv_[i].peek(w_.st(b).kv, w_.st(b).seq());
-      });
-    }
-  }
-  while (in.chunked < 0 && budget > 0 && !in.waiting.empty() &&
-         in.running.size() < c_.sched.max_num_seqs) {
-    const std::uint32_t r = in.waiting.front();
-    if (!admit(i, r, budget, false, held)) break;
-    in.waiting.pop_front();
-    in.running.push_back(r);
-    in.batch.push_back(r);
-    engine_request& q = w_.st(r);
-    budget -= std::min(budget, page_up(q.scheduled));
-    held += page_up(q.scheduled) + page + out_rest(r);
-    if (q.computed + q.scheduled < q.seq()) in.chunked = r;
-  }
-  if (!in.batch.empty()) return true;
-  // Decode: every running request needs a page for its next token; while one cannot get it,
-  // retract the request with the fewest output tokens (ties: the longest prompt).
-  for (bool short_of_pages = true; short_of_pages && !in.running.empty();) {
-    short_of_pages = false;
-    for (const std::uint32_t r : in.running) {
-      if (!kv_[i].grow(w_.st(r).kv, w_.st(r).seq())) {
-        short_of_pages = true;
-        break;
-      }
-    }
-    if (!short_of_pages) break;
-    preempt(i, *std::min_element(in.running.begin(), in.running.end(), [&](auto a, auto b) {
-      return w_.st(a).out_done != w_.st(b).out_done ? w_.st(a).out_done < w_.st(b).out_done
-                                                : w_.st(a).L > w_.st(b).L;
-    }));
-  }
-  for (const std::uint32_t r : in.running) {
-    w_.st(r).scheduled = 1;
-    in.batch.push_back(r);
-  }
-  return !in.batch.empty();
+  const double compute = timing_.seconds(parts_, d);
+  if (loads == 0) return compute;
+  dram_read_blocks_ += loads;
+  const double load =
+      host_link_.predict(static_cast<double>(loads), static_cast<double>(loads) * block_bytes_);
+  return c_.overlap_load ? std::max(compute, load) : compute + load;
 }
 
 template <class KV>
@@ -388,19 +237,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
     ++ended_;
     empty = 0;
   }
-  parts_.clear();
-  decode_batch d;
-  for (const std::uint32_t r : in.batch) {
-    const engine_request& q = w_.st(r);
-    if (q.decoding() && q.scheduled == 1) {
-      ++d.requests;
-      d.context_tokens += static_cast<double>(q.computed);
-      d.kv_bytes += static_cast<double>(q.computed) * static_cast<double>(c_.model.kv_bytes_per_token);
-    } else {
-      parts_.push_back({q.scheduled, q.computed});
-    }
-  }
-  const double dur = timing_.seconds(parts_, d);
+  const double dur = iteration_s(i);
   if (c_.sched.log_iterations) {
     for (const std::uint32_t r : in.batch) {
       log_.push_back({i, in.iterations, now_, now_ + dur, r, w_.st(r).scheduled, w_.st(r).computed});
@@ -420,12 +257,27 @@ void engine_sim<KV>::sample(std::uint32_t r) {
   ++q.out_done;
   if (q.out_done == 1) {
     o.first_token = now_;
+    // Write-through: the prompt this instance prefilled enters its DRAM tier, in order.
+    if (auto* dram = inst_[q.inst].dram.get()) {
+      if (served_.size() < q.kv.prompt_keys.size()) served_.resize(q.kv.prompt_keys.size());
+      dram->process(q.kv.prompt_keys, served_, {}, [&](std::size_t) { return bt_; });
+    }
   } else {
     gaps_.add(now_ - q.last_token);
     q.tbt_sum += now_ - q.last_token;
     ++q.tbt_n;
   }
   q.last_token = now_;
+}
+
+template <class KV>
+void engine_sim<KV>::finished(std::uint32_t r) {
+  const engine_request& q = w_.st(r);
+  request_outcome& o = w_.out(r);
+  o.done = now_;
+  o.output_tokens = q.out_total;
+  o.mean_tbt = q.tbt_n ? q.tbt_sum / static_cast<double>(q.tbt_n) : 0.0;
+  ++ended_;
 }
 
 template <class KV>
@@ -442,7 +294,11 @@ void engine_sim<KV>::end(std::uint32_t i) {
     }
     sample(r);
     if (q.out_done < q.out_total) {
-      if (prefill) kv_[i].checkpoint(q.kv, q.computed);  // its prompt into the tree
+      if (i < prefill_n_ && inst_.size() > prefill_n_) {
+        hand_off(i, r);
+      } else if (prefill) {
+        kv_[i].checkpoint(q.kv, q.computed);  // its prompt into the tree
+      }
       continue;
     }
     if (async_) {
@@ -452,16 +308,38 @@ void engine_sim<KV>::end(std::uint32_t i) {
       std::erase(in.running, r);
       w_.end(r);
     }
-    request_outcome& o = w_.out(r);
-    o.done = now_;
-    o.output_tokens = q.out_total;
-    o.mean_tbt = q.tbt_n ? q.tbt_sum / static_cast<double>(q.tbt_n) : 0.0;
-    ++ended_;
+    finished(r);
   }
   inst_[i].busy = false;
   wake(i);
 }
 
+template <class KV>
+void engine_sim<KV>::hand_off(std::uint32_t i, std::uint32_t r) {
+  engine_request& q = w_.st(r);
+  kv_[i].finish(q.kv, q.computed);
+  std::erase(inst_[i].running, r);
+  if (inst_[i].chunked == r) inst_[i].chunked = -1;
+  const double bytes = static_cast<double>(q.L) * static_cast<double>(c_.model.kv_bytes_per_token);
+  pd_bytes_ += bytes;
+  push(now_ + (c_.pd_link_bytes_per_s > 0 ? bytes / c_.pd_link_bytes_per_s : 0.0),
+       engine_event::transfer_done, r);
+}
+
+template <class KV>
+void engine_sim<KV>::land(std::uint32_t r) {
+  std::uint32_t best = prefill_n_;
+  auto load = [&](std::uint32_t x) { return inst_[x].waiting.size() + inst_[x].running.size(); };
+  for (auto d = prefill_n_ + 1; d < inst_.size(); ++d) {
+    if (load(d) < load(best)) best = d;
+  }
+  engine_request& q = w_.st(r);
+  q.inst = best;
+  q.remote = true;
+  q.computed = 0;
+  inst_[best].waiting.push_back(r);
+  wake(best);
+}
 
 template <class KV>
 simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
@@ -472,8 +350,9 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
     evictions += kv.evictions();
     cached += kv.cached_blocks();
   }
+  const outcome_totals& k = sink.totals;
   simulation_result res;
-  res.summary = common_summary(sink.totals, gaps_,
+  res.summary = common_summary(k, gaps_,
                                {.rejected = unschedulable_,
                                 .preemptions = preemptions_,
                                 .busy_s = busy,
@@ -487,12 +366,19 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
   j["iterations"] = iterations_;
   j["evictions"] = evictions;
   j["cached_blocks_at_end"] = cached;
+  j["dram_block_hits"] = k.dram_hits;
+  j["local_block_hits"] = k.hits - k.dram_hits;
+  j["bytes"] = {{"dram_read", static_cast<double>(dram_read_blocks_) * block_bytes_},
+                {"prefill_to_decode", pd_bytes_}};
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
   return res;
 }
 
-}  // namespace
+// Every member defined here, for both accountings (engine_schedule.cpp instantiates the
+// scheduling rules, which call admit and preempt).
+template class engine_sim<vllm_kv>;
+template class engine_sim<sglang_kv>;
 
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
                                   const simulation_hooks& hooks) {
@@ -506,5 +392,4 @@ simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, cons
   return run_events(sim, t, c, hooks);
 }
 
-}  // namespace detail
-}  // namespace kvtk::sim::des
+}  // namespace kvtk::sim::des::detail

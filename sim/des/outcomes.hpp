@@ -140,6 +140,16 @@ inline bool arrivals_sorted(const kvtk::prefix::prefix_trace_view& t, const simu
   return sorted;
 }
 
+/// Request r's output tokens, whichever scheduler runs it: the trace's (1 without an output
+/// column), capped at max_output_tokens when that is set, and at least 1 (the prefill samples
+/// the first token).
+inline std::uint64_t output_tokens_of(const kvtk::prefix::prefix_trace_view& t,
+                                      const cluster_config& c, std::uint64_t r) {
+  std::uint64_t o = t.output_length.empty() ? 1 : t.output_length[r];
+  if (c.max_output_tokens >= 0) o = std::min<std::uint64_t>(o, c.max_output_tokens);
+  return std::max<std::uint64_t>(o, 1);
+}
+
 /// The summary's per-request totals, added in trace order.
 struct outcome_totals {
   std::uint64_t requests = 0, rejected = 0;

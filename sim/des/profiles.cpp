@@ -1,29 +1,37 @@
+// sim/des/profiles.cpp — the simulator's presets, built from the one table of models and GPUs
+// (kvtk/cost/profiles.hpp).
 #include "des/profiles.hpp"
 
 namespace kvtk::sim::des {
 
 const std::map<std::string, model_profile>& model_presets() {
-  // KV bytes per token: bf16; DeepSeek-V3 caches one 576-wide MLA latent per layer. Total
-  // parameters (the weights an engine keeps in HBM): the models' cards (671B / 235B for the
-  // mixtures of experts).
-  static const std::map<std::string, model_profile> m = {
-      {"deepseek-v3", {"deepseek-v3", 61, 7168, 37e9, 70272, 671e9}},
-      {"llama-3-70b", {"llama-3-70b", 80, 8192, 70.6e9, 327680, 70.6e9}},
-      {"qwen2.5-7b", {"qwen2.5-7b", 28, 3584, 7.6e9, 57344, 7.6e9}},
-      {"qwen3-235b-a22b", {"qwen3-235b-a22b", 94, 4096, 22e9, 192512, 235e9}},
-  };
+  static const std::map<std::string, model_profile> m = [] {
+    std::map<std::string, model_profile> out;
+    for (const kvtk::cost::model_spec& s : kvtk::cost::model_specs) {
+      const std::string name(s.name);
+      out[name] = {name, s.layers, s.hidden, s.active_params, s.kv_bytes_per_token(), s.total_params};
+    }
+    return out;
+  }();
   return m;
 }
 
 const std::map<std::string, gpu_profile>& gpu_presets() {
-  // Dense bf16 tensor TFLOP/s and HBM from the vendors' datasheets; host links are practical
-  // pinned-copy figures (PCIe Gen5 ~50 GB/s, Gen4 ~25 GB/s). Efficiencies: profiles.hpp.
-  static const std::map<std::string, gpu_profile> g = {
-      {"h100", {"h100", 989, 3.35e12, 80e9, 50e9, 0.67, 0.8}},
-      {"h200", {"h200", 989, 4.8e12, 141e9, 50e9, 0.67, 0.8}},
-      {"h800", {"h800", 989, 3.35e12, 80e9, 50e9, 0.67, 0.8}},
-      {"a800", {"a800", 312, 2.0e12, 80e9, 25e9, 0.67, 0.8}},
-  };
+  // Efficiencies: the defaults of gpu_profile (profiles.hpp).
+  static const std::map<std::string, gpu_profile> g = [] {
+    std::map<std::string, gpu_profile> out;
+    for (const kvtk::cost::gpu_spec& s : kvtk::cost::gpu_specs) {
+      const std::string name(s.name);
+      gpu_profile p;
+      p.name = name;
+      p.tflops = s.tflops;
+      p.hbm_bytes_per_s = s.hbm_bytes_per_s;
+      p.hbm_bytes = s.hbm_bytes;
+      p.host_link_bytes_per_s = s.host_link_bytes_per_s;
+      out[name] = p;
+    }
+    return out;
+  }();
   return g;
 }
 

@@ -11,13 +11,15 @@
 // profiled simulator of Qwen2-7B on an A30 (prefill and decode); one efficiency (0.5, the
 // earlier model) left prefill 1.31-1.40x and decode 1.52-1.64x too slow, and no single value
 // fits both.
-// Presets are public figures (dense bf16 tensor TFLOP/s, HBM bandwidth and size; host links are
-// practical pinned-copy planning numbers); calibrate them with the CUDA backends.
+// Presets come from the one table of models and GPUs (kvtk/cost/profiles.hpp); calibrate them
+// with the CUDA backends.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+
+#include "kvtk/cost/profiles.hpp"
 
 namespace kvtk::sim::des {
 
@@ -40,18 +42,15 @@ struct gpu_profile {
   double memory_efficiency = 0.8;    ///< fraction of peak HBM bandwidth achieved by decode
 };
 
-/// Presets: deepseek-v3, llama-3-70b, qwen2.5-7b, qwen3-235b-a22b.
+/// Presets: kvtk::cost::model_specs (deepseek-v3, llama-3-70b, qwen2.5-7b, qwen3-235b-a22b).
 const std::map<std::string, model_profile>& model_presets();
-/// Presets: h100, h200, h800, a800.
+/// Presets: kvtk::cost::gpu_specs (h100, h200, h800, a800) with the default efficiencies.
 const std::map<std::string, gpu_profile>& gpu_presets();
 
-/// Prefill FLOPs for positions [cached, total) of one request.
+/// Prefill FLOPs for positions [cached, total) of one request (kvtk/cost/profiles.hpp).
 inline double prefill_flops(const model_profile& m, std::uint64_t cached, std::uint64_t total) {
-  if (total <= cached) return 0;
-  const double n = static_cast<double>(total - cached);
-  // Σ j for j in [c, L) = (c + L − 1) · n / 2
-  const double positions = (static_cast<double>(cached) + static_cast<double>(total) - 1.0) * n / 2;
-  return 2.0 * m.active_params * n + 4.0 * m.layers * static_cast<double>(m.hidden) * positions;
+  return kvtk::cost::prefill_flops(m.active_params, m.layers, static_cast<double>(m.hidden), cached,
+                                   total);
 }
 
 }  // namespace kvtk::sim::des

@@ -23,6 +23,7 @@
 #include "formats/requests.hpp"
 #include "kvtk/detail/key_map.hpp"
 #include "util/output_file.hpp"
+#include "util/temp_file.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "kvtn is little-endian and mapped without conversion");
@@ -86,19 +87,12 @@ using kvtk::prefix::partial_block;
 using kvtk::prefix::prefix_trace_view;
 constexpr std::uint64_t never = kvtk::access_hint::never;
 
-std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64's finaliser: a bijection
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
+using kvtk::detail::mix64;  // the one mixer (kvtk/detail/mix.hpp)
 std::uint64_t word_mix(std::uint64_t i, std::uint64_t v) noexcept {
-  return mix(v ^ mix(i + 0x9E3779B97F4A7C15ull));
+  return mix64(v ^ mix64(i + 0x9E3779B97F4A7C15ull));
 }
 std::uint64_t column_digest(std::uint64_t sum, std::uint64_t refs) noexcept {
-  return mix(sum + mix(refs ^ 0x6B766E6578747573ull));
+  return mix64(sum + mix64(refs ^ 0x6B766E6578747573ull));
 }
 
 const char* mode_name(partial_block p) { return p == partial_block::cache ? "cache" : "skip"; }
@@ -305,7 +299,7 @@ double estimate_distinct(const loaded_trace& lt, partial_block p, std::uint64_t 
   constexpr std::size_t m = std::size_t{1} << bits;
   std::vector<std::uint8_t> reg(m, 0);
   walk_backward(lt, p, refs, [&](std::uint64_t, block_key k, std::size_t) {
-    const std::uint64_t h = mix(k ^ hll_salt);
+    const std::uint64_t h = mix64(k ^ hll_salt);
     const std::size_t idx = static_cast<std::size_t>(h >> (64 - bits));
     const std::uint64_t rest = (h << bits) | (std::uint64_t{1} << (bits - 1));
     const auto rank = static_cast<std::uint8_t>(std::countl_zero(rest) + 1);
@@ -352,7 +346,7 @@ build_plan plan_build(const loaded_trace& lt, partial_block p, std::size_t budge
 }
 
 std::uint32_t partition_of(block_key k, std::uint32_t parts) noexcept {
-  return static_cast<std::uint32_t>(((mix(k ^ partition_salt) >> 32) * parts) >> 32);
+  return static_cast<std::uint32_t>(((mix64(k ^ partition_salt) >> 32) * parts) >> 32);
 }
 
 // Takes the column backward (position refs-1 first) and writes it at its offsets in buffers.
@@ -388,49 +382,10 @@ class backward_writer {
   std::uint64_t hi_, refs_, sum_ = 0;
 };
 
-// A file that removes itself unless kept; tracked for the signal handlers meanwhile.
-struct temp_file {
-  int fd = -1;
-  std::string path;
-  int token = -1;
-  temp_file() = default;
-  temp_file(const temp_file&) = delete;
-  temp_file& operator=(const temp_file&) = delete;
-  ~temp_file() { discard(); }
-  void discard() noexcept {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-    if (!path.empty()) ::unlink(path.c_str());
-    path.clear();
-    untrack_temporary(token);
-    token = -1;
-  }
-  // Effects: forgets the name (renamed, or unlinked by the caller); the descriptor stays open.
-  void disown() noexcept {
-    path.clear();
-    untrack_temporary(token);
-    token = -1;
-  }
-};
-
 // Creates an empty temporary file in `dir` named after `dest` (for messages).
 void create_temp(temp_file& f, const std::string& dir, const std::string& base,
                  const std::string& dest) {
-  std::random_device rd;
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    char suffix[48];
-    std::snprintf(suffix, sizeof suffix, ".kvtk-%ld-%08x", static_cast<long>(::getpid()), rd());
-    std::string name = dir + "/." + base + suffix;
-    const int fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      f.fd = fd;
-      f.path = std::move(name);
-      f.token = track_temporary(f.path);
-      return;
-    }
-    if (errno != EEXIST) break;
-  }
-  io_fail(dest, "cannot create a file in '" + dir + "': ", errno);
+  if (!f.create(dir, base)) io_fail(dest, "cannot create a file in '" + dir + "': ", errno);
 }
 
 std::string dir_of(const std::string& path) {
@@ -442,15 +397,15 @@ std::string dir_of(const std::string& path) {
 void write_sidecar(const loaded_trace& lt, partial_block p, const build_plan& plan,
                    const trace_identity& id, temp_file& f, const std::string& dest) {
   const std::uint64_t total = header_bytes + plan.refs * 8;
-  if (::fallocate(f.fd, 0, 0, static_cast<off_t>(total)) != 0) {
+  if (::fallocate(f.fd(), 0, 0, static_cast<off_t>(total)) != 0) {
     if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
       io_fail(dest, "reserving " + std::to_string(total) + " bytes: ", errno);
     }
-    if (::ftruncate(f.fd, static_cast<off_t>(total)) != 0) io_fail(dest, "", errno);
+    if (::ftruncate(f.fd(), static_cast<off_t>(total)) != 0) io_fail(dest, "", errno);
   }
   const std::span<const block_key> keys = lt.view().keys;
   constexpr std::size_t ahead = detail::key_map<std::uint64_t>::prefetch_distance;
-  backward_writer out(f.fd, dest, plan.refs);
+  backward_writer out(f.fd(), dest, plan.refs);
   if (plan.parts == 1) {
     detail::key_map<std::uint64_t> seen(plan.expected);
     walk_backward(lt, p, plan.refs, [&](std::uint64_t i, block_key k, std::size_t ki) {
@@ -467,7 +422,7 @@ void write_sidecar(const loaded_trace& lt, partial_block p, const build_plan& pl
     // Runs: partition q's next uses, in the backward order of its references, one after another
     // in an unlinked scratch file beside the sidecar.
     const std::uint32_t parts = plan.parts;
-    std::string scratch_name = dir_of(f.path) + "/.kvtk-next-scratch-XXXXXX";
+    std::string scratch_name = dir_of(f.path()) + "/.kvtk-next-scratch-XXXXXX";
     fd_guard scratch(::mkostemp(scratch_name.data(), O_CLOEXEC));
     if (scratch.fd < 0) io_fail(dest, "cannot create a scratch file: ", errno);
     ::unlink(scratch_name.c_str());
@@ -526,8 +481,8 @@ void write_sidecar(const loaded_trace& lt, partial_block p, const build_plan& pl
   h.id = id;
   h.column = out.finish();
   const auto bytes = encode(h);
-  pwrite_all(f.fd, bytes.data(), bytes.size(), 0, dest);
-  if (::fdatasync(f.fd) != 0) io_fail(dest, "syncing: ", errno);
+  pwrite_all(f.fd(), bytes.data(), bytes.size(), 0, dest);
+  if (::fdatasync(f.fd()) != 0) io_fail(dest, "syncing: ", errno);
 }
 
 next_use_column map_fd(int fd, std::uint64_t refs, std::string path, const std::string& dest) {
@@ -629,12 +584,12 @@ next_use_column open(const std::string& trace_path, const loaded_trace& t, parti
       // is used unnamed (mapped, then unlinked).
       bool named = false;
       if (seen.state == file_state::stale) {
-        named = has_magic(dest) && ::rename(f.path.c_str(), dest.c_str()) == 0;
+        named = has_magic(dest) && ::rename(f.path().c_str(), dest.c_str()) == 0;
       } else {
-        int rc = ::renameat2(AT_FDCWD, f.path.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE);
+        int rc = ::renameat2(AT_FDCWD, f.path().c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE);
         if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
-          rc = ::link(f.path.c_str(), dest.c_str());
-          if (rc == 0) ::unlink(f.path.c_str());
+          rc = ::link(f.path().c_str(), dest.c_str());
+          if (rc == 0) ::unlink(f.path().c_str());
         }
         if (rc != 0 && errno == EEXIST) {  // another process's, perhaps: use it if it is right
           inspection other = inspect_file(dest, id, p, true);
@@ -647,10 +602,10 @@ next_use_column open(const std::string& trace_path, const loaded_trace& t, parti
       if (named) {
         f.disown();
       } else {
-        ::unlink(f.path.c_str());
+        ::unlink(f.path().c_str());
         f.disown();
       }
-      next_use_column c = map_fd(f.fd, plan->refs, named ? dest : std::string(), dest);
+      next_use_column c = map_fd(f.fd(), plan->refs, named ? dest : std::string(), dest);
       return c;
     } catch (const output_error& e) {
       why += std::string("\n  ") + e.what();
@@ -663,10 +618,10 @@ next_use_column open(const std::string& trace_path, const loaded_trace& t, parti
     if (!plan) plan = plan_build(t, p, o.map_budget);
     temp_file f;
     create_temp(f, base, "kvtk-next", base + "/kvtk-next");
-    write_sidecar(t, p, *plan, id, f, f.path);
-    ::unlink(f.path.c_str());
+    write_sidecar(t, p, *plan, id, f, f.path());
+    ::unlink(f.path().c_str());
     f.disown();
-    return map_fd(f.fd, plan->refs, std::string(), base);
+    return map_fd(f.fd(), plan->refs, std::string(), base);
   } catch (const output_error& e) {
     why += std::string("\n  ") + e.what();
   }

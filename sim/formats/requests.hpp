@@ -31,6 +31,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "kvtk/names.hpp"
 #include "formats/mooncake_flat.hpp"
 #include "formats/trace_error.hpp"
 #include "kvtk/prefix/replay.hpp"
@@ -42,6 +43,9 @@ class mapping;
 }
 
 enum class trace_format : std::uint8_t { mooncake, bailian, kvtk, ids, oracle_general, kvtb };
+/// The formats' names (kvtk/names.hpp): the --format values, the kvtb/JSON "format" fields.
+inline constexpr kvtk::name_table<trace_format, 6> trace_format_names{
+    "format", {"mooncake", "bailian", "kvtk", "ids", "oracle-general", "kvtb"}};
 
 /// "mooncake", "bailian", "kvtk", "ids", "oracle-general", "kvtb".
 std::string_view format_name(trace_format f) noexcept;

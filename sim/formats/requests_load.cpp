@@ -19,9 +19,6 @@
 namespace kvtk::sim {
 namespace {
 
-constexpr std::string_view names[] = {"mooncake", "bailian", "kvtk", "ids", "oracle-general",
-                                      "kvtb"};
-
 // The first non-blank line within the file's first MiB and its 1-based number (0 when there is
 // none): one bounded read, so detecting the format of a binary file with no '\n' byte, or of a
 // huge first line, reads a MiB and not the whole file. A line cut at the MiB is returned cut
@@ -61,15 +58,10 @@ std::uint32_t detail::format_default(trace_format f) {
   }
 }
 
-std::string_view format_name(trace_format f) noexcept {
-  return names[static_cast<std::size_t>(f)];
-}
+std::string_view format_name(trace_format f) noexcept { return trace_format_names.name(f); }
 
 std::optional<trace_format> parse_format_name(std::string_view name) noexcept {
-  for (std::size_t i = 0; i < std::size(names); ++i) {
-    if (names[i] == name) return static_cast<trace_format>(i);
-  }
-  return std::nullopt;
+  return trace_format_names.find(name);
 }
 
 std::string format_names() {

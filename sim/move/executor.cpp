@@ -66,6 +66,8 @@ void write_block(executor_state& st, std::size_t tier, std::uint32_t slot, const
 
 }  // namespace
 
+void executor_observer::request_started() noexcept { st->staged.clear(); }
+
 void executor_observer::staged(std::size_t tier, std::uint32_t slot, kvtk::block_key key) noexcept {
   executor_state& s = *st;
   const std::size_t i = s.staged.size();
@@ -123,7 +125,10 @@ void executor_observer::copied(std::size_t from, std::uint32_t from_slot, std::s
 
 namespace {
 
+// The executor is an observer of the one replay index over the one hierarchy: `kvtk replay
+// --tiers` and `kvtk move replay` make the same decisions; this one also moves the bytes.
 using hierarchy = kvtk::tier::tier_hierarchy<kvtk::all_policies, executor_observer>;
+using hierarchy_index = kvtk::tier::hierarchy_index<hierarchy>;
 
 // Removes the tiers' files when the run ends (also when it throws).
 struct remove_tier_files {
@@ -159,30 +164,6 @@ nlohmann::json open_tiers(executor_state& st, const kvtk::tier::hierarchy_config
     st.tiers.push_back(std::move(s));
   }
   return storage;
-}
-
-// Replays every request of `t` through `h` (which moves the bytes); returns the hit counts.
-kvtk::prefix::prefix_counts replay_requests(hierarchy& h, executor_state& st,
-                                            const kvtk::prefix::prefix_trace_view& t,
-                                            kvtk::prefix::partial_block partial,
-                                            std::vector<std::uint8_t>& served) {
-  kvtk::prefix::prefix_counts c;
-  for (std::size_t r = 0; r < t.requests(); ++r) {
-    const auto b = t.cacheable(r, partial);
-    const std::uint64_t L = t.input_tokens(r), bt = t.block_tokens_of(r);
-    st.staged.clear();
-    kvtk::access_hint hint;
-    if (!t.priority.empty()) hint.priority = t.priority[r];
-    const std::uint32_t hit = h.process(b, served, hint, [&](std::size_t i) {
-      return std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
-    });
-    ++c.requests;
-    c.block_refs += b.size();
-    c.block_hits += hit;
-    c.token_refs += L;
-    c.token_hits += std::min<std::uint64_t>(hit * bt, L);
-  }
-  return c;
 }
 
 // Checks every block resident in any of the `tiers` tiers; returns {blocks checked, corrupted}.
@@ -253,10 +234,10 @@ nlohmann::json execute(const kvtk::prefix::prefix_trace_view& t,
   for (std::size_t r = 0; r < t.requests(); ++r) longest = std::max(longest, t.cacheable(r, partial).size());
   st.staging = std::make_unique<host_pool>(l, std::max<std::size_t>(longest, 1));
   st.bounce = std::make_unique<host_pool>(l, 1);
-  hierarchy h(cfg, executor_observer{&st});
-  std::vector<std::uint8_t> served(std::max<std::size_t>(longest, 1));
+  hierarchy_index index(cfg, executor_observer{&st});
+  hierarchy& h = index.hierarchy();
   const auto t0 = clock_type::now();
-  const kvtk::prefix::prefix_counts c = replay_requests(h, st, t, partial, served);
+  const kvtk::prefix::prefix_counts c = kvtk::prefix::replay(t, index, partial);
   const double wall = since(t0);
   const auto [at_rest, at_rest_bad] = check_at_rest(h, st, cfg.tiers.size());
   st.failures += at_rest_bad;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kvtk/prefix/replay.hpp"
-#include "kvtk/tier/tier_hierarchy.hpp"
+#include "kvtk/tier/tier_index.hpp"
 #include "move/host_move.hpp"
 
 namespace kvtk::sim::move {
@@ -49,6 +49,8 @@ struct executor_state {
 
 struct executor_observer {
   executor_state* st = nullptr;
+  /// A request begins: its promotions are staged from the start of the staging pool.
+  void request_started() noexcept;
   void staged(std::size_t tier, std::uint32_t slot, kvtk::block_key key) noexcept;
   void placed(std::size_t tier, std::uint32_t slot, kvtk::block_key key, bool from_staging) noexcept;
   void copied(std::size_t from, std::uint32_t from_slot, std::size_t to, std::uint32_t to_slot,

@@ -1,4 +1,5 @@
 #include "util/output_file.hpp"
+#include "util/temp_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -159,14 +160,7 @@ output_file::output_file(std::string path, bool force) : path_(std::move(path)),
   }
   const auto p = std::filesystem::path(dest);
   const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  std::random_device rd;
-  for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-    char suffix[40];
-    std::snprintf(suffix, sizeof suffix, ".kvtk-%ld-%08x", static_cast<long>(::getpid()), rd());
-    temp_ = dir + "/." + p.filename().string() + suffix;
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd_ < 0 && errno != EEXIST) break;
-  }
+  fd_ = create_temporary(dir, p.filename().string(), O_WRONLY, temp_);
   if (fd_ < 0) {
     const int err = errno;
     temp_.clear();

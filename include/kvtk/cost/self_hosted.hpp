@@ -22,6 +22,8 @@
 #include <span>
 #include <stdexcept>
 
+#include "kvtk/cost/profiles.hpp"
+
 namespace kvtk::cost {
 
 struct compute_profile {
@@ -32,11 +34,12 @@ struct compute_profile {
   double usd_per_gpu_hour = 2.0;
 };
 
-/// FLOPs of prefilling positions [cached, total).
+/// FLOPs of prefilling positions [cached, total) (the one formula: kvtk/cost/profiles.hpp).
+/// Requires: 0 <= cached, total < 2^64 and both whole.
 inline double prefill_flops(const compute_profile& m, double cached, double total) noexcept {
-  if (total <= cached) return 0;
-  const double n = total - cached;
-  return 2.0 * m.active_params * n + 4.0 * m.layers * m.hidden * (cached + total - 1.0) * n / 2;
+  return kvtk::cost::prefill_flops(m.active_params, m.layers, m.hidden,
+                                   static_cast<std::uint64_t>(cached),
+                                   static_cast<std::uint64_t>(total));
 }
 
 /// USD per GPU-second of a profile.

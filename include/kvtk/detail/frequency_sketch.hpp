@@ -22,17 +22,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kvtk/detail/mix.hpp"
+
 namespace kvtk::detail {
 
-inline constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
-  // splitmix64 finalizer: a bijection with full avalanche.
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
 
 class frequency_sketch {
  public:

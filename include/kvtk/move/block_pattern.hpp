@@ -10,18 +10,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kvtk/detail/mix.hpp"
+
 namespace kvtk::move {
 
 /// Calls f(byte_offset, word, bytes) for each word of the pattern of (key, piece).
 template <class F>
 void for_pattern(std::uint64_t key, std::uint64_t piece, std::size_t bytes, F&& f) {
   std::uint64_t s = key * 0x100000001B3ull ^ (piece + 1) * 0xC2B2AE3D27D4EB4Full;
-  auto next = [&s] {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
+  kvtk::detail::splitmix64 stream{s};
+  auto next = [&stream] { return stream.next(); };
   std::size_t i = 0;
   for (; i + 8 <= bytes; i += 8) f(i, next(), std::size_t{8});
   if (i < bytes) f(i, next(), bytes - i);

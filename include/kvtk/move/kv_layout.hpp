@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "kvtk/cost/profiles.hpp"
+
 namespace kvtk::move {
 
 enum class arrangement : std::uint8_t { block_first, layer_first };
@@ -62,21 +64,14 @@ struct kv_layout {
   }
 };
 
-/// Layouts of kvtk's model presets with `tokens` per block (bf16).
+/// Layouts of kvtk's model presets (kvtk/cost/profiles.hpp) with `tokens` per block.
 inline std::optional<kv_layout> layout_preset(std::string_view model, std::uint32_t tokens) {
+  const kvtk::cost::model_spec* m = kvtk::cost::find_model(model);
+  if (m == nullptr) return std::nullopt;
   kv_layout l;
   l.tokens = tokens;
-  if (model == "deepseek-v3") {  // MLA: one 512 + 64 latent per layer and token
-    l.layers = 61, l.parts = 1, l.heads = 1, l.head_dim = 576;
-  } else if (model == "llama-3-70b") {
-    l.layers = 80, l.parts = 2, l.heads = 8, l.head_dim = 128;
-  } else if (model == "qwen2.5-7b") {
-    l.layers = 28, l.parts = 2, l.heads = 4, l.head_dim = 128;
-  } else if (model == "qwen3-235b-a22b") {
-    l.layers = 94, l.parts = 2, l.heads = 4, l.head_dim = 128;
-  } else {
-    return std::nullopt;
-  }
+  l.layers = m->layers, l.parts = m->kv_parts, l.heads = m->kv_heads, l.head_dim = m->head_dim;
+  l.dtype_bytes = m->dtype_bytes;
   return l;
 }
 

@@ -23,7 +23,7 @@
 #include <stdexcept>
 
 #include "kvtk/names.hpp"
-#include "kvtk/detail/frequency_sketch.hpp"  // mix64
+#include "kvtk/detail/mix.hpp"
 
 namespace kvtk::prefix {
 
@@ -69,6 +69,23 @@ constexpr std::uint64_t cacheable_blocks(std::uint64_t input_length, std::uint32
   if (block_tokens == 0) return 0;
   const std::uint64_t full = input_length / block_tokens;
   return full + ((p == partial_block::cache && input_length % block_tokens != 0) ? 1 : 0);
+}
+
+/// Tokens of block i (0-based) of a request with `input_length` tokens in blocks of
+/// `block_tokens`: block_tokens for a full block, the remainder for the partial last one, 0 past
+/// the end. The one definition of "tokens in block i" (hit tokens, token refs, load sizes).
+constexpr std::uint64_t tokens_in_block(std::uint64_t input_length, std::uint32_t block_tokens,
+                                        std::uint64_t i) noexcept {
+  const std::uint64_t begin = i * block_tokens, end = begin + block_tokens;
+  return (end < input_length ? end : input_length) - (begin < input_length ? begin : input_length);
+}
+
+/// Tokens of a request's first n blocks: min(n * block_tokens, input_length). With n the hit
+/// length this is the definition of hit tokens (README "Definitions").
+constexpr std::uint64_t tokens_in_blocks(std::uint64_t input_length, std::uint32_t block_tokens,
+                                         std::uint64_t n) noexcept {
+  const std::uint64_t t = n * block_tokens;
+  return t < input_length ? t : input_length;
 }
 
 }  // namespace kvtk::prefix

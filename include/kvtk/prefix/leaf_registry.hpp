@@ -9,8 +9,10 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "kvtk/detail/visit_named.hpp"
 #include "kvtk/names.hpp"
 #include "kvtk/policy/policy_list.hpp"
 #include "kvtk/prefix/admission.hpp"
@@ -23,33 +25,15 @@ namespace kvtk::prefix {
 using all_leaf_policies = type_list<leaf_lru, leaf_fifo, leaf_lfu, leaf_priority_lru, leaf_slru,
                                     leaf_s3fifo, leaf_reuse, leaf_belady>;
 
-namespace detail_registry {
-template <class... Ls>
-constexpr auto names_of(type_list<Ls...>) {
-  return std::array<std::string_view, sizeof...(Ls)>{Ls::name...};
-}
-}  // namespace detail_registry
-
 /// Leaf-order names: lru fifo lfu priority-lru slru s3fifo reuse belady.
-inline constexpr auto leaf_policy_names = detail_registry::names_of(all_leaf_policies{});
+inline constexpr auto leaf_policy_names = kvtk::detail::names_of(all_leaf_policies{});
 
 /// Calls f.template operator()<L>() for the leaf order named `name`.
 /// Throws: unknown_name (kind "radix leaf policy") naming the bad name and listing the valid ones.
 template <class F>
 auto visit_leaf_policy(std::string_view name, F&& f) {
-  using result = decltype(f.template operator()<leaf_lru>());
-  return [&]<class... Ls>(type_list<Ls...>) -> result {
-    auto fail = [&] {
-      throw unknown_name("radix leaf policy", std::string(name), name_list(leaf_policy_names));
-    };
-    if constexpr (std::is_void_v<result>) {
-      if (!((Ls::name == name ? (f.template operator()<Ls>(), true) : false) || ...)) fail();
-    } else {
-      result out{};
-      if (!((Ls::name == name ? (out = f.template operator()<Ls>(), true) : false) || ...)) fail();
-      return out;
-    }
-  }(all_leaf_policies{});
+  return kvtk::detail::visit_named<all_leaf_policies>(name, "radix leaf policy",
+                                                      std::forward<F>(f));
 }
 
 /// Every admission rule a radix policy name may add after '+', in registry order.
@@ -57,7 +41,7 @@ using all_admission_rules =
     type_list<admit_ghost, admit_adaptive, admit_tinylfu, admit_depth, admit_belady>;
 
 /// Admission-rule names: ghost adaptive tinylfu depth belady.
-inline constexpr auto admission_rule_names = detail_registry::names_of(all_admission_rules{});
+inline constexpr auto admission_rule_names = kvtk::detail::names_of(all_admission_rules{});
 
 /// Whether radix_index<L, A> is a policy kvtk offers: any leaf order admitting all; an online
 /// leaf order with an online rule; leaf_belady with admit_belady (Belady with bypass).

@@ -140,7 +140,7 @@ prefix_mrc lru_depths(const Trace& t, partial_block p, Keep&& keep, bool all_kep
       }
       if (!all_kept) {
         ++block_refs;
-        token_refs += std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
+        token_refs += tokens_in_block(L, bt, i);
       }
       const std::uint32_t id = ids.find(blocks[i]);
       std::uint64_t d = infinite;
@@ -156,8 +156,7 @@ prefix_mrc lru_depths(const Trace& t, partial_block p, Keep&& keep, bool all_kep
         hist_tokens.resize(depth[i] + 1, 0);
       }
       ++hist_blocks[depth[i]];
-      hist_tokens[depth[i]] +=
-          std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
+      hist_tokens[depth[i]] += tokens_in_block(L, bt, i);
     }
     // Then the LRU updates, forward.
     for (std::size_t i = 0; i < blocks.size(); ++i) {

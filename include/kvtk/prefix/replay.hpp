@@ -73,6 +73,10 @@ struct prefix_trace_view {
   [[nodiscard]] std::uint64_t input_tokens(std::size_t r) const noexcept {
     return unit_requests() ? block_tokens_of(r) : input_length[r];
   }
+  /// Tokens of request r's block i (tokens_in_block: the last block may be partial).
+  [[nodiscard]] std::uint64_t tokens_of_block(std::size_t r, std::uint64_t i) const noexcept {
+    return tokens_in_block(input_tokens(r), block_tokens_of(r), i);
+  }
   [[nodiscard]] std::span<const block_key> blocks(std::size_t r) const noexcept {
     if (unit_requests()) return keys.subspan(r, 1);
     return keys.subspan(offsets[r], offsets[r + 1] - offsets[r]);
@@ -216,7 +220,7 @@ class ideal_counter {
       c.block_refs += blocks.size();
       c.block_hits += h;
       c.token_refs += L;
-      c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+      c.token_hits += tokens_in_blocks(L, t.block_tokens_of(r), h);
     }
     out_.unique_blocks = seen_.size();
   }
@@ -279,7 +283,7 @@ class next_use_ideal_counter {
       c.block_refs += blocks.size();
       c.block_hits += h;
       c.token_refs += L;
-      c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+      c.token_hits += tokens_in_blocks(L, t.block_tokens_of(r), h);
     }
   }
   /// The position in next_use of the next request's first cacheable block.
@@ -493,7 +497,7 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
     c.block_refs += blocks.size();
     c.block_hits += h;
     c.token_refs += L;
-    c.token_hits += std::min<std::uint64_t>(h * t.block_tokens_of(r), L);
+    c.token_hits += tokens_in_blocks(L, t.block_tokens_of(r), h);
   }
 }
 

@@ -34,20 +34,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kvtk/detail/mix.hpp"
 #include "kvtk/sparse/block_stats.hpp"
 
 namespace kvtk::sparse {
 
-/// splitmix64 (Steele, Lea & Flood 2014): a 64-bit seed expander.
-struct splitmix64 {
-  std::uint64_t state;
-  constexpr std::uint64_t next() noexcept {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
+/// splitmix64 (Steele, Lea & Flood 2014): a 64-bit seed expander (kvtk/detail/mix.hpp).
+using splitmix64 = kvtk::detail::splitmix64;
 
 /// xoshiro256** (Blackman & Vigna 2018), seeded through splitmix64.
 class xoshiro256ss {

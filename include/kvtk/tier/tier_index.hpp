@@ -1,5 +1,7 @@
 // kvtk/tier/tier_index.hpp — a tier hierarchy as a prefix-replay index (kvtk::prefix::replay),
-// with the per-request load time each lower tier adds.
+// with the per-request load time each lower tier adds: hierarchy_index<Hierarchy>, one body for
+// both tops (tier_index<Policies> for the flat top; radix_tier_index<Leaf, Policies>, in
+// radix_tier_hierarchy.hpp, for the radix top).
 //
 // Load time (bandwidth-bound; queueing and overlap are the discrete-event simulator's job): a
 // request that takes m_s blocks of its hit run from lower tier s waits
@@ -13,9 +15,11 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kvtk/move/timing_fit.hpp"
+#include "kvtk/prefix/block_keys.hpp"
 #include "kvtk/tier/tier_hierarchy.hpp"
 
 namespace kvtk::tier {
@@ -54,13 +58,19 @@ inline double lower_tier_wait(const hierarchy_config& cfg,
   return wait;
 }
 
+/// A tier hierarchy (tier_hierarchy, radix_tier_hierarchy: anything with their process(),
+/// config(), tiers(), counters() and max_tiers) as a prefix-replay index, with the load time
+/// (above) of every request.
 /// Thread safety: as block_cache (one index per thread; the trace may be shared).
-template <class Policies = all_policies>
-class tier_index {
+template <class Hierarchy>
+class hierarchy_index {
  public:
   static constexpr bool offline = false;
-  /// Throws: as tier_hierarchy's constructor.
-  explicit tier_index(hierarchy_config cfg) : h_(std::move(cfg)) {}
+  /// Effects: the hierarchy of `cfg`, with any further constructor arguments (an observer).
+  /// Throws: as Hierarchy's constructor.
+  template <class... Args>
+  explicit hierarchy_index(hierarchy_config cfg, Args&&... args)
+      : h_(std::move(cfg), std::forward<Args>(args)...) {}
 
   /// Called by prefix::replay before process(): the request's input length and block size.
   void begin_request(std::uint64_t input_length, std::uint32_t block_tokens) noexcept {
@@ -68,35 +78,42 @@ class tier_index {
     block_tokens_ = block_tokens;
   }
 
+  /// Requires: begin_request for this request.  Effects: the hierarchy's process() of the
+  /// request's blocks (its semantics); adds the request's load time. Returns the hit length.
+  /// Complexity: the hierarchy's.  Throws: std::bad_alloc (the scratch grows to the longest
+  /// request); what the hierarchy's process() throws.
   std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t>,
                         const access_hint& base) {
     if (served_.size() < blocks.size()) served_.resize(blocks.size());  // grows to the longest
-    const std::uint64_t L = input_length_, bt = block_tokens_;
-    auto tokens_of = [&](std::size_t i) {
-      return std::min<std::uint64_t>((i + 1) * bt, L) - std::min<std::uint64_t>(i * bt, L);
-    };
-    const std::uint32_t hit = h_.process(blocks, served_, base, tokens_of);
-    std::array<std::uint64_t, tier_hierarchy<Policies>::max_tiers> from{};
+    const std::uint32_t hit = h_.process(blocks, served_, base, [this](std::size_t i) {
+      return kvtk::prefix::tokens_in_block(input_length_, block_tokens_, i);
+    });
+    std::array<std::uint64_t, Hierarchy::max_tiers> from{};
     for (std::uint32_t i = 0; i < hit; ++i) ++from[served_[i]];
     load_.add(lower_tier_wait(h_.config(), from), hit > from[0]);
     return hit;
   }
 
+  /// Blocks that left the hierarchy (drops of every tier).  Complexity: O(tiers).
   [[nodiscard]] std::uint64_t evictions() const noexcept {
     std::uint64_t e = 0;
     for (std::size_t t = 0; t < h_.tiers(); ++t) e += h_.counters(t).drops;
     return e;
   }
-  [[nodiscard]] const tier_hierarchy<Policies>& hierarchy() const noexcept { return h_; }
-  [[nodiscard]] tier_hierarchy<Policies>& hierarchy() noexcept { return h_; }
+  [[nodiscard]] const Hierarchy& hierarchy() const noexcept { return h_; }
+  [[nodiscard]] Hierarchy& hierarchy() noexcept { return h_; }
   [[nodiscard]] const load_time_counters& load_time() const noexcept { return load_; }
 
  private:
-  tier_hierarchy<Policies> h_;
+  Hierarchy h_;
   std::vector<std::uint8_t> served_;
   load_time_counters load_;
   std::uint64_t input_length_ = 0;
   std::uint32_t block_tokens_ = 1;
 };
+
+/// A flat-top tier hierarchy as a replay index.
+template <class Policies = all_policies>
+using tier_index = hierarchy_index<tier_hierarchy<Policies>>;
 
 }  // namespace kvtk::tier

@@ -1,0 +1,124 @@
+// sim/api/replay_writers.cpp — a replay_result as JSON, CSV and the CLI's text table
+// (api/replay.hpp); no computation here.
+#include <sstream>
+#include <string>
+
+#include "api/replay.hpp"
+#include "api/text.hpp"
+
+namespace kvtk::sim {
+
+nlohmann::json to_json(const replay_result& r) {
+  nlohmann::json out = {{"trace", r.trace}, {"results", r.results}};
+  if (!r.optimum.empty()) out["optimum"] = r.optimum;
+  if (!r.timings.is_null()) out["timings"] = r.timings;
+  return out;
+}
+
+std::string to_csv(const replay_result& r) {
+  std::ostringstream csv;
+  csv << "engine,index,policy,capacity_blocks,requests,block_refs,block_hits,token_refs,token_hits,"
+         "block_hit_ratio,token_hit_ratio,evictions,opt_fraction,bound_fraction,seconds,"
+         "block_refs_per_second\n";
+  for (const auto& row : r.results) {
+    const std::string opt =
+        row.contains("opt_fraction") ? std::to_string(row["opt_fraction"].get<double>()) : "";
+    const std::string bound =
+        row.contains("bound_fraction") ? std::to_string(row["bound_fraction"].get<double>()) : "";
+    csv << row.value("engine", "ideal") << ',' << row["index"].get<std::string>() << ',' << row["policy"].get<std::string>() << ','
+        << row["capacity_blocks"].get<std::uint64_t>() << ',' << row["requests"].get<std::uint64_t>()
+        << ',' << row["block_refs"].get<std::uint64_t>() << ','
+        << row["block_hits"].get<std::uint64_t>() << ',' << row["token_refs"].get<std::uint64_t>()
+        << ',' << row["token_hits"].get<std::uint64_t>() << ','
+        << row["block_hit_ratio"].get<double>() << ',' << row["token_hit_ratio"].get<double>()
+        << ',' << row["evictions"].get<std::uint64_t>() << ',' << opt << ',' << bound << ','
+        << row["seconds"].get<double>() << ',' << row["block_refs_per_second"].get<double>()
+        << '\n';
+  }
+  return csv.str();
+}
+
+namespace {
+
+using detail::format;
+
+std::string tier_text(const nlohmann::json& rep) {
+  const bool radix_top = rep.value("top_tier", "flat") == "radix";
+  std::string s = format("\ntiers %s (%s%s, %s): load time mean %.3g s, max %.3g s\n",
+                         rep["hierarchy"].get<std::string>().c_str(),
+                         radix_top ? "radix top tier, " : "",
+                         rep["inclusion"].get<std::string>().c_str(),
+                         rep["write_policy"].get<std::string>().c_str(),
+                         rep["load_time"]["mean_s"].get<double>(),
+                         rep["load_time"]["max_s"].get<double>());
+  s += format("  %-8s %-10s %10s %10s %9s %10s %10s %10s %10s %10s\n", "tier", "policy",
+              "capacity", "hits", "cum.ratio", "promoted", "written", "evicted", "demoted",
+              "dropped");
+  for (const auto& row : rep["tiers"]) {
+    s += format("  %-8s %-10s %10llu %10llu %9.4f %10llu %10llu %10llu %10llu %10llu\n",
+                row["name"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
+                row["capacity_blocks"].get<unsigned long long>(),
+                row["hits"].get<unsigned long long>(),
+                row["cumulative_block_hit_ratio"].get<double>(),
+                row["promotions"].get<unsigned long long>(),
+                row["writes"].get<unsigned long long>(),
+                row["evictions"].get<unsigned long long>(),
+                row["demotions"].get<unsigned long long>(), row["drops"].get<unsigned long long>());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string to_text(const replay_result& r) {
+  const auto& t = r.trace;
+  const bool ideal_known = !t["unique_blocks"].is_null();
+  std::string s = format("trace: %s  (%zu requests, %llu block refs, ",
+                         t["path"].get<std::string>().c_str(), t["requests"].get<std::size_t>(),
+                         t["block_refs"].get<unsigned long long>());
+  if (ideal_known) s += format("%llu unique blocks, ", t["unique_blocks"].get<unsigned long long>());
+  s += format("%u-token blocks, partial blocks: %s)\n", t["block_tokens"].get<unsigned>(),
+              t["partial_block"] == "cache" ? "cached" : "skipped");
+  if (ideal_known) {
+    s += format("ideal (infinite cache): block hit ratio %.4f, token hit ratio %.4f\n\n",
+                t["ideal_block_hit_ratio"].get<double>(), t["ideal_token_hit_ratio"].get<double>());
+  } else {
+    s += "ideal (infinite cache): not computed (--no-ideal)\n\n";
+  }
+  bool engines = false;  // an engine column only when an engine mode ran
+  for (const auto& row : r.results) engines |= row.value("engine", "ideal") != "ideal";
+  if (engines) s += format("%-7s ", "engine");
+  s += format("%-10s %-13s %10s %10s %11s %11s %9s %9s %9s\n", "index", "policy", "capacity",
+              "blocks", "block hits", "token hits", "of opt", "of bound", "Mrefs/s");
+  for (const auto& row : r.results) {
+    if (engines) s += format("%-7s ", row["engine"].get<std::string>().c_str());
+    char of_opt[16] = "-", of_bound[16] = "-";  // none computed (--no-opt, or a tier hierarchy)
+    if (row.contains("opt_fraction")) {
+      std::snprintf(of_opt, sizeof of_opt, "%.3f", row["opt_fraction"].get<double>());
+      std::snprintf(of_bound, sizeof of_bound, "%.3f", row["bound_fraction"].get<double>());
+    }
+    s += format("%-10s %-13s %10s %10llu %11.4f %11.4f %9s %9s %9.1f\n",
+                row["index"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
+                row["capacity"].get<std::string>().c_str(),
+                row["capacity_blocks"].get<unsigned long long>(),
+                row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>(), of_opt,
+                of_bound, row["block_refs_per_second"].get<double>() / 1e6);
+  }
+  if (!r.optimum.empty()) {
+    s += "\nof opt: a share of the best offline policy's block hits (radix belady, radix "
+         "belady+belady, flat min);\nof bound: of flat MIN with bypass, an upper bound on every "
+         "policy (docs/prefix.md)\n";
+    for (const auto& o : r.optimum) {
+      s += format("  %10llu blocks: optimum %-19s block hit ratio %.4f, bound %llu block hits\n",
+                  o["capacity_blocks"].get<unsigned long long>(),
+                  o["policy"].get<std::string>().c_str(), o["block_hit_ratio"].get<double>(),
+                  o["bound_block_hits"].get<unsigned long long>());
+    }
+  }
+  for (const auto& row : r.results) {
+    if (row.contains("tiers")) s += tier_text(row["tiers"]);
+  }
+  return s;
+}
+
+}  // namespace kvtk::sim

@@ -1,0 +1,154 @@
+// sim/des/engine_schedule.cpp — the engine schedulers' scheduling rules: one iteration's batch
+// of an instance under vllm-v1, vllm-v0 and sglang (the rules: the top of engine_sched.cpp;
+// the class: des/engine_sim.hpp).
+#include <algorithm>
+
+#include "des/engine_sim.hpp"
+
+namespace kvtk::sim::des::detail {
+
+template <class KV>
+bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;
+  bool preempted = false;
+  for (std::size_t k = 0; k < in.running.size() && budget > 0;) {
+    const std::uint32_t r = in.running[k];
+    engine_request& q = w_.st(r);
+    if (q.finishing) {  // async: done, its output not yet processed
+      ++k;
+      continue;
+    }
+    const std::uint64_t n = std::min(q.seq() - q.computed, budget);
+    while (!kv_[i].grow(q.kv, q.computed + n) && in.running.back() != r) {
+      preempt(i, in.running.back());
+      preempted = true;
+    }
+    if (!kv_[i].grow(q.kv, q.computed + n)) {  // r itself is the newest: it goes
+      preempt(i, r);
+      preempted = true;
+      break;
+    }
+    q.scheduled = n;
+    in.batch.push_back(r);
+    budget -= n;
+    ++k;
+  }
+  while (!preempted && budget > 0 && !in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
+    const std::uint32_t r = in.waiting.front();
+    if (!admit(i, r, budget, false)) break;
+    in.waiting.pop_front();
+    in.running.push_back(r);
+    in.batch.push_back(r);
+    budget -= w_.st(r).scheduled;
+  }
+  return !in.batch.empty();
+}
+
+template <class KV>
+bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;
+  while (!in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
+    const std::uint32_t r = in.waiting.front();
+    // A prompt longer than the budget is admitted alone (V0 would refuse it outright).
+    const bool alone = in.batch.empty();
+    if (!admit(i, r, alone ? w_.st(r).seq() : budget, true)) break;
+    in.waiting.pop_front();
+    in.running.push_back(r);
+    in.batch.push_back(r);
+    budget -= std::min(budget, w_.st(r).scheduled);
+  }
+  if (!in.batch.empty()) return true;
+  for (std::size_t k = 0; k < in.running.size();) {
+    const std::uint32_t r = in.running[k];
+    engine_request& q = w_.st(r);
+    while (!kv_[i].grow(q.kv, q.seq()) && in.running.back() != r) preempt(i, in.running.back());
+    if (!kv_[i].grow(q.kv, q.seq())) {
+      preempt(i, r);
+      break;
+    }
+    q.scheduled = 1;
+    in.batch.push_back(r);
+    ++k;
+  }
+  return !in.batch.empty();
+}
+
+template <class KV>
+bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
+  engine_instance& in = inst_[i];
+  const std::uint64_t page = bt_;
+  auto page_up = [&](std::uint64_t n) { return (n + page - 1) / page * page; };
+  std::uint64_t budget = c_.sched.max_num_batched_tokens;  // charged in whole pages
+  std::uint64_t held = 0;  // PrefillAdder's reserve for what already runs
+  for (const std::uint32_t r : in.running) {
+    if (static_cast<std::int64_t>(r) != in.chunked) held += out_rest(r);
+  }
+  if (in.chunked >= 0) {  // the chunked request continues first, its chunk ending on a page
+    const auto r = static_cast<std::uint32_t>(in.chunked);
+    engine_request& q = w_.st(r);
+    const std::uint64_t rest = q.seq() - q.computed;
+    const std::uint64_t n = rest <= budget ? rest : (q.computed + budget) / page * page - q.computed;
+    if (n > 0 && kv_[i].grow(q.kv, q.computed + n)) {
+      q.scheduled = n;
+      in.batch.push_back(r);
+      budget -= std::min(budget, page_up(n));
+      held += page_up(n) + page + out_rest(r);
+      if (q.computed + n == q.seq()) in.chunked = -1;
+    } else if (n > 0) {
+      preempt(i, r);  // its next chunk does not fit: back to the queue, its pages freed
+    }
+  }
+  if constexpr (requires(KV k) { k.peek(w_.st(0).kv, 1); }) {
+    if (lpm_ && in.chunked < 0) {
+      std::stable_sort(in.waiting.begin(), in.waiting.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return kv_[i].peek(w_.st(a).kv, w_.st(a).seq()) > kv_[i].peek(w_.st(b).kv, w_.st(b).seq());
+      });
+    }
+  }
+  while (in.chunked < 0 && budget > 0 && !in.waiting.empty() &&
+         in.running.size() < c_.sched.max_num_seqs) {
+    const std::uint32_t r = in.waiting.front();
+    if (!admit(i, r, budget, false, held)) break;
+    in.waiting.pop_front();
+    in.running.push_back(r);
+    in.batch.push_back(r);
+    engine_request& q = w_.st(r);
+    budget -= std::min(budget, page_up(q.scheduled));
+    held += page_up(q.scheduled) + page + out_rest(r);
+    if (q.computed + q.scheduled < q.seq()) in.chunked = r;
+  }
+  if (!in.batch.empty()) return true;
+  // Decode: every running request needs a page for its next token; while one cannot get it,
+  // retract the request with the fewest output tokens (ties: the longest prompt).
+  for (bool short_of_pages = true; short_of_pages && !in.running.empty();) {
+    short_of_pages = false;
+    for (const std::uint32_t r : in.running) {
+      if (!kv_[i].grow(w_.st(r).kv, w_.st(r).seq())) {
+        short_of_pages = true;
+        break;
+      }
+    }
+    if (!short_of_pages) break;
+    preempt(i, *std::min_element(in.running.begin(), in.running.end(), [&](auto a, auto b) {
+      return w_.st(a).out_done != w_.st(b).out_done ? w_.st(a).out_done < w_.st(b).out_done
+                                                : w_.st(a).L > w_.st(b).L;
+    }));
+  }
+  for (const std::uint32_t r : in.running) {
+    w_.st(r).scheduled = 1;
+    in.batch.push_back(r);
+  }
+  return !in.batch.empty();
+}
+
+// The rules of both engines' accountings (engine_sched.cpp instantiates the rest).
+template bool engine_sim<vllm_kv>::schedule_v1(std::uint32_t);
+template bool engine_sim<vllm_kv>::schedule_v0(std::uint32_t);
+template bool engine_sim<vllm_kv>::schedule_sglang(std::uint32_t);
+template bool engine_sim<sglang_kv>::schedule_v1(std::uint32_t);
+template bool engine_sim<sglang_kv>::schedule_v0(std::uint32_t);
+template bool engine_sim<sglang_kv>::schedule_sglang(std::uint32_t);
+
+}  // namespace kvtk::sim::des::detail

@@ -1,0 +1,133 @@
+// sim/des/engine_sim.hpp — the engine schedulers as a strategy on the one event loop
+// (des/event_loop.hpp), internal to sim/des. engine_sched.cpp holds the request life cycle
+// (arrive, admit, iterate, sample, finish, transfer); engine_schedule.cpp the three scheduling
+// rules (vllm-v1, vllm-v0, sglang); both are explained at the top of engine_sched.cpp.
+//
+// Layout: instances [0, prefill_instances) take arrivals; with decode_instances, instances
+// [prefill_instances, prefill_instances + decode_instances) take the requests whose prompt was
+// prefilled elsewhere, their KV moved over the P->D link. Every instance has its own engine KV
+// cache (KV: vllm_kv or sglang_kv, engine_kv.hpp) and, with dram_blocks, its own host-DRAM tier
+// (kvtk's generic tier: LRU, written through with every prompt an instance prefilled; a
+// request's run of blocks there after its HBM hit is loaded rather than computed).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "des/cluster.hpp"
+#include "des/engine_kv.hpp"
+#include "des/event_loop.hpp"
+#include "des/router.hpp"
+#include "des/timing.hpp"
+#include "kvtk/move/timing_fit.hpp"
+#include "kvtk/tier/tier_hierarchy.hpp"
+
+namespace kvtk::sim::des::detail {
+
+struct engine_request {
+  kv_request kv;
+  std::uint64_t L = 0, out_total = 1, out_done = 0, computed = 0, scheduled = 0;
+  std::uint64_t loading = 0;  // blocks loaded from the DRAM tier by this iteration
+  std::uint32_t inst = 0;
+  bool started = false, chunked = false;
+  bool finishing = false;  // async scheduling: finished, blocks not yet released
+  bool remote = false;     // disaggregated: its prompt's KV came from a prefill instance
+  double last_token = 0, tbt_sum = 0;
+  std::uint64_t tbt_n = 0;
+  [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
+  [[nodiscard]] bool decoding() const { return computed >= L && computed + 1 == seq(); }
+};
+
+struct engine_instance {
+  std::deque<std::uint32_t> waiting;
+  std::vector<std::uint32_t> running, batch;
+  std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
+  std::uint64_t iterations = 0;
+  bool busy = false;
+  double busy_s = 0;
+  std::unique_ptr<kvtk::tier::tier_hierarchy<>> dram;  // null without dram_blocks
+};
+
+// At one instant: iterations end, then transferred KV lands, then requests arrive, then idle
+// instances schedule, so that a schedule sees every request that reached it by then (as an
+// engine's loop picks up its queue).
+enum class engine_event : std::uint8_t { iteration_end, transfer_done, arrival, instance_start };
+
+template <class KV>
+class engine_sim {
+ public:
+  using event = basic_event<engine_event>;
+  // Names are parsed here, once (check_engine_config validated them): the hot paths switch on
+  // enums.
+  engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
+             std::uint32_t kv_blocks);
+
+  // The strategy's side of run_events (des/event_loop.hpp).
+  event_queue<engine_event>& queue() noexcept { return events_; }
+  void handle(const event& e);
+  request_window<engine_request>& window() noexcept { return w_; }
+  [[nodiscard]] std::uint64_t ended() const noexcept { return ended_; }
+  simulation_result summarize(outcome_stream& sink);
+
+ private:
+  void push(double t, engine_event kind, std::uint32_t who) { events_.push(t, kind, who, who); }
+  void arrive(std::uint32_t r);
+  void start(std::uint32_t i);
+  void wake(std::uint32_t i) {  // an idle instance schedules after this instant's arrivals
+    if (inst_[i].busy) return;
+    inst_[i].busy = true;
+    push(now_, engine_event::instance_start, i);
+  }
+  void end(std::uint32_t i);
+  // Disaggregated: request r's prompt is done on prefill instance i; its KV moves to a decode
+  // instance (transfer_done).
+  void hand_off(std::uint32_t i, std::uint32_t r);
+  void land(std::uint32_t r);
+  void preempt(std::uint32_t i, std::uint32_t r);
+  bool schedule_v1(std::uint32_t i);
+  bool schedule_v0(std::uint32_t i);
+  bool schedule_sglang(std::uint32_t i);
+  bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
+             std::uint64_t held = 0);
+  // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens).
+  std::uint64_t external_tokens(std::uint32_t i, const engine_request& q, std::uint64_t hit_tokens,
+                                std::uint64_t seq);
+  // The iteration's seconds: its compute, and the DRAM loads of the requests admitted in it.
+  double iteration_s(std::uint32_t i);
+  // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
+  // tokens; ratio 1: a replay's output lengths are fixed, as with ignore_eos).
+  std::uint64_t out_rest(std::uint32_t r) const {
+    return std::min<std::uint64_t>(w_.st(r).out_total - w_.st(r).out_done, 4096);
+  }
+  void sample(std::uint32_t r);
+  void finished(std::uint32_t r);
+  // Async scheduling: requests that finished in the last iteration stayed in `running` (holding
+  // their blocks, counting toward max_num_seqs) through this schedule; now they go.
+  void release_finishing(std::uint32_t i);
+
+  const kvtk::prefix::prefix_trace_view& t_;
+  const cluster_config& c_;
+  event_queue<engine_event> events_;  // the event loop's queue (des/event_loop.hpp)
+  basic_router routes_;               // the shared routers (des/router.hpp)
+  request_window<engine_request> w_;  // the requests in flight (des/outcomes.hpp)
+  std::vector<engine_instance> inst_;
+  std::deque<KV> kv_;  // a deque: the caches cannot move
+  iteration_timing timing_;
+  kvtk::move::timing_model host_link_;  // the DRAM tier's loads (as kvtk's scheduler's)
+  std::vector<prefill_part> parts_;
+  std::vector<iteration_record> log_;
+  std::vector<std::uint8_t> served_;  // the DRAM tier's process() scratch
+  latency_stats gaps_;                // every token gap (token_gap_s)
+  scheduler_kind sched_;
+  router_kind router_;
+  bool lpm_;  // sglang: longest prefix first (else fcfs)
+  double now_ = 0, block_bytes_ = 0, pd_bytes_ = 0;
+  std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0, unschedulable_ = 0;
+  std::uint64_t dram_read_blocks_ = 0;
+  std::uint32_t bt_ = 1, kv_blocks_ = 0, prefill_n_ = 1;
+  bool async_ = false;  // vllm-v1 with async_scheduling
+};
+
+}  // namespace kvtk::sim::des::detail
