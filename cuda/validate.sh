@@ -41,7 +41,7 @@ inc="-Iinclude -Isim -I$cuda_home/include"
 [ -d build/cuda-stage/include ] && inc="$inc -Ibuild/cuda-stage/include"
 if ${CXX:-g++} -O2 -std=c++20 -pthread $inc cuda/kv_move_replay.cpp sim/formats/requests.cpp sim/formats/parallel_jsonl.cpp \
      sim/formats/requests_load.cpp sim/formats/kvtb.cpp sim/formats/mooncake_flat.cpp \
-     sim/formats/flat_traces.cpp sim/util/output_file.cpp \
+     sim/formats/flat_traces.cpp sim/util/output_file.cpp sim/util/temp_file.cpp \
      -L"$cuda_home/lib64" -lcudart -Wl,-rpath,"$cuda_home/lib64" -o build/cuda/kv_move_replay \
      2> "$out/replay_build.txt"; then
   timeout 60 build/cuda/kv_move_replay --trace traces/mooncake_fast25_conversation_trace.jsonl \

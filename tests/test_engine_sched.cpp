@@ -8,6 +8,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "des/engine_sched.hpp"
@@ -197,8 +198,8 @@ TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]"
 
 namespace {
 
-// Requests sharing prefixes (a few conversations growing turn by turn, and one-off prompts),
-// one second apart, 16-token blocks, some with a partial last block.
+// Requests sharing prefixes (a few conversations growing turn by turn, and one-off prompts), of
+// at most 18 blocks, one second apart, 16-token blocks, some with a partial last block.
 prefix::prefix_trace shared_prefix_trace(std::uint64_t seed, std::size_t n) {
   std::mt19937_64 rng(seed);
   prefix::prefix_trace t;
@@ -209,6 +210,7 @@ prefix::prefix_trace shared_prefix_trace(std::uint64_t seed, std::size_t n) {
     std::vector<block_key> raw;
     if (rng() % 3 != 0) {
       auto& c = conversations[rng() % conversations.size()];
+      if (c.size() > 12) c.clear();  // a new conversation: requests stay within 18 blocks
       for (std::uint64_t k = 1 + rng() % 6; k > 0; --k) c.push_back(next++);
       raw = c;
     } else {
@@ -230,19 +232,26 @@ TEST_CASE("engine schedulers with free compute and one output token equal replay
   // One request at a time to completion, prompt only: what `kvtk replay --engine` counts.
   for (std::uint64_t seed : {1, 2, 3}) {
     const auto t = shared_prefix_trace(seed, 300);
-    for (std::uint64_t blocks : {12, 40, 200}) {
+    for (std::uint64_t blocks : {24, 60, 400}) {
       prefix::vllm_engine_index vllm(static_cast<std::uint32_t>(blocks));
       prefix::sglang_engine_index sglang(static_cast<std::uint32_t>(blocks));
       const auto want_vllm = prefix::replay(t, vllm, prefix::partial_block::skip);
       const auto want_sglang = prefix::replay(t, sglang, prefix::partial_block::skip);
-      for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
-        INFO("seed " << seed << ", " << blocks << " blocks, scheduler " << s);
-        auto c = engine(s, blocks, 64);
+      // Budgets: whole prompts (4096 tokens), and 64-token chunks. SGLang's chunks go into its
+      // tree as they are computed (checkpoint_kv_cache), which reorders its LRU against a replay
+      // that caches a prompt at once: only vLLM's schedulers (which cache blocks as they are
+      // allocated either way) equal the replay when chunked.
+      for (const auto& [s, budget] : std::vector<std::pair<std::string, std::uint64_t>>{
+               {"vllm-v0", 4096}, {"vllm-v1", 4096}, {"sglang", 4096},
+               {"vllm-v0", 64}, {"vllm-v1", 64}}) {
+        INFO("seed " << seed << ", " << blocks << " blocks, scheduler " << s << ", budget "
+                     << budget);
+        auto c = engine(s, blocks, budget);
         c.timing = nullptr;
         c.time_scale = 0;
         c.max_output_tokens = 1;
         const auto r = sim::des::simulate(t, c);
-        const auto& want = std::string(s) == "sglang" ? want_sglang : want_vllm;
+        const auto& want = s == "sglang" ? want_sglang : want_vllm;
         CHECK(r.summary["block_refs"] == want.block_refs);
         CHECK(r.summary["block_hits"] == want.block_hits);
         CHECK(r.summary["token_hits"] == want.token_hits);

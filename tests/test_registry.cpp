@@ -99,9 +99,10 @@ TEST_CASE("visit_named: one lookup for every type list", "[registry]") {
         "arc");
   CHECK_THROWS_WITH(kvtk::detail::visit_named<two>("fifo", "policy", []<class P>() {}),
                     "unknown policy 'fifo' (known: lru arc)");
-  CHECK_THROWS_AS(kvtk::detail::visit_named<two, kvtk::unknown_policy>("x", "policy",
-                                                                        []<class P>() {}),
-                  kvtk::unknown_policy);
+  auto typed = [] {
+    kvtk::detail::visit_named<two, kvtk::unknown_policy>("x", "policy", []<class P>() {});
+  };
+  CHECK_THROWS_AS(typed(), kvtk::unknown_policy);
 }
 
 TEST_CASE("residency counters add every field", "[registry][sparse]") {

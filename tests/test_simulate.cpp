@@ -526,6 +526,6 @@ TEST_CASE("progress reaches the total once, through the one ticker", "[simulate]
     CHECK(std::is_sorted(done.begin(), done.end()));
     CHECK(std::adjacent_find(done.begin(), done.end()) == done.end());  // never twice the same
     CHECK(done.back() == t.view().requests());
-    CHECK(done.size() <= 260);
+    CHECK(done.size() <= 300);  // about 256 reports, not one per request
   }
 }

@@ -96,7 +96,7 @@ void warn(const std::string& command, const std::vector<std::string>& warnings) 
 }
 
 // Runs `command`; the input warnings of commands that return them in JSON-less fields land in
-// `warnings` (mrc and trace_gen keep theirs in their JSON, as before).
+// `warnings` (mrc keeps them in its JSON too, and trace_gen only there, as before).
 json dispatch(const std::string& command, const json& j, const sim::progress_callback& progress,
               std::vector<std::string>& warnings) {
   auto with_warnings = [&](auto&& r) {
@@ -107,7 +107,8 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
   if (command == "mrc") {
     const sim::mrc_result r = sim::run(sim::mrc_options_from_json(j), progress);
     json out = sim::to_json(r);
-    out["warnings"] = r.warnings;
+    out["warnings"] = r.warnings;  // kept in the result too, as before
+    warnings = r.warnings;
     return out;
   }
   if (command == "compare") return sim::to_json(sim::run(sim::compare_options_from_json(j), progress));

@@ -78,6 +78,10 @@ struct request_state {
   double predicted_prefill_s = 0;
 };
 
+// Every scheduler's checks of the config's times, bandwidths, weights and SLOs: finite, >= 0.
+// Throws std::invalid_argument.
+void check_figures(const cluster_config& c);
+
 class cluster {
  public:
   using event = basic_event<cluster_event>;

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "des/cluster.hpp"
 #include "des/engine_sched.hpp"
 #include "des/router.hpp"
 #include "kvtk/prefix/engine_index.hpp"
+#include "util/memory_budget.hpp"
 #include "des/simulator.hpp"
 
 namespace kvtk::sim::des {
@@ -112,6 +114,14 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
     refuse("router " + c.router + " (use round-robin, random or least-loaded)");
   }
   if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
+  check_figures(c);
+  // The DRAM tiers (prefill instances only: decode instances never prefill a prompt to write).
+  const std::uint64_t dram =
+      std::min<std::uint64_t>(c.dram_blocks, std::max<std::size_t>(t.keys.size(), 1));
+  check_memory("prefill_instances x dram (" + std::to_string(c.prefill_instances) + " x " +
+                   std::to_string(dram) + " blocks, capped at the trace's block references)",
+               static_cast<double>(c.prefill_instances) * static_cast<double>(dram) *
+                   cache_entry_bytes);
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }

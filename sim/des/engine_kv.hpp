@@ -172,9 +172,9 @@ class sglang_kv {
     // PrefillAdder: the rest of the request (rounded up to pages), its remaining output and a
     // page must fit in the free and evictable tokens less what is held back for the others,
     // even when only a chunk of it is scheduled now.
-    // Loaded pages are memory to find too, though no compute.
-    const std::uint64_t rest = blocks_for(seq - a.hit_tokens, bt_) * bt_ +
-                               (blocks_for(a.hit_tokens, bt_) - m.length) * bt_;
+    // Every page past the match (loaded pages are memory too, though no compute). With
+    // nothing loaded this is SGLang's rest of the request rounded up to pages.
+    const std::uint64_t rest = (blocks_for(seq, bt_) - m.length) * bt_;
     const std::uint64_t pages = blocks_for(a.hit_tokens + a.new_tokens, bt_) - m.length;
     if (rest + reserve.out_rest + bt_ + reserve.held >= cache_.available() * bt_ ||
         !cache_.reserve(pages, 1)) {

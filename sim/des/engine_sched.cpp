@@ -71,8 +71,8 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(kv_blocks, bt_);
   // A DRAM tier never holds more blocks than the trace references (as kvtk's scheduler's).
   const std::uint64_t dram = std::min<std::uint64_t>(c.dram_blocks, std::max<std::size_t>(t.keys.size(), 1));
-  if (dram > 0) {
-    for (auto& in : inst_) in.dram = make_tiers(c.local_policy, 0, dram);
+  for (std::uint32_t i = 0; i < c.prefill_instances && dram > 0; ++i) {
+    inst_[i].dram = make_tiers("lru", 0, dram);  // decode instances never prefill: no tier
   }
   kv_blocks_ = kv_blocks;
   prefill_n_ = c.prefill_instances;
@@ -156,6 +156,15 @@ bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budge
 template <class KV>
 void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   engine_request& q = w_.st(r);
+  if (q.finishing) {
+    // Async scheduling: r is done, its output not yet processed. Taking it as a victim frees
+    // its blocks now, as release_finishing would after this schedule; it is not run again.
+    kv_[i].finish(q.kv, q.computed);
+    q.finishing = false;
+    std::erase(inst_[i].running, r);
+    w_.end(r);
+    return;
+  }
   kv_[i].preempt(q.kv);
   q.computed = 0;
   q.scheduled = 0;
@@ -187,11 +196,15 @@ template <class KV>
 double engine_sim<KV>::iteration_s(std::uint32_t i) {
   parts_.clear();
   decode_batch d;
-  std::uint64_t loads = 0;
+  double load = 0;  // each request's load, one after another (as kvtk's scheduler's)
   for (const std::uint32_t r : inst_[i].batch) {
     engine_request& q = w_.st(r);
-    loads += q.loading;
-    q.loading = 0;
+    if (q.loading > 0) {
+      const auto n = static_cast<double>(q.loading);
+      load += host_link_.predict(n, n * block_bytes_);
+      dram_read_blocks_ += q.loading;
+      q.loading = 0;
+    }
     if (q.decoding() && q.scheduled == 1) {
       ++d.requests;
       d.context_tokens += static_cast<double>(q.computed);
@@ -201,10 +214,7 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
     }
   }
   const double compute = timing_.seconds(parts_, d);
-  if (loads == 0) return compute;
-  dram_read_blocks_ += loads;
-  const double load =
-      host_link_.predict(static_cast<double>(loads), static_cast<double>(loads) * block_bytes_);
+  if (load == 0) return compute;
   return c_.overlap_load ? std::max(compute, load) : compute + load;
 }
 

@@ -98,8 +98,11 @@ class engine_sim {
   double iteration_s(std::uint32_t i);
   // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
   // tokens; ratio 1: a replay's output lengths are fixed, as with ignore_eos).
+  // A prefill instance of a disaggregated pair samples one token and hands the request off.
   std::uint64_t out_rest(std::uint32_t r) const {
-    return std::min<std::uint64_t>(w_.st(r).out_total - w_.st(r).out_done, 4096);
+    const engine_request& q = w_.st(r);
+    const std::uint64_t total = inst_.size() > prefill_n_ && q.inst < prefill_n_ ? 1 : q.out_total;
+    return std::min<std::uint64_t>(total - std::min(total, q.out_done), 4096);
   }
   void sample(std::uint32_t r);
   void finished(std::uint32_t r);

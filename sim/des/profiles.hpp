@@ -49,8 +49,8 @@ const std::map<std::string, gpu_profile>& gpu_presets();
 
 /// Prefill FLOPs for positions [cached, total) of one request (kvtk/cost/profiles.hpp).
 inline double prefill_flops(const model_profile& m, std::uint64_t cached, std::uint64_t total) {
-  return kvtk::cost::prefill_flops(m.active_params, m.layers, static_cast<double>(m.hidden), cached,
-                                   total);
+  return kvtk::cost::prefill_flops(m.active_params, m.layers, static_cast<double>(m.hidden),
+                                   static_cast<double>(cached), static_cast<double>(total));
 }
 
 }  // namespace kvtk::sim::des

@@ -60,6 +60,16 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   if (pool > 0) pool_ = make_pool(pool);
 }
 
+void check_figures(const cluster_config& c) {
+  for (double v : {c.host_link_latency_s, c.host_link_per_block_s, c.pool_bytes_per_s,
+                   c.pool_latency_s, c.pd_link_bytes_per_s, c.time_scale, c.router_temperature,
+                   c.ttft_slo_s, c.tbt_slo_s, c.router_prefill_weight, c.iteration_overhead_s}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      throw std::invalid_argument("times, bandwidths, weights and SLOs must be finite and >= 0");
+    }
+  }
+}
+
 void cluster::validate() const {
   if (c_.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
   if (c_.gpus_per_instance == 0) throw std::invalid_argument("gpus_per_instance must be >= 1");
@@ -68,13 +78,7 @@ void cluster::validate() const {
     throw std::invalid_argument("local_policy: unknown or offline policy '" + c_.local_policy +
                                 "'");
   }
-  for (double v : {c_.host_link_latency_s, c_.host_link_per_block_s, c_.pool_bytes_per_s, c_.pool_latency_s, c_.pd_link_bytes_per_s,
-                   c_.time_scale, c_.router_temperature, c_.ttft_slo_s, c_.tbt_slo_s,
-                   c_.router_prefill_weight, c_.iteration_overhead_s}) {
-    if (!(v >= 0) || !std::isfinite(v)) {
-      throw std::invalid_argument("times, bandwidths, weights and SLOs must be finite and >= 0");
-    }
-  }
+  check_figures(c_);
   if (!(c_.gpu.tflops > 0) || !(c_.gpu.hbm_bytes_per_s > 0) || !(c_.gpu.compute_efficiency > 0) ||
       !(c_.gpu.memory_efficiency > 0) || !std::isfinite(c_.gpu.compute_efficiency) ||
       !std::isfinite(c_.gpu.memory_efficiency)) {

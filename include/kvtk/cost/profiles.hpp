@@ -73,12 +73,13 @@ constexpr const gpu_spec* find_gpu(std::string_view name) noexcept {
 /// Prefill FLOPs of positions [cached, total) of one request, the one formula (docs/simulate.md
 /// "Timing"): 2 · active_params per token (linear layers) + 4 · layers · hidden · j for the
 /// attention of position j.  Throws: nothing.
-inline double prefill_flops(double active_params, double layers, double hidden,
-                            std::uint64_t cached, std::uint64_t total) noexcept {
-  if (total <= cached) return 0;
-  const double n = static_cast<double>(total - cached);
+/// Requires: cached and total whole numbers below 2^53 (exact as doubles).
+inline double prefill_flops(double active_params, double layers, double hidden, double cached,
+                            double total) noexcept {
+  if (!(total > cached)) return 0;
+  const double n = total - cached;
   // Σ j for j in [c, L) = (c + L − 1) · n / 2
-  const double positions = (static_cast<double>(cached) + static_cast<double>(total) - 1.0) * n / 2;
+  const double positions = (cached + total - 1.0) * n / 2;
   return 2.0 * active_params * n + 4.0 * layers * hidden * positions;
 }
 

@@ -35,11 +35,8 @@ struct compute_profile {
 };
 
 /// FLOPs of prefilling positions [cached, total) (the one formula: kvtk/cost/profiles.hpp).
-/// Requires: 0 <= cached, total < 2^64 and both whole.
 inline double prefill_flops(const compute_profile& m, double cached, double total) noexcept {
-  return kvtk::cost::prefill_flops(m.active_params, m.layers, m.hidden,
-                                   static_cast<std::uint64_t>(cached),
-                                   static_cast<std::uint64_t>(total));
+  return kvtk::cost::prefill_flops(m.active_params, m.layers, m.hidden, cached, total);
 }
 
 /// USD per GPU-second of a profile.

@@ -150,7 +150,9 @@ class pickler {
   // The FRAME header's room was reserved when the frame opened; a frame too small to be worth a
   // header gives the room back, as CPython's commit_frame does.
   void commit_frame() {
-    if (!frame_open_) return;
+    // The header's room is always there while a frame is open; saying so also keeps GCC 12's
+    // -Wstringop-overflow from assuming an empty buffer once this is inlined at -O3.
+    if (!frame_open_ || out_.size() < frame_start_ + frame_header) return;
     const std::size_t len = out_.size() - frame_start_ - frame_header;
     if (len >= 4) {
       out_[frame_start_] = 0x95;  // FRAME
