@@ -161,6 +161,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
     // its blocks now, as release_finishing would after this schedule; it is not run again.
     kv_[i].finish(q.kv, q.computed);
     q.finishing = false;
+    --inst_[i].finishing;
     std::erase(inst_[i].running, r);
     w_.end(r);
     return;
@@ -183,6 +184,8 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
 
 template <class KV>
 void engine_sim<KV>::release_finishing(std::uint32_t i) {
+  if (inst_[i].finishing == 0) return;  // most schedules: nothing finished in the last iteration
+  inst_[i].finishing = 0;
   std::erase_if(inst_[i].running, [&](std::uint32_t r) {
     if (!w_.st(r).finishing) return false;
     kv_[i].finish(w_.st(r).kv, w_.st(r).computed);
@@ -267,17 +270,21 @@ void engine_sim<KV>::sample(std::uint32_t r) {
   ++q.out_done;
   if (q.out_done == 1) {
     o.first_token = now_;
-    // Write-through: the prompt this instance prefilled enters its DRAM tier, in order.
-    if (auto* dram = inst_[q.inst].dram.get()) {
-      if (served_.size() < q.kv.prompt_keys.size()) served_.resize(q.kv.prompt_keys.size());
-      dram->process(q.kv.prompt_keys, served_, {}, [&](std::size_t) { return bt_; });
-    }
+    if (inst_[q.inst].dram) write_through(q);
   } else {
     gaps_.add(now_ - q.last_token);
     q.tbt_sum += now_ - q.last_token;
     ++q.tbt_n;
   }
   q.last_token = now_;
+}
+
+// Write-through: the prompt an instance prefilled enters its DRAM tier, in order. Out of line:
+// sample() runs once per token and stays small.
+template <class KV>
+void engine_sim<KV>::write_through(const engine_request& q) {
+  if (served_.size() < q.kv.prompt_keys.size()) served_.resize(q.kv.prompt_keys.size());
+  inst_[q.inst].dram->process(q.kv.prompt_keys, served_, {}, [&](std::size_t) { return bt_; });
 }
 
 template <class KV>
@@ -313,6 +320,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
     }
     if (async_) {
       q.finishing = true;  // released after the next schedule (async scheduling)
+      ++in.finishing;
     } else {
       kv_[i].finish(q.kv, q.computed);
       std::erase(in.running, r);

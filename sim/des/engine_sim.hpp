@@ -44,6 +44,7 @@ struct engine_instance {
   std::deque<std::uint32_t> waiting;
   std::vector<std::uint32_t> running, batch;
   std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
+  std::uint32_t finishing = 0;  // async: running requests done, not yet released
   std::uint64_t iterations = 0;
   bool busy = false;
   double busy_s = 0;
@@ -105,6 +106,7 @@ class engine_sim {
     return std::min<std::uint64_t>(total - std::min(total, q.out_done), 4096);
   }
   void sample(std::uint32_t r);
+  [[gnu::noinline]] void write_through(const engine_request& q);
   void finished(std::uint32_t r);
   // Async scheduling: requests that finished in the last iteration stayed in `running` (holding
   // their blocks, counting toward max_num_seqs) through this schedule; now they go.

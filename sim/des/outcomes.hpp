@@ -23,10 +23,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -41,21 +43,17 @@ class latency_stats {
   static constexpr double ratio = 1.01;              // bucket width: 1 %
   static constexpr std::size_t buckets = 3500;       // up to 1e-6 · 1.01^3499 ≈ 1.3e9 s
 
+  // Token gaps add millions of values: the common path is a few instructions.
   void add(double s) {
     sum_ += s;
-    min_ = n_ == 0 ? s : std::min(min_, s);
-    max_ = n_ == 0 ? s : std::max(max_, s);
+    min_ = std::min(min_, s);  // min_ starts at +inf and max_ at -inf (min()/max(): 0 if empty)
+    max_ = std::max(max_, s);
     ++n_;
-    if (hist_.empty()) {
-      exact_.push_back(s);
-      if (exact_.size() > exact_limit) spill();
-      return;
-    }
     // The requests of one decode step share their token gap: one logarithm per step, not per
     // token (the last value's bucket is kept).
-    if (s != last_s_) {
-      last_s_ = s;
-      last_b_ = bucket(s);
+    if (hist_.empty() || s != last_s_) [[unlikely]] {
+      add_slow(s);
+      return;
     }
     ++hist_[last_b_];
   }
@@ -105,9 +103,29 @@ class latency_stats {
     while (b + 1 < buckets && edge(b) < s) ++b;
     return b;
   }
-  static double edge(std::size_t b) noexcept { return lo * std::pow(ratio, static_cast<double>(b)); }
+  /// lo · ratio^b, from a table made once (token gaps bin millions of values: no pow per value).
+  static double edge(std::size_t b) noexcept { return edges()[b]; }
 
  private:
+  // Out of line, so that add() stays small enough to inline into the schedulers' loops.
+  [[gnu::noinline]] void add_slow(double s) {
+    if (hist_.empty()) {
+      exact_.push_back(s);
+      if (exact_.size() > exact_limit) spill();
+      return;
+    }
+    last_s_ = s;
+    last_b_ = bucket(s);
+    ++hist_[last_b_];
+  }
+  static const std::array<double, buckets>& edges() noexcept {
+    static const std::array<double, buckets> table = [] {
+      std::array<double, buckets> t{};
+      for (std::size_t b = 0; b < buckets; ++b) t[b] = lo * std::pow(ratio, static_cast<double>(b));
+      return t;
+    }();
+    return table;
+  }
   void spill() {
     hist_.assign(buckets, 0);
     for (double v : exact_) ++hist_[bucket(v)];
@@ -117,7 +135,9 @@ class latency_stats {
   std::vector<double> exact_;
   std::vector<std::uint64_t> hist_;  // empty while exact
   std::uint64_t n_ = 0;
-  double sum_ = 0, min_ = 0, max_ = 0;
+  double sum_ = 0;
+  double min_ = std::numeric_limits<double>::infinity();
+  double max_ = -std::numeric_limits<double>::infinity();
   double last_s_ = 0;        // the last value binned, and its bucket (bucket(0) == 0)
   std::size_t last_b_ = 0;
 };
