@@ -180,11 +180,11 @@ TEST_CASE("engine schedulers: a request larger than the cache is refused, not wa
 TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]") {
   const auto t = make({{0, {1, 2}, 3}});
   auto c = engine("vllm-v1", 100, 40);
-  c.pool_blocks = 10;
-  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with the shared pool"));
+  c.sparse.enabled = true;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with sparse decode"));
   c = engine("vllm-v1", 100, 40);
-  c.router = "cache-aware";
-  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with router cache-aware"));
+  c.router = "conductor";
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with router conductor"));
   c.router = "nearest";
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown router 'nearest'"));
   c = engine("vllm-v3", 100, 40);
@@ -343,5 +343,46 @@ TEST_CASE("engine schedulers: DRAM tiers and disaggregation on a busy trace", "[
     CHECK(dram > 0);
     CHECK(r.summary["dram_block_hits"] == dram);
     CHECK(r.summary["requests"] == 400);
+  }
+}
+
+TEST_CASE("engine schedulers: a pool shared by the instances, and the cache-aware router",
+          "[engine_sched]") {
+  // The same 4-block prompt (72 tokens: 4 blocks can hit) four times, one second apart, on two
+  // instances.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72},
+                       {1, {1, 2, 3, 4}, 1, 72},
+                       {2, {1, 2, 3, 4}, 1, 72},
+                       {3, {1, 2, 3, 4}, 1, 72}});
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    INFO("scheduler " << s);
+    auto c = engine(s, 100, 4096);
+    c.prefill_instances = 2;
+    // Round-robin: requests 0 and 2 on instance 0, 1 and 3 on instance 1; each instance's first
+    // computes the prompt, its second hits it.
+    const auto rr = sim::des::simulate(t, c);
+    CHECK(rr.summary["block_hits"] == 8);
+    CHECK(rr.requests[1].hit_blocks == 0);
+    // A pool: request 1 loads the prompt instance 0 wrote there.
+    c.pool_blocks = 100;
+    c.pool_latency_s = 0.25;
+    c.pool_bytes_per_s = 0;  // latency only
+    c.overlap_load = false;
+    const auto pooled = sim::des::simulate(t, c);
+    CHECK(pooled.requests[1].hit_blocks == 4);
+    CHECK(pooled.requests[1].pool_blocks == 4);
+    CHECK(pooled.summary["pool_block_hits"] == 4);
+    CHECK(pooled.summary["local_block_hits"] == 8);
+    const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+    CHECK(pooled.summary["bytes"]["pool_read"].get<double>() == Approx(4 * block_bytes));
+    CHECK(pooled.summary["bytes"]["pool_write"].get<double>() == Approx(4 * block_bytes));
+    check(pooled.requests[1], 1 + 0.010 + 0.25, 1 + 0.010 + 0.25);
+    // Cache-aware: every request goes where the prompt is cached (instance 0), so only the
+    // first computes it.
+    c.pool_blocks = 0;
+    c.router = "cache-aware";
+    const auto aware = sim::des::simulate(t, c);
+    CHECK(aware.summary["block_hits"] == 12);
+    for (const auto& o : aware.requests) CHECK(o.instance == 0);
   }
 }

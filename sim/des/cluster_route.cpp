@@ -31,14 +31,8 @@ std::uint32_t cluster::route(std::uint32_t r) {
       cost[i] = predicted_ttft(static_cast<std::uint32_t>(i), r);
     }
   }
-  if (router_ == router_kind::cache_aware && c_.router_temperature > 0) {
-    const double lo = *std::min_element(cost.begin(), cost.end());
-    std::vector<double>& w = route_weight_;
-    for (std::size_t i = 0; i < n; ++i) w[i] = std::exp(-(cost[i] - lo) / c_.router_temperature);
-    std::discrete_distribution<std::uint32_t> pick(w.begin(), w.end());
-    return pick(routes_.rng());
-  }
-  return static_cast<std::uint32_t>(std::min_element(cost.begin(), cost.end()) - cost.begin());
+  return routes_.least_cost(cost, router_ == router_kind::cache_aware ? c_.router_temperature : 0,
+                            route_weight_);
 }
 
 }  // namespace kvtk::sim::des::detail

@@ -105,22 +105,25 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
     throw std::invalid_argument("scheduler " + c.sched.scheduler + " does not combine with " +
                                 what + " (kvtk's scheduler has it: scheduler kvtk)");
   };
-  if (c.pool_blocks > 0) refuse("the shared pool (pool_blocks must be 0)");
   if (c.sparse.enabled) refuse("sparse decode");
   if (c.chunk_tokens > 0) refuse("chunk_tokens (use max_num_batched_tokens)");
   if (c.reject_over_slo) refuse("reject_over_slo");
   const router_kind router = parse_router(c.router);
-  if (router == router_kind::cache_aware || router == router_kind::conductor) {
-    refuse("router " + c.router + " (use round-robin, random or least-loaded)");
+  if (router == router_kind::conductor) {  // it predicts TTFT with kvtk's own prefill model
+    refuse("router conductor (use round-robin, random, least-loaded or cache-aware)");
   }
   if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
   check_figures(c);
-  // The DRAM tiers (prefill instances only: decode instances never prefill a prompt to write).
-  const std::uint64_t dram =
-      std::min<std::uint64_t>(c.dram_blocks, std::max<std::size_t>(t.keys.size(), 1));
-  check_memory("prefill_instances x dram (" + std::to_string(c.prefill_instances) + " x " +
-                   std::to_string(dram) + " blocks, capped at the trace's block references)",
-               static_cast<double>(c.prefill_instances) * static_cast<double>(dram) *
+  // The DRAM tiers (prefill instances only: decode instances never prefill a prompt to write)
+  // and the pool.
+  const std::uint64_t refs = std::max<std::size_t>(t.keys.size(), 1);
+  const std::uint64_t dram = std::min<std::uint64_t>(c.dram_blocks, refs);
+  const std::uint64_t pool = std::min<std::uint64_t>(c.pool_blocks, refs);
+  check_memory("prefill_instances x dram + pool (" + std::to_string(c.prefill_instances) + " x " +
+                   std::to_string(dram) + " + " + std::to_string(pool) +
+                   " blocks, each capped at the trace's block references)",
+               (static_cast<double>(c.prefill_instances) * static_cast<double>(dram) +
+                static_cast<double>(pool)) *
                    cache_entry_bytes);
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");

@@ -112,6 +112,14 @@ class vllm_kv {
     take(q, a.hit_tokens + a.new_tokens);
     return a;
   }
+  /// The blocks get_computed_blocks would hit, touching nothing (the cache-aware router).
+  [[nodiscard]] std::uint32_t peek(const kv_request& q, std::uint64_t seq) const {
+    const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(
+        seq, bt_, std::min<std::uint64_t>(seq / bt_, q.prompt_keys.size()));
+    std::uint32_t h = 0;
+    while (h < cap && pool_.find(q.prompt_keys[h]) != kvtk::prefix::vllm_block_pool::npos) ++h;
+    return h;
+  }
   /// allocate_slots for a running request: blocks for tokens [0, upto). False when short.
   bool grow(kv_request& q, std::uint64_t upto) {
     const std::uint64_t need = blocks_for(upto, bt_);

@@ -44,8 +44,15 @@
 //               instance with the fewest waiting and running requests, which admits it with its
 //               prompt's KV loaded (hit: its own cache's, the rest transferred) and decodes it.
 //               A preempted transferred request is recomputed there.
-// Refused by name: the shared pool, sparse decode, chunk_tokens, reject_over_slo and the
-// cache-aware and conductor routers (they read kvtk's scheduler's own caches and queues).
+//  pool_blocks  one pool (LRU) shared by every instance, written with the full blocks of every
+//               prompt prefilled anywhere (the blocks it lacks count as pool writes) and read as
+//               the DRAM tier is, after it (a block both hold comes from DRAM), over the pool link
+//               (pool_latency_s + bytes / pool_bytes_per_s per request).
+//  cache-aware  the router of kvtk's scheduler: least w x (the request's blocks less the
+//               instance's own cache's hit + its waiting prompts' tokens / block) + running
+//               requests, or a softmax draw with router_temperature.
+// Refused by name: sparse decode, chunk_tokens, reject_over_slo and the conductor router (they
+// read kvtk's scheduler's one-prefill-at-a-time model).
 #include "des/engine_sched.hpp"
 
 #include <algorithm>
@@ -63,6 +70,7 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
       timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s, c.timing),
       host_link_{c.host_link_latency_s, c.host_link_per_block_s,
                  c.gpu.host_link_bytes_per_s * c.gpus_per_instance},
+      pool_link_{c.pool_latency_s, 0, c.pool_bytes_per_s},
       sched_(c.sched.kind()),
       router_(parse_router(c.router)),
       lpm_(schedule_policy_names.parse(c.sched.schedule_policy) == schedule_policy_kind::lpm) {
@@ -74,6 +82,10 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   for (std::uint32_t i = 0; i < c.prefill_instances && dram > 0; ++i) {
     inst_[i].dram = make_tiers("lru", 0, dram);  // decode instances never prefill: no tier
   }
+  const std::uint64_t pool = std::min<std::uint64_t>(c.pool_blocks, std::max<std::size_t>(t.keys.size(), 1));
+  if (pool > 0) pool_ = make_pool(pool);
+  route_cost_.resize(c.prefill_instances);
+  route_weight_.resize(c.prefill_instances);
   kv_blocks_ = kv_blocks;
   prefill_n_ = c.prefill_instances;
   async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
@@ -105,9 +117,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   q.out_total = output_tokens_of(t_, c_, r);
   q.kv.prompt_keys = t_.cacheable(r, kvtk::prefix::partial_block::skip);
   q.kv.id = r;
-  const std::uint32_t i = routes_.pick(router_, prefill_n_, [&](std::uint32_t x) {
-    return inst_[x].waiting.size() + inst_[x].running.size();
-  });
+  const std::uint32_t i = route(q);
   q.inst = i;
   request_outcome& o = w_.out(r);
   o.arrival = now_;
@@ -119,16 +129,44 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
 }
 
 template <class KV>
-std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, const engine_request& q,
+std::uint32_t engine_sim<KV>::route(const engine_request& q) {
+  auto load = [&](std::uint32_t x) { return inst_[x].waiting.size() + inst_[x].running.size(); };
+  if (router_ != router_kind::cache_aware) return routes_.pick(router_, prefill_n_, load);
+  // As kvtk's scheduler's: w x (blocks to prefill here + queued prompt tokens / block) + running,
+  // the blocks to prefill being the request's less the instance's own cache's hit.
+  for (std::uint32_t x = 0; x < prefill_n_; ++x) {
+    std::uint64_t queued = 0;
+    for (const std::uint32_t r : inst_[x].waiting) queued += w_.st(r).L;
+    const std::uint64_t hit = kv_[x].peek(q.kv, q.seq());
+    const double prefill_blocks = static_cast<double>(q.kv.prompt_keys.size() - hit) +
+                                  static_cast<double>(queued) / bt_;
+    route_cost_[x] = c_.router_prefill_weight * prefill_blocks +
+                     static_cast<double>(inst_[x].running.size());
+  }
+  return routes_.least_cost(route_cost_, c_.router_temperature, route_weight_);
+}
+
+template <class KV>
+std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q,
                                               std::uint64_t hit_tokens, std::uint64_t seq) {
   if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
+  q.loading = q.pool_loading = 0;
   const auto* dram = inst_[i].dram.get();
-  if (dram == nullptr) return 0;
-  // The run after the HBM hit, capped as the hit is (never the last prompt token).
+  if (dram == nullptr && !pool_) return 0;
+  // The run after the HBM hit, capped as the hit is (never the last prompt token); the DRAM
+  // tier serves a block before the pool (the faster holder, as in kvtk's scheduler).
   const std::uint64_t cap = std::min<std::uint64_t>((seq - 1) / bt_, q.kv.prompt_keys.size());
-  std::uint64_t b = hit_tokens / bt_;
-  while (b < cap && dram->holds(0, q.kv.prompt_keys[b])) ++b;
-  return (b - hit_tokens / bt_) * bt_;
+  for (std::uint64_t b = hit_tokens / bt_; b < cap; ++b) {
+    const kvtk::block_key k = q.kv.prompt_keys[b];
+    if (dram != nullptr && dram->holds(0, k)) {
+      ++q.loading;
+    } else if (pool_ && pool_->holds(0, k)) {
+      ++q.pool_loading;
+    } else {
+      break;
+    }
+  }
+  return (q.loading + q.pool_loading) * bt_;
 }
 
 // Admits waiting request r with at most `budget` new tokens (all of its tokens when `whole`).
@@ -139,16 +177,19 @@ bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budge
   const admission a =
       kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held},
                    [&](std::uint64_t hit, std::uint64_t seq) { return external_tokens(i, q, hit, seq); });
-  if (!a.ok) return false;
+  if (!a.ok) {
+    q.loading = q.pool_loading = 0;
+    return false;
+  }
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
-  if (!q.remote) q.loading = a.loaded_tokens / bt_;
   if (!q.started) {  // the first admission decides the reported hit
     q.started = true;
     w_.out(r).prefill_start = now_;
     w_.out(r).hit_blocks = a.hit_tokens / bt_;
     w_.out(r).hit_tokens = a.hit_tokens;
     w_.out(r).dram_blocks = q.loading;
+    w_.out(r).pool_blocks = q.pool_loading;
   }
   return true;
 }
@@ -169,7 +210,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   kv_[i].preempt(q.kv);
   q.computed = 0;
   q.scheduled = 0;
-  q.loading = 0;
+  q.loading = q.pool_loading = 0;
   q.remote = false;  // recompute: the transferred KV is gone
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
@@ -207,6 +248,12 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
       load += host_link_.predict(n, n * block_bytes_);
       dram_read_blocks_ += q.loading;
       q.loading = 0;
+    }
+    if (q.pool_loading > 0) {
+      const auto n = static_cast<double>(q.pool_loading);
+      load += pool_link_.predict(n, n * block_bytes_);
+      pool_read_blocks_ += q.pool_loading;
+      q.pool_loading = 0;
     }
     if (q.decoding() && q.scheduled == 1) {
       ++d.requests;
@@ -270,7 +317,7 @@ void engine_sim<KV>::sample(std::uint32_t r) {
   ++q.out_done;
   if (q.out_done == 1) {
     o.first_token = now_;
-    if (inst_[q.inst].dram) write_through(q);
+    if (inst_[q.inst].dram || pool_) write_through(q);
   } else {
     gaps_.add(now_ - q.last_token);
     q.tbt_sum += now_ - q.last_token;
@@ -279,12 +326,18 @@ void engine_sim<KV>::sample(std::uint32_t r) {
   q.last_token = now_;
 }
 
-// Write-through: the prompt an instance prefilled enters its DRAM tier, in order. Out of line:
-// sample() runs once per token and stays small.
+// Write-through: the prompt an instance prefilled enters its DRAM tier, and the pool (the
+// blocks the pool lacks are written to it), in order. Out of line: sample() runs once per token
+// and stays small.
 template <class KV>
 void engine_sim<KV>::write_through(const engine_request& q) {
-  if (served_.size() < q.kv.prompt_keys.size()) served_.resize(q.kv.prompt_keys.size());
-  inst_[q.inst].dram->process(q.kv.prompt_keys, served_, {}, [&](std::size_t) { return bt_; });
+  const auto keys = q.kv.prompt_keys;
+  if (served_.size() < keys.size()) served_.resize(keys.size());
+  auto tokens = [&](std::size_t) { return bt_; };
+  if (auto* dram = inst_[q.inst].dram.get()) dram->process(keys, served_, {}, tokens);
+  if (!pool_) return;
+  for (const kvtk::block_key k : keys) pool_write_blocks_ += pool_->holds(0, k) ? 0 : 1;
+  pool_->process(keys, served_, {}, tokens);
 }
 
 template <class KV>
@@ -385,8 +438,11 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
   j["evictions"] = evictions;
   j["cached_blocks_at_end"] = cached;
   j["dram_block_hits"] = k.dram_hits;
-  j["local_block_hits"] = k.hits - k.dram_hits;
+  j["pool_block_hits"] = k.pool_hits;
+  j["local_block_hits"] = k.hits - k.dram_hits - k.pool_hits;
   j["bytes"] = {{"dram_read", static_cast<double>(dram_read_blocks_) * block_bytes_},
+                {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
+                {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);

@@ -8,7 +8,9 @@
 // prefilled elsewhere, their KV moved over the P->D link. Every instance has its own engine KV
 // cache (KV: vllm_kv or sglang_kv, engine_kv.hpp) and, with dram_blocks, its own host-DRAM tier
 // (kvtk's generic tier: LRU, written through with every prompt an instance prefilled; a
-// request's run of blocks there after its HBM hit is loaded rather than computed).
+// request's run of blocks there after its HBM hit is loaded rather than computed); with
+// pool_blocks, one pool (LRU) shared by all, written with every prompt prefilled anywhere and
+// read like a DRAM tier, over the pool link.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,8 @@ namespace kvtk::sim::des::detail {
 struct engine_request {
   kv_request kv;
   std::uint64_t L = 0, out_total = 1, out_done = 0, computed = 0, scheduled = 0;
-  std::uint64_t loading = 0;  // blocks loaded from the DRAM tier by this iteration
+  std::uint64_t loading = 0;       // blocks loaded from the DRAM tier by this iteration
+  std::uint64_t pool_loading = 0;  // and from the shared pool
   std::uint32_t inst = 0;
   bool started = false, chunked = false;
   bool finishing = false;  // async scheduling: finished, blocks not yet released
@@ -92,9 +95,12 @@ class engine_sim {
   bool schedule_sglang(std::uint32_t i);
   bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
              std::uint64_t held = 0);
-  // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens).
-  std::uint64_t external_tokens(std::uint32_t i, const engine_request& q, std::uint64_t hit_tokens,
+  // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens); the
+  // blocks from the DRAM tier and the pool are counted in q.loading and q.pool_loading.
+  std::uint64_t external_tokens(std::uint32_t i, engine_request& q, std::uint64_t hit_tokens,
                                 std::uint64_t seq);
+  // The instance a new request goes to (the router, parsed once).
+  std::uint32_t route(const engine_request& q);
   // The iteration's seconds: its compute, and the DRAM loads of the requests admitted in it.
   double iteration_s(std::uint32_t i);
   // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
@@ -123,14 +129,17 @@ class engine_sim {
   kvtk::move::timing_model host_link_;  // the DRAM tier's loads (as kvtk's scheduler's)
   std::vector<prefill_part> parts_;
   std::vector<iteration_record> log_;
-  std::vector<std::uint8_t> served_;  // the DRAM tier's process() scratch
+  std::vector<std::uint8_t> served_;  // the DRAM tier's and the pool's process() scratch
+  std::unique_ptr<kvtk::tier::tier_hierarchy<>> pool_;  // null without pool_blocks
+  kvtk::move::timing_model pool_link_;
+  std::vector<double> route_cost_, route_weight_;  // cache-aware routing, one per prefill instance
   latency_stats gaps_;                // every token gap (token_gap_s)
   scheduler_kind sched_;
   router_kind router_;
   bool lpm_;  // sglang: longest prefix first (else fcfs)
   double now_ = 0, block_bytes_ = 0, pd_bytes_ = 0;
   std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0, unschedulable_ = 0;
-  std::uint64_t dram_read_blocks_ = 0;
+  std::uint64_t dram_read_blocks_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   std::uint32_t bt_ = 1, kv_blocks_ = 0, prefill_n_ = 1;
   bool async_ = false;  // vllm-v1 with async_scheduling
 };

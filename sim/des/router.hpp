@@ -4,8 +4,11 @@
 // and conductor routers, which read its caches (cluster_route.cpp).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 
 #include "kvtk/names.hpp"
 
@@ -36,7 +39,19 @@ class basic_router {
     }
     return best;
   }
-  std::mt19937_64& rng() noexcept { return rng_; }
+  /// Requires: cost non-empty, weights at least as long (scratch: no allocation of its own).
+  /// Effects: the index of the least cost (the first of equals); with temperature > 0 a draw
+  /// with weights exp(-(cost - least) / temperature) instead (the cache-aware router's softmax).
+  std::uint32_t least_cost(std::span<const double> cost, double temperature,
+                           std::span<double> weights) {
+    const auto least = std::min_element(cost.begin(), cost.end());
+    if (temperature <= 0) return static_cast<std::uint32_t>(least - cost.begin());
+    for (std::size_t i = 0; i < cost.size(); ++i) {
+      weights[i] = std::exp(-(cost[i] - *least) / temperature);
+    }
+    std::discrete_distribution<std::uint32_t> pick(weights.begin(), weights.begin() + cost.size());
+    return pick(rng_);
+  }
 
  private:
   std::mt19937_64 rng_;
