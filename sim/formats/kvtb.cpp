@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -43,13 +44,29 @@ std::uint32_t read_u32(const unsigned char* p) {
   return v;
 }
 
-std::uint64_t checksum_of(const unsigned char* p, std::size_t bytes) {
+// The checksum of a header's words before its last one (copied: the bytes need no alignment).
+std::uint64_t header_digest(std::span<const unsigned char> header) noexcept {
+  std::uint64_t w[32];
+  const std::size_t words = header.size() / 8 - 1;
   checksum c;
-  c.update({reinterpret_cast<const std::uint64_t*>(p), bytes / 8});
+  for (std::size_t at = 0; at < words; at += 32) {
+    const std::size_t n = std::min<std::size_t>(32, words - at);
+    std::memcpy(w, header.data() + at * 8, n * 8);
+    c.update({w, n});
+  }
   return c.digest();
 }
 
 }  // namespace
+
+void seal_header(std::span<unsigned char> header) noexcept {
+  const std::uint64_t d = header_digest(header);
+  std::memcpy(header.data() + header.size() - 8, &d, 8);
+}
+
+bool header_sealed(std::span<const unsigned char> header) noexcept {
+  return header_digest(header) == read_u64(header.data() + header.size() - 8);
+}
 
 void checksum::update(std::span<const std::uint64_t> words) noexcept {
   std::size_t i = 0;
@@ -85,7 +102,7 @@ std::uint32_t header_block_tokens(std::span<const unsigned char> bytes, const st
     return parse(bytes, name).view.block_tokens;  // parse words the error
   }
   const unsigned char* b = bytes.data();
-  if (checksum_of(b, 120) != read_u64(b + 120)) throw fail("header checksum mismatch (corrupt)");
+  if (!header_sealed(bytes.first(header_bytes))) throw fail("header checksum mismatch (corrupt)");
   if (read_u32(b + 8) != version) return parse(bytes, name).view.block_tokens;
   const std::uint32_t bt = read_u32(b + 12);
   if (bt == 0) throw fail("block_tokens is 0");
@@ -113,7 +130,7 @@ header_counts check_header(std::span<const unsigned char> bytes, const std::stri
   const unsigned char* b = bytes.data();
   if (reinterpret_cast<std::uintptr_t>(b) % 8 != 0) throw fail("image not 8-byte aligned");
   if (std::memcmp(b, magic, 8) != 0) throw fail("bad magic (not a kvtb file)");
-  if (checksum_of(b, 120) != read_u64(b + 120)) throw fail("header checksum mismatch (corrupt)");
+  if (!header_sealed(bytes.first(header_bytes))) throw fail("header checksum mismatch (corrupt)");
   const std::uint32_t ver = read_u32(b + 8);
   if (ver != version) {
     throw fail("version " + std::to_string(ver) + " (this kvtk reads version " +
@@ -437,11 +454,7 @@ void writer::finish() {
   put64(40, names.size());
   put64(48, size);
   put64(56, sum.digest());
-  std::vector<std::uint64_t> hw(15);
-  std::memcpy(hw.data(), header.data(), 120);
-  checksum hc;
-  hc.update(hw);
-  put64(120, hc.digest());
+  seal_header(header);
 
   output_file out(path_, force_);
   out.write(header.data(), header.size());

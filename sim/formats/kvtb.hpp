@@ -59,6 +59,14 @@ class checksum {
   std::uint64_t words_ = 0;
 };
 
+/// The sealed header of kvtk's binary files (kvtb here, the kvtn next-use sidecar): an 8-byte
+/// magic first and, in its last 8 bytes, the checksum of every byte before them, so that a torn
+/// or edited header is caught before any count in it is trusted.
+/// seal_header: writes that checksum.  Requires: header.size() a multiple of 8 and >= 16.
+void seal_header(std::span<unsigned char> header) noexcept;
+/// Whether the last 8 bytes of `header` are the checksum of the rest.  Requires: as seal_header.
+[[nodiscard]] bool header_sealed(std::span<const unsigned char> header) noexcept;
+
 /// A validated kvtb image. The view points into the bytes given to parse().
 struct image {
   kvtk::prefix::prefix_trace_view view;

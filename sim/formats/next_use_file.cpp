@@ -145,11 +145,9 @@ std::array<unsigned char, header_bytes> encode(const header& h) {
   w[4] = h.id.payload_checksum;
   w[5] = h.id.file_size;
   w[6] = h.column;
-  kvtb::checksum c;
-  c.update(std::span<const std::uint64_t>(w.data(), 7));
-  w[7] = c.digest();
   std::array<unsigned char, header_bytes> out{};
   std::memcpy(out.data(), w.data(), header_bytes);
+  kvtb::seal_header(out);  // the checksum of words 0-6 into word 7
   return out;
 }
 
@@ -157,9 +155,7 @@ std::array<unsigned char, header_bytes> encode(const header& h) {
 bool decode(const unsigned char* b, header& h) {
   std::array<std::uint64_t, header_bytes / 8> w{};
   std::memcpy(w.data(), b, header_bytes);
-  kvtb::checksum c;
-  c.update(std::span<const std::uint64_t>(w.data(), 7));
-  if (std::memcmp(b, magic, 8) != 0 || c.digest() != w[7]) return false;
+  if (std::memcmp(b, magic, 8) != 0 || !kvtb::header_sealed({b, header_bytes})) return false;
   if (static_cast<std::uint32_t>(w[1]) != version) return false;
   h.mode = static_cast<std::uint32_t>(w[1] >> 32);
   h.refs = w[2];

@@ -21,10 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/common.hpp"
-#include "cli/cost.hpp"
-#include "cli/simulate.hpp"
+#include "api/pricing.hpp"
+#include "api/simulate.hpp"
 #include "api/tiers.hpp"
+#include "api/trace_options.hpp"
+#include "cli/common.hpp"  // parse_command: the options fuzzer reads the command line
 #include "des/timing.hpp"
 #include "move/calibration.hpp"
 
