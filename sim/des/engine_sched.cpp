@@ -124,7 +124,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   o.instance = i;
   o.input_tokens = q.L;
   o.blocks = q.kv.prompt_keys.size();
-  inst_[i].waiting.push_back(r);
+  push_waiting(i, r);
   wake(i);
 }
 
@@ -135,13 +135,13 @@ std::uint32_t engine_sim<KV>::route(const engine_request& q) {
   // As kvtk's scheduler's: w x (blocks to prefill here + queued prompt tokens / block) + running,
   // the blocks to prefill being the request's less the instance's own cache's hit.
   for (std::uint32_t x = 0; x < prefill_n_; ++x) {
-    std::uint64_t queued = 0;
-    for (const std::uint32_t r : inst_[x].waiting) queued += w_.st(r).L;
+    const engine_instance& in = inst_[x];
     const std::uint64_t hit = kv_[x].peek(q.kv, q.seq());
     const double prefill_blocks = static_cast<double>(q.kv.prompt_keys.size() - hit) +
-                                  static_cast<double>(queued) / bt_;
+                                  static_cast<double>(in.waiting_tokens) / bt_;
+    // Running requests that are done (async, not yet released) are not work.
     route_cost_[x] = c_.router_prefill_weight * prefill_blocks +
-                     static_cast<double>(inst_[x].running.size());
+                     static_cast<double>(in.running.size() - in.finishing);
   }
   return routes_.least_cost(route_cost_, c_.router_temperature, route_weight_);
 }
@@ -151,8 +151,9 @@ std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q
                                               std::uint64_t hit_tokens, std::uint64_t seq) {
   if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
   q.loading = q.pool_loading = 0;
+  // A decode instance reads neither: a request it preempted is recomputed there.
   const auto* dram = inst_[i].dram.get();
-  if (dram == nullptr && !pool_) return 0;
+  if (i >= prefill_n_ || (dram == nullptr && !pool_)) return 0;
   // The run after the HBM hit, capped as the hit is (never the last prompt token); the DRAM
   // tier serves a block before the pool (the faster holder, as in kvtk's scheduler).
   const std::uint64_t cap = std::min<std::uint64_t>((seq - 1) / bt_, q.kv.prompt_keys.size());
@@ -215,9 +216,9 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
   if (sched_ == scheduler_kind::sglang) {
-    inst_[i].waiting.push_back(r);  // _add_request_to_queue: a retracted request queues again
+    push_waiting(i, r);  // _add_request_to_queue: a retracted request queues again
   } else {
-    inst_[i].waiting.push_front(r);
+    push_waiting(i, r, true);
   }
   if (inst_[i].chunked == r) inst_[i].chunked = -1;
   ++preemptions_;
@@ -289,8 +290,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
     if (!in.running.empty()) {
       throw std::logic_error("engine scheduler stalled with requests running (a kvtk bug)");
     }
-    const std::uint32_t r = in.waiting.front();
-    in.waiting.pop_front();
+    const std::uint32_t r = pop_waiting(i);
     w_.out(r).rejected = true;
     w_.end(r);
     ++unschedulable_;
@@ -408,7 +408,7 @@ void engine_sim<KV>::land(std::uint32_t r) {
   q.inst = best;
   q.remote = true;
   q.computed = 0;
-  inst_[best].waiting.push_back(r);
+  push_waiting(best, r);
   wake(best);
 }
 

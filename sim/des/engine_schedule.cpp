@@ -37,7 +37,7 @@ bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
   while (!preempted && budget > 0 && !in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
     const std::uint32_t r = in.waiting.front();
     if (!admit(i, r, budget, false)) break;
-    in.waiting.pop_front();
+    pop_waiting(i);
     in.running.push_back(r);
     in.batch.push_back(r);
     budget -= w_.st(r).scheduled;
@@ -54,7 +54,7 @@ bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
     // A prompt longer than the budget is admitted alone (V0 would refuse it outright).
     const bool alone = in.batch.empty();
     if (!admit(i, r, alone ? w_.st(r).seq() : budget, true)) break;
-    in.waiting.pop_front();
+    pop_waiting(i);
     in.running.push_back(r);
     in.batch.push_back(r);
     budget -= std::min(budget, w_.st(r).scheduled);
@@ -111,7 +111,7 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
          in.running.size() < c_.sched.max_num_seqs) {
     const std::uint32_t r = in.waiting.front();
     if (!admit(i, r, budget, false, held)) break;
-    in.waiting.pop_front();
+    pop_waiting(i);
     in.running.push_back(r);
     in.batch.push_back(r);
     engine_request& q = w_.st(r);

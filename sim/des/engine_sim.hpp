@@ -44,7 +44,10 @@ struct engine_request {
 };
 
 struct engine_instance {
+  // The waiting queue and its prompts' tokens (the cache-aware router's cost, O(1) per arrival).
+  // Change it through push_waiting / pop_waiting only.
   std::deque<std::uint32_t> waiting;
+  std::uint64_t waiting_tokens = 0;
   std::vector<std::uint32_t> running, batch;
   std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
   std::uint32_t finishing = 0;  // async: running requests done, not yet released
@@ -77,6 +80,18 @@ class engine_sim {
 
  private:
   void push(double t, engine_event kind, std::uint32_t who) { events_.push(t, kind, who, who); }
+  void push_waiting(std::uint32_t i, std::uint32_t r, bool front = false) {
+    engine_instance& in = inst_[i];
+    front ? in.waiting.push_front(r) : in.waiting.push_back(r);
+    in.waiting_tokens += w_.st(r).L;
+  }
+  std::uint32_t pop_waiting(std::uint32_t i) {
+    engine_instance& in = inst_[i];
+    const std::uint32_t r = in.waiting.front();
+    in.waiting.pop_front();
+    in.waiting_tokens -= w_.st(r).L;
+    return r;
+  }
   void arrive(std::uint32_t r);
   void start(std::uint32_t i);
   void wake(std::uint32_t i) {  // an idle instance schedules after this instant's arrivals

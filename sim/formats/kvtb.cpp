@@ -60,11 +60,13 @@ std::uint64_t header_digest(std::span<const unsigned char> header) noexcept {
 }  // namespace
 
 void seal_header(std::span<unsigned char> header) noexcept {
+  if (header.size() < 16 || header.size() % 8 != 0) return;  // not a sealed header's shape
   const std::uint64_t d = header_digest(header);
   std::memcpy(header.data() + header.size() - 8, &d, 8);
 }
 
 bool header_sealed(std::span<const unsigned char> header) noexcept {
+  if (header.size() < 16 || header.size() % 8 != 0) return false;
   return header_digest(header) == read_u64(header.data() + header.size() - 8);
 }
 
