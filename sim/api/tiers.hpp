@@ -67,11 +67,7 @@ tier_state state_of(const Index& idx, std::string top) {
     s.counters.push_back(h.counters(t));
     s.links.push_back(h.link(t));
     s.resident.push_back(h.resident(t));
-    if constexpr (requires { h.kept_copies(t); }) {
-      s.kept_copies.push_back(h.kept_copies(t));
-    } else {
-      s.kept_copies.push_back(0);
-    }
+    s.kept_copies.push_back(h.kept_copies(t));  // both tops answer it (0 for the radix top)
   }
   s.load = idx.load_time();
   return s;
