@@ -113,7 +113,7 @@ expect(2 "engine vllm does not go with scheduler sglang" simulate --trace ${T} $
        --set scheduler=sglang --engine vllm)
 expect(2 "unknown scheduler 'orca'" simulate --trace ${T} --set scheduler=orca)
 expect(2 "the weights of deepseek-v3 do not leave room" simulate --trace ${T} --engine vllm)
-expect(2 "does not combine with router conductor" simulate --trace ${T} ${Q} --engine vllm --set router=conductor)
+expect(2 "does not combine with reject_over_slo" simulate --trace ${T} ${Q} --engine vllm --set reject_over_slo=true)
 # The engine schedulers have DRAM tiers and disaggregation (docs/simulate.md).
 expect(0 "\"dram_block_hits\": [1-9][0-9]*," simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set dram=20000 --json -)
 expect(0 "\"prefill_to_decode\": [1-9]" simulate --trace ${T} ${Q} --engine sglang --set decode_instances=1 --json -)

@@ -183,8 +183,9 @@ TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]"
   c.sparse.enabled = true;
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with sparse decode"));
   c = engine("vllm-v1", 100, 40);
-  c.router = "conductor";
-  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with router conductor"));
+  c.reject_over_slo = true;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with reject_over_slo"));
+  c = engine("vllm-v1", 100, 40);
   c.router = "nearest";
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown router 'nearest'"));
   c = engine("vllm-v3", 100, 40);
@@ -384,5 +385,30 @@ TEST_CASE("engine schedulers: a pool shared by the instances, and the cache-awar
     const auto aware = sim::des::simulate(t, c);
     CHECK(aware.summary["block_hits"] == 12);
     for (const auto& o : aware.requests) CHECK(o.instance == 0);
+    // Conductor, idle instances: the predicted first token is soonest where the prompt is cached
+    // (with the formula: the table's prefill rows are all 10 ms, hit or not).
+    c.router = "conductor";
+    c.timing = nullptr;
+    const auto conducted = sim::des::simulate(t, c);
+    CHECK(conducted.summary["block_hits"] == 12);
+    for (const auto& o : conducted.requests) CHECK(o.instance == 0);
+  }
+}
+
+TEST_CASE("engine schedulers: the conductor router weighs the iteration in progress",
+          "[engine_sched]") {
+  // Request 1 arrives 1 ms after request 0, whose prefill (10 ms) runs on instance 0 until
+  // 10 ms. Instance 0: 9 ms left + its own prefill (10 ms, every prefill row is 10 ms) = 19 ms;
+  // instance 1, idle: 10 ms. Conductor sends it to instance 1; least-loaded would too, but
+  // cache-aware, seeing instance 0's hit, keeps it there.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72}, {0.001, {1, 2, 3, 4}, 1, 72}});
+  for (const char* s : {"vllm-v0", "vllm-v1", "sglang"}) {
+    INFO("scheduler " << s);
+    auto c = engine(s, 100, 4096);
+    c.prefill_instances = 2;
+    c.router = "conductor";
+    const auto r = sim::des::simulate(t, c);
+    CHECK(r.requests[1].instance == 1);
+    check(r.requests[1], 0.011, 0.011);
   }
 }

@@ -51,8 +51,11 @@
 //  cache-aware  the router of kvtk's scheduler: least w x (the request's blocks less the
 //               instance's own cache's hit + its waiting prompts' tokens / block) + running
 //               requests, or a softmax draw with router_temperature.
-// Refused by name: sparse decode, chunk_tokens, reject_over_slo and the conductor router (they
-// read kvtk's scheduler's one-prefill-at-a-time model).
+//  conductor    the least predicted time to first token: what is left of the instance's
+//               iteration in progress + its waiting prompts' prefills without cache, one after
+//               another + this prompt's prefill with the instance's own hit.
+// Refused by name: sparse decode (its step model is the cluster's decode step), chunk_tokens and
+// reject_over_slo (kvtk's scheduler's one-prefill-at-a-time knobs).
 #include "des/engine_sched.hpp"
 
 #include <algorithm>
@@ -117,6 +120,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   q.out_total = output_tokens_of(t_, c_, r);
   q.kv.prompt_keys = t_.cacheable(r, kvtk::prefix::partial_block::skip);
   q.kv.id = r;
+  if (router_ == router_kind::conductor) q.cold_prefill_s = timing_.prefill_s(0, q.L);
   const std::uint32_t i = route(q);
   q.inst = i;
   request_outcome& o = w_.out(r);
@@ -131,7 +135,20 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
 template <class KV>
 std::uint32_t engine_sim<KV>::route(const engine_request& q) {
   auto load = [&](std::uint32_t x) { return inst_[x].waiting.size() + inst_[x].running.size(); };
-  if (router_ != router_kind::cache_aware) return routes_.pick(router_, prefill_n_, load);
+  if (router_ != router_kind::cache_aware && router_ != router_kind::conductor) {
+    return routes_.pick(router_, prefill_n_, load);
+  }
+  if (router_ == router_kind::conductor) {
+    // As kvtk's scheduler's: the predicted time to first token there, the iteration in
+    // progress, then the waiting prefills without cache, then this one's with its hit there.
+    for (std::uint32_t x = 0; x < prefill_n_; ++x) {
+      const engine_instance& in = inst_[x];
+      const std::uint64_t hit = kvtk::prefix::tokens_in_blocks(q.L, bt_, kv_[x].peek(q.kv, q.seq()));
+      route_cost_[x] = std::max(0.0, in.busy_until - now_) + in.waiting_prefill_s +
+                       timing_.prefill_s(hit, q.L);
+    }
+    return routes_.least_cost(route_cost_, 0, route_weight_);
+  }
   // As kvtk's scheduler's: w x (blocks to prefill here + queued prompt tokens / block) + running,
   // the blocks to prefill being the request's less the instance's own cache's hit.
   for (std::uint32_t x = 0; x < prefill_n_; ++x) {
@@ -305,6 +322,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
   }
   ++in.iterations;
   in.busy = true;
+  in.busy_until = now_ + dur;
   in.busy_s += dur;
   ++iterations_;
   push(now_ + dur, engine_event::iteration_end, i);

@@ -37,6 +37,7 @@ struct engine_request {
   bool started = false, chunked = false;
   bool finishing = false;  // async scheduling: finished, blocks not yet released
   bool remote = false;     // disaggregated: its prompt's KV came from a prefill instance
+  double cold_prefill_s = 0;  // its prefill without cache (the conductor's queue estimate)
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
   [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
@@ -48,6 +49,8 @@ struct engine_instance {
   // Change it through push_waiting / pop_waiting only.
   std::deque<std::uint32_t> waiting;
   std::uint64_t waiting_tokens = 0;
+  double waiting_prefill_s = 0;  // their prefills without cache, one after another (conductor)
+  double busy_until = 0;         // the end of the iteration in progress
   std::vector<std::uint32_t> running, batch;
   std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
   std::uint32_t finishing = 0;  // async: running requests done, not yet released
@@ -84,12 +87,15 @@ class engine_sim {
     engine_instance& in = inst_[i];
     front ? in.waiting.push_front(r) : in.waiting.push_back(r);
     in.waiting_tokens += w_.st(r).L;
+    in.waiting_prefill_s += w_.st(r).cold_prefill_s;
   }
   std::uint32_t pop_waiting(std::uint32_t i) {
     engine_instance& in = inst_[i];
     const std::uint32_t r = in.waiting.front();
     in.waiting.pop_front();
     in.waiting_tokens -= w_.st(r).L;
+    in.waiting_prefill_s -= w_.st(r).cold_prefill_s;
+    if (in.waiting.empty()) in.waiting_prefill_s = 0;  // no drift from the sums' rounding
     return r;
   }
   void arrive(std::uint32_t r);
