@@ -73,6 +73,31 @@ expect(2 "radix top tier.*inclusive" replay --trace ${T} --tier-top radix
        --tiers hbm:1000:lru,dram:4000:lru --inclusive)
 expect(2 "radix top tier.*belady" replay --trace ${T} --tier-top radix --tiers hbm:1000:belady)
 expect(2 "--tier-top: unknown top tier 'tree'" replay --trace ${T} --tier-top tree --tiers hbm:1000:lru)
+# An engine's GPU cache on top (--tier-top vllm|sglang): one tier counts as --engine at the same
+# capacity; refused: another policy on top, --partial-block cache, inclusive tiers.
+foreach(engine vllm sglang)
+  execute_process(COMMAND ${KVTK} replay --trace ${T} --tier-top ${engine} --tiers hbm:3000:${engine}
+                  --csv - OUTPUT_VARIABLE a RESULT_VARIABLE rc1)
+  execute_process(COMMAND ${KVTK} replay --trace ${T} --engine ${engine} --capacity 3000
+                  --no-opt --csv - OUTPUT_VARIABLE b RESULT_VARIABLE rc2)
+  string(REGEX MATCH "tiers,hbm:${engine}:3000,3000,([0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+)," ma "${a}")
+  set(ca "${CMAKE_MATCH_1}")
+  string(REGEX MATCH ",3000,([0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+)," mb "${b}")
+  set(cb "${CMAKE_MATCH_1}")
+  if(rc1 OR rc2 OR ca STREQUAL "" OR NOT ca STREQUAL cb)
+    message(FATAL_ERROR "one-tier ${engine} hierarchy != --engine ${engine}:\n${a}\n---\n${b}")
+  endif()
+endforeach()
+expect(0 "tiers hbm:vllm:1000>dram:lru:4000 \\(vllm top tier, exclusive, write-back\\)"
+       replay --trace ${T} --tier-top vllm --tiers hbm:1000:vllm,dram:4000:lru)
+expect(0 "\"engine\": \"sglang\",.*\"unscheduled_requests\".*\"top_tier\": \"sglang\""
+       replay --trace ${T} --tier-top sglang --tiers hbm:1000:sglang,dram:4000:lru --json -)
+expect(2 "the vllm engine's GPU cache on top.*the engine tier's policy 'lru' is not its engine 'vllm'"
+       replay --trace ${T} --tier-top vllm --tiers hbm:1000:lru,dram:4000:lru)
+expect(2 "--tier-top sglang: the engine caches full blocks only"
+       replay --trace ${T} --tier-top sglang --tiers hbm:1000:sglang --partial-block cache)
+expect(2 "only exclusive write-back" replay --trace ${T} --tier-top vllm
+       --tiers hbm:1000:vllm,dram:4000:lru --inclusive)
 # belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
 expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)
 

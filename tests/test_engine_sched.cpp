@@ -181,7 +181,8 @@ TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]"
   const auto t = make({{0, {1, 2}, 3}});
   auto c = engine("vllm-v1", 100, 40);
   c.sparse.enabled = true;
-  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with sparse decode"));
+  c.sparse.scorer = "oracle-lru";
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("unknown scorer 'oracle-lru'"));
   c = engine("vllm-v1", 100, 40);
   c.reject_over_slo = true;
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with reject_over_slo"));

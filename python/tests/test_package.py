@@ -72,6 +72,12 @@ def test_engine_modes_equal_cli(kvtk_bin):
                    "--capacity", "1000", "--no-opt")["results"]
     assert [r["engine"] for r in py] == ["vllm", "sglang"]
     assert without_time(py) == without_time(cli)
+    # The engine's GPU cache on top of kvtk's tiers (tier_top), as the CLI's --tier-top.
+    py = kvtk.replay(CONVERSATION, tiers="hbm:1000:vllm,dram:4000:lru", tier_top="vllm")
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--tier-top", "vllm",
+                   "--tiers", "hbm:1000:vllm,dram:4000:lru")["results"]
+    assert without_time(py) == without_time(cli)
+    assert py[0]["engine"] == "vllm" and py[0]["tiers"]["top_tier"] == "vllm"
     sim = kvtk.simulate(CONVERSATION, engine="sglang", model="qwen2.5-7b", gpu="h100",
                         max_output_tokens=8)
     assert sim["result"]["scheduler"]["scheduler"] == "sglang"

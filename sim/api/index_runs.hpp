@@ -96,6 +96,17 @@ template <class Leaf>
 tier_run replay_radix_tiers(kvtk::tier::hierarchy_config cfg, const loaded_trace& lt,
                             partial_block p, detail::progress_relay& bar);
 
+/// Effects: replays lt through an engine_tier_hierarchy (tier/engine_tier_hierarchy.hpp) whose
+/// top is `engine`'s GPU cache (vllm: vLLM's block pool; sglang: SGLang's radix cache); its
+/// version and unscheduled requests go to engine_state.
+/// Throws: std::invalid_argument for a bad configuration; std::bad_alloc.
+tier_run replay_engine_tiers(const std::string& engine, kvtk::tier::hierarchy_config cfg,
+                             const loaded_trace& lt, partial_block p, detail::progress_relay& bar,
+                             nlohmann::json& engine_state);
+/// Effects: builds (and drops) an engine_tier_hierarchy of cfg.  Throws: std::invalid_argument
+/// naming the tier and the problem.
+void check_engine_tiers(const std::string& engine, const kvtk::tier::hierarchy_config& cfg);
+
 /// Effects: builds (and drops) a radix_tier_hierarchy<Leaf> of cfg: its constructor checks the
 /// configuration. Throws: std::invalid_argument naming the tier and the problem.
 template <class Leaf>

@@ -72,6 +72,8 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
           return index_runs::replay_radix_tiers<L>(std::move(cfg), t, p.pb, bar);
         }
       });
+    } else if (p.tier_top == "vllm" || p.tier_top == "sglang") {
+      run = index_runs::replay_engine_tiers(p.tier_top, std::move(cfg), t, p.pb, bar, o.engine);
     } else {
       run = index_runs::replay_flat_tiers(std::move(cfg), t, p.pb, bar);
     }
@@ -175,6 +177,8 @@ nlohmann::json hints_json(const job& j, const plan& p) {
     for (std::size_t t = 0; t < tiers.size(); ++t) {
       if (t == 0 && p.tier_top == "radix") {
         read |= visit_leaf_policy(tiers[t].policy, []<class L>() { return hints_read_by<L>(); });
+      } else if (t == 0 && p.tier_top != "flat") {
+        continue;  // an engine's GPU cache reads no hints
       } else {
         read |= visit_policy(tiers[t].policy, []<class P>() { return hints_read_by<P>(); });
       }

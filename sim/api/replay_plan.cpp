@@ -66,17 +66,24 @@ void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, pl
   if (o.inclusion != "exclusive" && o.inclusion != "inclusive") {
     throw usage_error("--inclusive/--exclusive: unknown inclusion '" + o.inclusion + "'");
   }
-  if (o.tier_top != "flat" && o.tier_top != "radix") {
-    throw usage_error("--tier-top: unknown top tier '" + o.tier_top + "' (known: flat radix)");
+  if (o.tier_top != "flat" && o.tier_top != "radix" && o.tier_top != "vllm" &&
+      o.tier_top != "sglang") {
+    throw usage_error("--tier-top: unknown top tier '" + o.tier_top +
+                      "' (known: flat radix vllm sglang)");
+  }
+  const bool engine_top = o.tier_top == "vllm" || o.tier_top == "sglang";
+  if (engine_top && p.pb == partial_block::cache && !(o.tiers.empty() && o.tier_config.empty())) {
+    throw usage_error("--tier-top " + o.tier_top +
+                      ": the engine caches full blocks only; drop --partial-block cache");
   }
   const tier_flags flags{o.inclusion, o.write_policy, o.admission};
   for (const auto& spec : o.tiers) {
     p.hierarchies.push_back(
-        parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
+        parse_tier_spec(spec, flags, o.block_tokens, bytes_per_token, o.tier_top));
   }
   for (const auto& file : o.tier_config) {
     p.hierarchies.push_back(
-        load_tier_config(file, o.block_tokens, bytes_per_token, o.tier_top == "radix"));
+        load_tier_config(file, o.block_tokens, bytes_per_token, o.tier_top));
   }
   p.tier_top = o.tier_top;
   if (o.tier_top == "radix") {
@@ -119,7 +126,9 @@ void plan_hierarchies(const replay_options& o, std::uint64_t bytes_per_token, pl
   for (std::size_t h = 0; h < p.hierarchies.size(); ++h) {
     std::uint64_t total = 0;
     for (const auto& tier : p.hierarchies[h].tiers) total += tier.capacity_blocks;
-    p.jobs.push_back({"tiers", describe(p.hierarchies[h]), total, static_cast<int>(h), ""});
+    // A hierarchy with an engine's GPU cache on top counts hits as that engine.
+    p.jobs.push_back({"tiers", describe(p.hierarchies[h]), total, static_cast<int>(h), "",
+                      engine_top ? o.tier_top : "ideal"});
   }
 }
 

@@ -43,10 +43,10 @@ namespace {
 using detail::format;
 
 std::string tier_text(const nlohmann::json& rep) {
-  const bool radix_top = rep.value("top_tier", "flat") == "radix";
+  const std::string top = rep.value("top_tier", "flat");
+  const std::string top_note = top == "flat" ? "" : top + " top tier, ";
   std::string s = format("\ntiers %s (%s%s, %s): load time mean %.3g s, max %.3g s\n",
-                         rep["hierarchy"].get<std::string>().c_str(),
-                         radix_top ? "radix top tier, " : "",
+                         rep["hierarchy"].get<std::string>().c_str(), top_note.c_str(),
                          rep["inclusion"].get<std::string>().c_str(),
                          rep["write_policy"].get<std::string>().c_str(),
                          rep["load_time"]["mean_s"].get<double>(),

@@ -98,8 +98,9 @@ std::uint64_t block_bytes_of(std::uint32_t block_tokens, std::uint64_t bytes_per
 }
 
 // Validates by building the hierarchy once (its constructor names the tier and the problem):
-// a tier_hierarchy, or with a radix top tier a radix_tier_hierarchy of the top tier's leaf order.
-void check(const hierarchy_config& cfg, const std::string& where, bool radix_top) {
+// a tier_hierarchy, with a radix top tier a radix_tier_hierarchy of the top tier's leaf order,
+// with an engine top an engine_tier_hierarchy of that engine's GPU cache.
+void check(const hierarchy_config& cfg, const std::string& where, const std::string& top) {
   try {
     // A small probe: the checks (policies, inclusion order, figures) do not depend on the
     // capacities' size, and capping each at 64 keeps their order.
@@ -110,16 +111,20 @@ void check(const hierarchy_config& cfg, const std::string& where, bool radix_top
         throw std::invalid_argument("tier " + t.name + ": capacity must be in [1, 2^31) blocks");
       }
     }
-    if (radix_top) {
+    if (top == "radix") {
       kvtk::prefix::visit_leaf_policy(cfg.tiers[0].policy, [&]<class L>() {
         index_runs::check_radix_tiers<L>(small);
       });
+    } else if (top == "vllm" || top == "sglang") {
+      index_runs::check_engine_tiers(top, small);
     } else {
       kvtk::tier::tier_hierarchy<> probe(small);
     }
   } catch (const std::invalid_argument& e) {
-    throw usage_error(where + (radix_top ? " (a radix top tier; --tier-top flat for a flat one)" : "") +
-                      ": " + e.what());
+    const std::string note = top == "radix" ? " (a radix top tier; --tier-top flat for a flat one)"
+                             : top == "flat" ? ""
+                                             : " (the " + top + " engine's GPU cache on top)";
+    throw usage_error(where + note + ": " + e.what());
   }
 }
 
@@ -150,7 +155,7 @@ void apply_tier_defaults(tier_spec& t, std::uint64_t block_bytes) {
 
 hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flags,
                                  std::uint32_t block_tokens, std::uint64_t bytes_per_token,
-                                 bool radix_top) {
+                                 const std::string& top) {
   hierarchy_config cfg;
   cfg.mode = parse_inclusion(flags.inclusion);
   cfg.write = parse_write(flags.write_policy);
@@ -183,12 +188,12 @@ hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flag
     }
     cfg.tiers.push_back(t);
   }
-  check(cfg, "--tiers '" + spec + "'", radix_top);
+  check(cfg, "--tiers '" + spec + "'", top);
   return cfg;
 }
 
 hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_tokens,
-                                  std::uint64_t bytes_per_token, bool radix_top) {
+                                  std::uint64_t bytes_per_token, const std::string& top) {
   const nlohmann::json j = read_json_file("--tier-config", path);
   const std::string where = "--tier-config '" + path + "'";
   auto text = [&](const nlohmann::json& o, const char* key, const std::string& fallback) {
@@ -240,7 +245,7 @@ hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_t
     apply_tier_defaults(t, cfg.block_bytes);
     cfg.tiers.push_back(t);
   }
-  check(cfg, where, radix_top);
+  check(cfg, where, top);
   return cfg;
 }
 

@@ -25,17 +25,18 @@ struct tier_flags {
 /// over 5 years; remote 25 GB/s, 50 us. Other names get none.
 void apply_tier_defaults(kvtk::tier::tier_spec& t, std::uint64_t block_bytes);
 
-/// "hbm:80GiB:lru,dram:1TiB:arc" plus the flags -> a validated config. Capacities use
-/// --capacity's units. Throws usage_error naming the tier and the problem.
+/// "hbm:80GiB:lru,dram:1TiB:arc" plus the flags -> a validated config for the top tier `top`
+/// (flat | radix | vllm | sglang: --tier-top). Capacities use --capacity's units. Throws
+/// usage_error naming the tier and the problem.
 kvtk::tier::hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flags,
                                              std::uint32_t block_tokens,
                                              std::uint64_t bytes_per_token,
-                                             bool radix_top = false);
+                                             const std::string& top = "flat");
 
 /// A JSON hierarchy file (README "Tiers"). Throws usage_error naming the file and the problem.
 kvtk::tier::hierarchy_config load_tier_config(const std::string& path, std::uint32_t block_tokens,
                                               std::uint64_t bytes_per_token,
-                                              bool radix_top = false);
+                                              const std::string& top = "flat");
 
 /// "hbm:lru:1000>dram:arc:5000 (exclusive, write-back)".
 std::string describe(const kvtk::tier::hierarchy_config& cfg);

@@ -74,7 +74,9 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "exclusive", "tiers: a block lives in one tier (the default)")(
       "tier-top", po::value(&l.tier_top)->default_value("flat"),
       "tiers: the top tier: flat (a block cache) | radix (a radix tree whose leaf order is the top "
-      "tier's policy; exclusive write-back only). --index radix alone implies radix")(
+      "tier's policy; exclusive write-back only) | vllm | sglang (the engine's own GPU cache, "
+      "as --engine counts it, over kvtk's generic exclusive write-back tiers; the top tier's "
+      "policy is the engine's name). --index radix alone implies radix")(
       "write-policy", po::value(&o.write_policy)->default_value("write-back"),
       "tiers: write-back | write-through | write-through-selective[:N] (inclusive only but "
       "write-back)")("admission", po::value(&o.admission)->default_value("always"),

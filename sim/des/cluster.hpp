@@ -155,8 +155,6 @@ class cluster {
   // Counts request r, which ended (finished or rejected).
   void ended(std::uint32_t r);
 
-  // The sparse-decode totals (releases every request's manager first).
-  nlohmann::json sparse_summary();
 
   static constexpr std::uint32_t decode_flag = 1u << 31;
   const kvtk::prefix::prefix_trace_view& t_;
@@ -186,9 +184,6 @@ class cluster {
   std::uint32_t bt_ = 1;
   // Sparse attention: totals of released managers, and the batch-level stall accounting.
   std::unique_ptr<sparse_decoder> sparse_;  // null for dense decode
-  kvtk::sparse::decode_link sparse_link_;  // host link, page bytes, layer-ahead
-  double stall_s_ = 0, decode_kv_read_bytes_ = 0;
-  std::uint64_t sparse_batch_steps_ = 0, stalled_steps_ = 0;
 };
 
 }  // namespace kvtk::sim::des::detail

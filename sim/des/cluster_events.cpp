@@ -188,7 +188,7 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
     context += static_cast<double>(tokens);
     if (c_.sparse.enabled) {
       const auto k = sparse_->step(r, tokens, e.st.remaining);
-      kv_bytes += static_cast<double>(k.pages) * sparse_link_.page_bytes;
+      kv_bytes += static_cast<double>(k.pages) * sparse_->page_bytes();
       recalls += k.recalls;
       prefetched += k.prefetched;
       e.out.recalls += k.recalls;
@@ -199,14 +199,8 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
   // Sparse: the formula reads the selected pages; a table takes the row at the mean context.
   double dur = timing_.decode_s({in.stepping.size(), context, kv_bytes});
   if (c_.sparse.enabled) {
-    // The batch's recalls and prefetches cross the instance's host link together; the stall is
-    // kvtk::sparse::decode_clock's (kvtk sparse's model, with the batch as the stream).
-    decode_kv_read_bytes_ += kv_bytes;
-    ++sparse_batch_steps_;
-    const double stall = in.decode_clock.step(sparse_link_, recalls, prefetched, dur).stall_s;
+    const double stall = sparse_->batch_step(in.decode_clock, recalls, prefetched, dur, kv_bytes);
     if (stall > 0) {
-      ++stalled_steps_;
-      stall_s_ += stall;
       for (std::uint32_t r : in.stepping) w_.out(r).stall_s += stall;
     }
     dur += stall;

@@ -4,35 +4,6 @@
 
 namespace kvtk::sim::des::detail {
 
-nlohmann::json cluster::sparse_summary() {
-  for (std::uint32_t r = 0; r < t_.requests(); ++r) sparse_->release(r);
-  const auto& k = sparse_->totals();
-  return {
-      {"steps", k.steps},
-      {"batch_steps", sparse_batch_steps_},
-      {"selections", k.selections},
-      {"hits", k.hits},
-      {"recalls", k.recalls},
-      {"recall_bytes", static_cast<double>(k.recalls) * sparse_link_.page_bytes},
-      {"prefetches_issued", k.prefetches_issued},
-      {"prefetch_hits", k.prefetch_hits},
-      {"wasted_prefetches", k.wasted_prefetches},
-      {"prefetches_dropped", k.prefetches_dropped},
-      {"prefetch_bytes", static_cast<double>(k.prefetches_issued) * sparse_link_.page_bytes},
-      {"evictions", k.evictions},
-      {"stalled_steps", stalled_steps_},
-      {"stall_s", stall_s_},
-      {"mean_stall_per_stalled_step_s",
-       stalled_steps_ ? stall_s_ / static_cast<double>(stalled_steps_) : 0.0},
-      {"resident_pages",
-       {{"mean",
-         k.steps ? static_cast<double>(sparse_->resident_sum()) / static_cast<double>(k.steps)
-                 : 0.0},
-        {"max", sparse_->resident_max()}}},
-      {"over_budget_steps", k.over_budget_steps},
-      {"decode_kv_read_bytes", decode_kv_read_bytes_}};
-}
-
 simulation_result cluster::summarize(outcome_stream& sink) {
   const outcome_totals& k = sink.totals;
   double busy = 0;
@@ -64,7 +35,7 @@ simulation_result cluster::summarize(outcome_stream& sink) {
                 {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
-  if (c_.sparse.enabled) j["sparse"] = sparse_summary();
+  if (c_.sparse.enabled) j["sparse"] = sparse_->summary();
   res.requests = std::move(sink.kept);
   return res;
 }

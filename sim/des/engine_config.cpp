@@ -7,6 +7,7 @@
 #include "des/cluster.hpp"
 #include "des/engine_sched.hpp"
 #include "des/router.hpp"
+#include "des/sparse_decode.hpp"
 #include "kvtk/prefix/engine_index.hpp"
 #include "util/memory_budget.hpp"
 #include "des/simulator.hpp"
@@ -105,7 +106,7 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
     throw std::invalid_argument("scheduler " + c.sched.scheduler + " does not combine with " +
                                 what + " (kvtk's scheduler has it: scheduler kvtk)");
   };
-  if (c.sparse.enabled) refuse("sparse decode");
+  sparse_decoder::validate(c.sparse);
   if (c.chunk_tokens > 0) refuse("chunk_tokens (use max_num_batched_tokens)");
   if (c.reject_over_slo) refuse("reject_over_slo");
   (void)parse_router(c.router);  // every router combines (an unknown name: unknown_name)

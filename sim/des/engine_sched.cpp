@@ -54,8 +54,12 @@
 //  conductor    the least predicted time to first token: what is left of the instance's
 //               iteration in progress + its waiting prompts' prefills without cache, one after
 //               another + this prompt's prefill with the instance's own hit.
-// Refused by name: sparse decode (its step model is the cluster's decode step), chunk_tokens and
-// reject_over_slo (kvtk's scheduler's one-prefill-at-a-time knobs).
+//  sparse     with `sparse`, a decoding request reads only its selected pages, and the
+//             iteration's recalls and prefetches stall it on the instance's host link, as the
+//             cluster's decode step (simulator.hpp; the iteration's whole compute hides the
+//             previous prefetch). A preempted request's pages go with its blocks.
+// Refused by name: chunk_tokens and reject_over_slo (kvtk's scheduler's one-prefill-at-a-time
+// knobs).
 #include "des/engine_sched.hpp"
 
 #include <algorithm>
@@ -92,6 +96,7 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   kv_blocks_ = kv_blocks;
   prefill_n_ = c.prefill_instances;
   async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
+  if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c, t.requests(), host_link_);
 }
 
 template <class KV>
@@ -226,6 +231,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
     return;
   }
   kv_[i].preempt(q.kv);
+  if (sparse_) sparse_->release(r);  // its pages leave HBM with its blocks
   q.computed = 0;
   q.scheduled = 0;
   q.loading = q.pool_loading = 0;
@@ -258,6 +264,7 @@ template <class KV>
 double engine_sim<KV>::iteration_s(std::uint32_t i) {
   parts_.clear();
   decode_batch d;
+  std::uint64_t recalls = 0, prefetched = 0;  // sparse decode
   double load = 0;  // each request's load, one after another (as kvtk's scheduler's)
   for (const std::uint32_t r : inst_[i].batch) {
     engine_request& q = w_.st(r);
@@ -276,12 +283,29 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
     if (q.decoding() && q.scheduled == 1) {
       ++d.requests;
       d.context_tokens += static_cast<double>(q.computed);
-      d.kv_bytes += static_cast<double>(q.computed) * static_cast<double>(c_.model.kv_bytes_per_token);
+      if (sparse_) {  // the step reads the selected pages only
+        const auto k = sparse_->step(r, q.seq(), q.out_total - q.out_done);
+        d.kv_bytes += static_cast<double>(k.pages) * sparse_->page_bytes();
+        recalls += k.recalls;
+        prefetched += k.prefetched;
+        w_.out(r).recalls += k.recalls;
+      } else {
+        d.kv_bytes += static_cast<double>(q.computed) * static_cast<double>(c_.model.kv_bytes_per_token);
+      }
     } else {
       parts_.push_back({q.scheduled, q.computed});
     }
   }
-  const double compute = timing_.seconds(parts_, d);
+  double compute = timing_.seconds(parts_, d);
+  if (sparse_ && d.requests > 0) {
+    const double stall =
+        sparse_->batch_step(inst_[i].decode_clock, recalls, prefetched, compute, d.kv_bytes);
+    for (const std::uint32_t r : inst_[i].batch) {
+      const engine_request& q = w_.st(r);
+      if (q.decoding() && q.scheduled == 1) w_.out(r).stall_s += stall;
+    }
+    compute += stall;
+  }
   if (load == 0) return compute;
   return c_.overlap_load ? std::max(compute, load) : compute + load;
 }
@@ -365,6 +389,7 @@ void engine_sim<KV>::finished(std::uint32_t r) {
   o.done = now_;
   o.output_tokens = q.out_total;
   o.mean_tbt = q.tbt_n ? q.tbt_sum / static_cast<double>(q.tbt_n) : 0.0;
+  if (sparse_) sparse_->release(r);
   ++ended_;
 }
 
@@ -462,6 +487,7 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
                 {"pool_read", static_cast<double>(pool_read_blocks_) * block_bytes_},
                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
+  if (sparse_) j["sparse"] = sparse_->summary();
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
   return res;

@@ -10,7 +10,9 @@
 // (kvtk's generic tier: LRU, written through with every prompt an instance prefilled; a
 // request's run of blocks there after its HBM hit is loaded rather than computed); with
 // pool_blocks, one pool (LRU) shared by all, written with every prompt prefilled anywhere and
-// read like a DRAM tier, over the pool link.
+// read like a DRAM tier, over the pool link. With sparse decode, an iteration's decoding
+// requests read only their selected pages, and its recalls and prefetches stall it as the
+// cluster's decode step (des/sparse_decode.hpp).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "des/engine_kv.hpp"
 #include "des/event_loop.hpp"
 #include "des/router.hpp"
+#include "des/sparse_decode.hpp"
 #include "des/timing.hpp"
 #include "kvtk/move/timing_fit.hpp"
 #include "kvtk/tier/tier_hierarchy.hpp"
@@ -58,6 +61,7 @@ struct engine_instance {
   bool busy = false;
   double busy_s = 0;
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> dram;  // null without dram_blocks
+  kvtk::sparse::decode_clock decode_clock;  // sparse: the decode batch's stall and prefetch
 };
 
 // At one instant: iterations end, then transferred KV lands, then requests arrive, then idle
@@ -152,6 +156,7 @@ class engine_sim {
   std::vector<iteration_record> log_;
   std::vector<std::uint8_t> served_;  // the DRAM tier's and the pool's process() scratch
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> pool_;  // null without pool_blocks
+  std::unique_ptr<sparse_decoder> sparse_;              // null for dense decode
   kvtk::move::timing_model pool_link_;
   std::vector<double> route_cost_, route_weight_;  // cache-aware routing, one per prefill instance
   latency_stats gaps_;                // every token gap (token_gap_s)

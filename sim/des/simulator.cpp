@@ -13,14 +13,10 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   router_ = parse_router(c.router);
   bt_ = t.block_tokens;
   block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
-  if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c.sparse, t.requests());
   host_link_ = {c.host_link_latency_s, c.host_link_per_block_s,
                 c.gpu.host_link_bytes_per_s * c.gpus_per_instance};
   pool_link_ = {c.pool_latency_s, 0, c.pool_bytes_per_s};
-  sparse_link_.link = host_link_;
-  sparse_link_.page_bytes = static_cast<double>(c.model.kv_bytes_per_token) * c.sparse.page_tokens;
-  sparse_link_.layer_ahead = c.sparse.prefetch_layer_ahead;
-  sparse_link_.layers = std::max<std::uint32_t>(1, c.model.layers);
+  if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c, t.requests(), host_link_);
   flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.compute_efficiency * c.gpus_per_instance;
   timing_ = iteration_timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
                              c.iteration_overhead_s, c.timing);

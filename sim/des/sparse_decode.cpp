@@ -79,8 +79,14 @@ void sparse_decoder::validate(const sparse_config& s) {
   }
 }
 
-sparse_decoder::sparse_decoder(const sparse_config& s, std::size_t requests)
-    : s_(s), state_(requests) {}
+sparse_decoder::sparse_decoder(const cluster_config& c, std::size_t requests,
+                               const kvtk::move::timing_model& host_link)
+    : s_(c.sparse), state_(requests) {
+  link_.link = host_link;
+  link_.page_bytes = static_cast<double>(c.model.kv_bytes_per_token) * c.sparse.page_tokens;
+  link_.layer_ahead = c.sparse.prefetch_layer_ahead;
+  link_.layers = std::max<std::uint32_t>(1, c.model.layers);
+}
 
 sparse_decoder::~sparse_decoder() = default;
 
@@ -178,6 +184,46 @@ void sparse_decoder::release(std::uint32_t r) {
     totals_ += m.counters();  // every field (residency_counters::operator+=)
   });
   sp.reset();
+}
+
+double sparse_decoder::batch_step(kvtk::sparse::decode_clock& clock, std::uint64_t recalls,
+                                  std::uint64_t prefetched, double compute_s,
+                                  double kv_bytes) noexcept {
+  decode_kv_read_bytes_ += kv_bytes;
+  ++batch_steps_;
+  const double stall = clock.step(link_, recalls, prefetched, compute_s).stall_s;
+  if (stall > 0) {
+    ++stalled_steps_;
+    stall_s_ += stall;
+  }
+  return stall;
+}
+
+nlohmann::json sparse_decoder::summary() {
+  for (std::uint32_t r = 0; r < state_.size(); ++r) release(r);
+  const auto& k = totals_;
+  return {
+      {"steps", k.steps},
+      {"batch_steps", batch_steps_},
+      {"selections", k.selections},
+      {"hits", k.hits},
+      {"recalls", k.recalls},
+      {"recall_bytes", static_cast<double>(k.recalls) * link_.page_bytes},
+      {"prefetches_issued", k.prefetches_issued},
+      {"prefetch_hits", k.prefetch_hits},
+      {"wasted_prefetches", k.wasted_prefetches},
+      {"prefetches_dropped", k.prefetches_dropped},
+      {"prefetch_bytes", static_cast<double>(k.prefetches_issued) * link_.page_bytes},
+      {"evictions", k.evictions},
+      {"stalled_steps", stalled_steps_},
+      {"stall_s", stall_s_},
+      {"mean_stall_per_stalled_step_s",
+       stalled_steps_ ? stall_s_ / static_cast<double>(stalled_steps_) : 0.0},
+      {"resident_pages",
+       {{"mean", k.steps ? static_cast<double>(resident_sum_) / static_cast<double>(k.steps) : 0.0},
+        {"max", resident_max_}}},
+      {"over_budget_steps", k.over_budget_steps},
+      {"decode_kv_read_bytes", decode_kv_read_bytes_}};
 }
 
 }  // namespace kvtk::sim::des

@@ -206,6 +206,18 @@ class sglang_radix_cache {
   [[nodiscard]] std::uint64_t cached_blocks() const noexcept { return table_.size(); }
   [[nodiscard]] std::uint64_t free_pages() const noexcept { return free_pages_; }
   [[nodiscard]] std::uint64_t evictions() const noexcept { return evicted_pages_; }
+
+  /// Effects: from now on, every evicted page is logged (key, depth in its request) until
+  /// drain_evictions(); a top over lower tiers demotes them (tier/engine_tier_hierarchy.hpp).
+  /// Complexity: O(capacity) once.  Throws: std::bad_alloc.
+  void log_evictions() { evicted_log_.reserve(pages_.size()); logging_ = true; }
+  /// Effects: calls f(key, depth) for every page evicted since the last call, in eviction order,
+  /// and forgets them.  Complexity: O(logged).  Throws: nothing (f must not throw).
+  template <class F>
+  void drain_evictions(F&& f) noexcept {
+    for (const evicted_page& e : evicted_log_) f(e.key, e.depth);
+    evicted_log_.clear();
+  }
   [[nodiscard]] std::uint64_t evicted_nodes() const noexcept { return evicted_nodes_; }
   [[nodiscard]] bool contains(block_key k) const noexcept { return table_.find(k) != none; }
 
@@ -363,8 +375,14 @@ class sglang_radix_cache {
       const std::uint32_t x = heap_[0];
       heap_erase(x);
       node& leaf = nodes_[x];
-      for (std::uint32_t p = leaf.first; p != none;) {
+      std::uint32_t depth = leaf.depth;
+      for (std::uint32_t p = leaf.first; p != none; ++depth) {
         const std::uint32_t next = pages_[p].next;
+        // At most capacity pages are resident, so at most capacity are evicted between drains
+        // of a request run alone; the log never reallocates.
+        if (logging_ && evicted_log_.size() < evicted_log_.capacity()) {
+          evicted_log_.push_back({pages_[p].key, depth});
+        }
         table_.erase(pages_[p].key);
         page_stack_.push_back(p);
         p = next;
@@ -435,6 +453,12 @@ class sglang_radix_cache {
   std::vector<page> pages_;
   std::vector<node> nodes_;
   detail::key_table<key_of> table_;
+  struct evicted_page {
+    block_key key;
+    std::uint32_t depth;
+  };
+  std::vector<evicted_page> evicted_log_;  // log_evictions(): the evictions since the last drain
+  bool logging_ = false;
   std::vector<std::uint32_t> heap_, page_stack_, node_stack_;
   std::uint64_t free_pages_ = 0, clock_ = 0, evicted_pages_ = 0, evicted_nodes_ = 0;
   std::uint64_t protected_pages_ = 0;  // pages of locked nodes

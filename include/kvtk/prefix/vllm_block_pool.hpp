@@ -26,7 +26,7 @@
 // oldest block cached under it; further blocks with the same hash hang off it in insertion order
 // through `next_same`, so duplicates cost nothing extra. Evicting a block unlinks it from its
 // chain (chains longer than one are rare and short). Nothing allocates after construction.
-// Memory: 32 bytes per block + 16 of hash table.
+// Memory: 36 bytes per block + 16 of hash table (+ 16 with the eviction log).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,7 @@ class vllm_block_pool {
     block_key key = 0;
     std::uint32_t refs = 0;
     std::uint32_t next_same = 0;  ///< next block cached under the same key (npos = none)
+    std::uint32_t depth = 0;      ///< its position in the request that cached it (set_depth)
     bool cached = false;
   };
   struct key_of {
@@ -196,6 +197,20 @@ class vllm_block_pool {
   /// Distinct hashes cached.
   [[nodiscard]] std::size_t distinct_keys() const noexcept { return table_.size(); }
   [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
+
+  /// Effects: from now on, every evicted block is logged (its key and its depth in the request
+  /// that cached it) until drain_evictions(); a top over lower tiers demotes them
+  /// (tier/engine_tier_hierarchy.hpp). Complexity: O(capacity) once.  Throws: std::bad_alloc.
+  void log_evictions() { evicted_log_.reserve(blocks_.size()); logging_ = true; }
+  /// Effects: calls f(key, depth) for every block evicted since the last call, in eviction
+  /// order, and forgets them.  Complexity: O(logged).  Throws: nothing (f must not throw).
+  template <class F>
+  void drain_evictions(F&& f) noexcept {
+    for (const evicted_block& e : evicted_log_) f(e.key, e.depth);
+    evicted_log_.clear();
+  }
+  /// Requires: s is cached.  Effects: records block s's depth in its request (for the log).
+  void set_depth(std::uint32_t s, std::uint32_t depth) noexcept { blocks_[s].depth = depth; }
   [[nodiscard]] std::size_t free_blocks() const noexcept { return free_.size(); }
   [[nodiscard]] bool contains(block_key k) const noexcept { return table_.find(k) != npos; }
 
@@ -239,13 +254,24 @@ class vllm_block_pool {
       while (blocks_[p].next_same != s) p = blocks_[p].next_same;
       blocks_[p].next_same = b.next_same;
     }
+    // Each eviction reuses a block for a request that holds it until it ends, so between drains
+    // of a request run alone at most capacity blocks are evicted: the log never reallocates.
+    if (logging_ && evicted_log_.size() < evicted_log_.capacity()) {
+      evicted_log_.push_back({b.key, b.depth});
+    }
     b.cached = false;
     b.next_same = npos;
     --cached_blocks_;
     ++evictions_;
   }
 
+  struct evicted_block {
+    block_key key;
+    std::uint32_t depth;
+  };
   std::vector<block> blocks_;
+  std::vector<evicted_block> evicted_log_;  // log_evictions(): the evictions since the last drain
+  bool logging_ = false;
   detail::key_table<key_of> table_;
   detail::intrusive_list<block, block_tag> free_;
   std::uint64_t cached_blocks_ = 0, evictions_ = 0;

@@ -265,6 +265,12 @@ class lower_tiers<type_list<Ps...>> {
     ++counters_[s].promotions;
     for (std::size_t l = s; l >= 1; --l) ++links_[l].blocks_up;
   }
+  /// Effects: counts an eviction of tier t that writes nothing down because tier t still holds
+  /// the block in another slot (an engine top's duplicate): an eviction and a drop.
+  void count_eviction_dropped(std::size_t t) noexcept {
+    ++counters_[t].evictions;
+    ++counters_[t].drops;
+  }
   /// Effects: counts a stale copy discarded from tier s (its block was recomputed).
   void count_superseded(std::size_t s) noexcept { ++counters_[s].superseded; }
   /// Effects: counts a write into tier t refused for room (the top's own refusals).

@@ -58,9 +58,9 @@ inline double lower_tier_wait(const hierarchy_config& cfg,
   return wait;
 }
 
-/// A tier hierarchy (tier_hierarchy, radix_tier_hierarchy: anything with their process(),
-/// config(), tiers(), counters() and max_tiers) as a prefix-replay index, with the load time
-/// (above) of every request.
+/// A tier hierarchy (tier_hierarchy, radix_tier_hierarchy, engine_tier_hierarchy: anything with
+/// their process(), config(), tiers(), counters() and max_tiers) as a prefix-replay index, with
+/// the load time (above) of every request.
 /// Thread safety: as block_cache (one index per thread; the trace may be shared).
 template <class Hierarchy>
 class hierarchy_index {
@@ -76,6 +76,10 @@ class hierarchy_index {
   void begin_request(std::uint64_t input_length, std::uint32_t block_tokens) noexcept {
     input_length_ = input_length;
     block_tokens_ = block_tokens;
+    // An engine top (engine_tier_hierarchy.hpp) caps and allocates by the prompt's length.
+    if constexpr (requires { h_.begin_request(input_length, block_tokens); }) {
+      h_.begin_request(input_length, block_tokens);
+    }
   }
 
   /// Requires: begin_request for this request.  Effects: the hierarchy's process() of the
