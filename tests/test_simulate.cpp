@@ -370,6 +370,20 @@ TEST_CASE("sparse decode under the engine schedulers: selected pages only, recal
     CHECK(drifting.summary["tbt_s"]["mean"].get<double>() < d.summary["tbt_s"]["mean"].get<double>());
     // Identical inputs, identical runs.
     CHECK(sim::des::simulate(t, c).summary == drifting.summary);
+    // Under memory pressure requests are preempted: their pages go with their blocks, they
+    // decode again with fresh state, and every count still adds up. (SGLang's admission holds
+    // back the running requests' remaining output, so it does not preempt here.)
+    if (std::string(s) == "sglang") continue;
+    c.local_cache_blocks = 97;  // three prompts of 32 blocks; their decodes need a block each
+    const auto tight = sim::des::simulate(t, c);
+    REQUIRE(tight.summary["preemptions"].get<std::uint64_t>() > 0);
+    const auto& s2 = tight.summary["sparse"];
+    std::uint64_t tight_recalls = 0;
+    for (const auto& o : tight.requests) tight_recalls += o.recalls;
+    CHECK(tight_recalls == s2["recalls"].get<std::uint64_t>());
+    CHECK(s2["steps"].get<std::uint64_t>() > 0);
+    CHECK(s2["steps"].get<std::uint64_t>() <= 64 * 299);
+    CHECK(s2["over_budget_steps"].get<std::uint64_t>() == 0);
   }
 }
 

@@ -187,7 +187,8 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
     const std::uint64_t tokens = t_.input_tokens(r) + e.out.output_tokens;
     context += static_cast<double>(tokens);
     if (c_.sparse.enabled) {
-      const auto k = sparse_->step(r, tokens, e.st.remaining);
+      // The prefill gave the first token: this is decode step output_tokens - 1.
+      const auto k = sparse_->step(r, tokens, e.st.remaining, e.out.output_tokens - 1);
       kv_bytes += static_cast<double>(k.pages) * sparse_->page_bytes();
       recalls += k.recalls;
       prefetched += k.prefetched;

@@ -284,7 +284,7 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
       ++d.requests;
       d.context_tokens += static_cast<double>(q.computed);
       if (sparse_) {  // the step reads the selected pages only
-        const auto k = sparse_->step(r, q.seq(), q.out_total - q.out_done);
+        const auto k = sparse_->step(r, q.seq(), q.out_total - q.out_done, q.out_done - 1);
         d.kv_bytes += static_cast<double>(k.pages) * sparse_->page_bytes();
         recalls += k.recalls;
         prefetched += k.prefetched;
@@ -296,18 +296,22 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
       parts_.push_back({q.scheduled, q.computed});
     }
   }
-  double compute = timing_.seconds(parts_, d);
+  const double compute = timing_.seconds(parts_, d);
+  // Sparse: the decoding requests' recalls and the previous prefetch that compute did not hide
+  // stall the iteration; an iteration without decodes still hides an earlier prefetch. The stall
+  // is on the host link, as the DRAM loads are, so it never overlaps them.
+  double stall = 0;
   if (sparse_ && d.requests > 0) {
-    const double stall =
-        sparse_->batch_step(inst_[i].decode_clock, recalls, prefetched, compute, d.kv_bytes);
+    stall = sparse_->batch_step(inst_[i].decode_clock, recalls, prefetched, compute, d.kv_bytes);
     for (const std::uint32_t r : inst_[i].batch) {
       const engine_request& q = w_.st(r);
       if (q.decoding() && q.scheduled == 1) w_.out(r).stall_s += stall;
     }
-    compute += stall;
+  } else if (sparse_) {
+    inst_[i].decode_clock.elapse(compute);
   }
-  if (load == 0) return compute;
-  return c_.overlap_load ? std::max(compute, load) : compute + load;
+  if (load == 0) return compute + stall;
+  return (c_.overlap_load ? std::max(compute, load) : compute + load) + stall;
 }
 
 template <class KV>

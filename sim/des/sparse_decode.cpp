@@ -29,7 +29,6 @@ struct sparse_request {
   std::unique_ptr<kvtk::sparse::pattern_generator> gen;  // null when replaying records
   const recorded_selection* recorded = nullptr;
   std::size_t record = 0;  // the record in use (recorded)
-  std::uint64_t decode_steps = 0;
   std::vector<std::uint32_t> cur_blocks, next_blocks, predicted;
   std::vector<float> cur_weights, next_weights;
   bool has_next = false;
@@ -136,9 +135,9 @@ sparse_request& sparse_decoder::state(std::uint32_t r, std::uint64_t tokens,
 }
 
 sparse_decoder::step_result sparse_decoder::step(std::uint32_t r, std::uint64_t tokens,
-                                                 std::uint64_t remaining) {
+                                                 std::uint64_t remaining, std::uint64_t index) {
   sparse_request& sp = state(r, tokens, remaining);
-  const std::uint64_t k = sp.decode_steps++;
+  const std::uint64_t k = index;
   const bool prefetch = s_.prefetch_next_step && remaining > 1;
   kvtk::sparse::step_selection sel;
   if (sp.recorded != nullptr) {

@@ -39,9 +39,12 @@ class sparse_decoder {
     std::uint32_t recalls = 0;     ///< critical-path recalls
     std::uint64_t prefetched = 0;  ///< pages prefetched for the request's next step
   };
-  /// One decode step of request r, whose context is `tokens` tokens and which has `remaining`
-  /// output tokens to produce (this one included).
-  step_result step(std::uint32_t r, std::uint64_t tokens, std::uint64_t remaining);
+  /// One decode step of request r, whose context is `tokens` tokens, which has `remaining`
+  /// output tokens to produce (this one included) and which is its decode step `index` (0 for
+  /// the step after its prefill; recorded selections are taken at that index, also when a
+  /// preempted request decodes again with fresh state).
+  step_result step(std::uint32_t r, std::uint64_t tokens, std::uint64_t remaining,
+                   std::uint64_t index);
   /// Adds r's counters to the totals and frees its state (no-op when it has none).
   void release(std::uint32_t r);
   /// KV bytes of one page (all layers).

@@ -33,6 +33,7 @@
 // construction. Memory: 56 bytes per page of capacity + 16 of hash table.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -380,7 +381,8 @@ class sglang_radix_cache {
         const std::uint32_t next = pages_[p].next;
         // At most capacity pages are resident, so at most capacity are evicted between drains
         // of a request run alone; the log never reallocates.
-        if (logging_ && evicted_log_.size() < evicted_log_.capacity()) {
+        assert(!logging_ || evicted_log_.size() < evicted_log_.capacity());
+    if (logging_ && evicted_log_.size() < evicted_log_.capacity()) {
           evicted_log_.push_back({pages_[p].key, depth});
         }
         table_.erase(pages_[p].key);

@@ -29,6 +29,7 @@
 // Memory: 36 bytes per block + 16 of hash table (+ 16 with the eviction log).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -256,6 +257,7 @@ class vllm_block_pool {
     }
     // Each eviction reuses a block for a request that holds it until it ends, so between drains
     // of a request run alone at most capacity blocks are evicted: the log never reallocates.
+    assert(!logging_ || evicted_log_.size() < evicted_log_.capacity());
     if (logging_ && evicted_log_.size() < evicted_log_.capacity()) {
       evicted_log_.push_back({b.key, b.depth});
     }

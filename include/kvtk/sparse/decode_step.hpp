@@ -86,6 +86,11 @@ class decode_clock {
     unhidden_prefetch_s_ = std::max(0.0, t.prefetch_link_s - compute_s);
     return t;
   }
+  /// Effects: compute_s of other work (no decode step) passes: it hides as much of the prefetch
+  /// still in flight.  Complexity: O(1).  Throws: nothing.
+  void elapse(double compute_s) noexcept {
+    unhidden_prefetch_s_ = std::max(0.0, unhidden_prefetch_s_ - compute_s);
+  }
 
  private:
   double unhidden_prefetch_s_ = 0;

@@ -24,15 +24,17 @@
 //     the engine recomputes every block after its own hit.
 //  2. Blocks g..h-1 are staged: erased from their lower tiers (no eviction) before anything
 //     else changes, each a promotion of its tier (blocks_up on every link from it to tier 1).
-//  3. The engine runs the request as `--engine` does. A loaded block takes a new GPU block as a
+//  3. Blocks h..f-1 still in a lower tier are recomputed: that copy is erased (superseded),
+//     before anything can evict it.
+//  4. The engine runs the request as `--engine` does. A loaded block takes a new GPU block as a
 //     computed one does (vLLM: both are the request's computed tokens; SGLang: both are
 //     inserted), so the engine's own state is what it would be had the loads been prefills.
-//  4. Every block the engine evicted in 3, in its order, is demoted: written into tier 1 when
+//  5. Every block the engine evicted in 4, in its order, is demoted: written into tier 1 when
 //     its admission filter admits it and it can make room (a write of tier 1, blocks_down of
-//     link 1, a demotion of tier 0), else dropped; one whose key the GPU cache still holds after
-//     the request (vLLM: a duplicate, or the request cached the key again) is dropped, as the
-//     GPU keeps the block. A write into a full flat tier cascades as lower_tiers does.
-//  5. Blocks h..f-1 still in a lower tier were recomputed: that copy is erased (superseded).
+//     link 1, a demotion of tier 0), else dropped. It is dropped as well when the GPU cache
+//     still holds its key after the request (vLLM: a duplicate, or the request cached the key
+//     again) or a lower tier already holds it (vLLM evicted two copies of it in this request):
+//     exclusive tiers keep one copy. A write into a full flat tier cascades as lower_tiers does.
 // A request the engine cannot schedule (more blocks than the GPU cache) changes nothing and hits
 // nothing. With one tier, every request hits exactly what `--engine` gives it.
 //
@@ -205,23 +207,26 @@ class engine_tier_hierarchy<Cache, type_list<Ps...>> {
         core_.count_promotion(served[i]);
       }
     }
-    // 3. The engine's run, 4. its evictions demoted.
-    [[maybe_unused]] const auto r = top_.run(keys.first(f), L_, B_);
-    assert(r.scheduled && r.hit_blocks == g);
-    top_.cache.drain_evictions([this](block_key k, std::uint32_t depth) {
-      if (top_.holds(k)) {
-        core_.count_eviction_dropped(0);
-      } else {
-        core_.evicted(0, k, depth, 0);
-      }
-    });
-    // 5. Stale copies of recomputed blocks.
+    // 3. Stale copies of the blocks the request recomputes, discarded before anything can evict
+    // them (as the radix top does).
     for (std::uint64_t i = h; i < f; ++i) {
       const std::size_t t = core_.lower_tier_of(keys[i]);
       if (t == tiers()) continue;
       core_.take(t, keys[i]);
       core_.count_superseded(t);
     }
+    // 4. The engine's run, 5. its evictions demoted. A key still held after the run (the GPU
+    // keeps or re-cached it) or already demoted by this drain (vLLM evicted two copies) is
+    // dropped: exclusive tiers hold one copy.
+    [[maybe_unused]] const auto r = top_.run(keys.first(f), L_, B_);
+    assert(r.scheduled && r.hit_blocks == g);
+    top_.cache.drain_evictions([this](block_key k, std::uint32_t depth) {
+      if (top_.holds(k) || core_.lower_tier_of(k) != tiers()) {
+        core_.count_eviction_dropped(0);
+      } else {
+        core_.evicted(0, k, depth, 0);
+      }
+    });
     return h;
   }
 

@@ -98,7 +98,8 @@ class hierarchy_index {
     return hit;
   }
 
-  /// Blocks that left the hierarchy (drops of every tier).  Complexity: O(tiers).
+  /// Blocks that left the hierarchy (drops of every tier; with an engine top, also the GPU's
+  /// duplicate copies it dropped).  Complexity: O(tiers).
   [[nodiscard]] std::uint64_t evictions() const noexcept {
     std::uint64_t e = 0;
     for (std::size_t t = 0; t < h_.tiers(); ++t) e += h_.counters(t).drops;
