@@ -49,6 +49,7 @@ set(KVTK_API_SOURCES
   api/index_runs_admit_depth.cpp
   api/index_runs_tiers.cpp
   api/index_runs_engine_tiers.cpp
+  api/offload.cpp
   api/index_runs_radix_tiers_lru.cpp
   api/index_runs_radix_tiers_lfu.cpp
   api/index_runs_radix_tiers_s3fifo.cpp

@@ -82,7 +82,18 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
     o.tiers = tier_report(run.state, requested, o.counts, trace_days);
     return o;
   }
-  if (j.engine == "vllm") {
+  if (j.offload >= 0) {
+    const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
+    auto cfg = spec.cfg;
+    cfg.gpu_blocks = cap;
+    // A CPU tier that can hold every chunk reference never evicts: allocate no more (as caps).
+    cfg.cpu_chunks = allocation_capacity(cfg.cpu_chunks, t.view().keys.size());
+    kvtk::tier::vllm_offload_index<> idx(cfg);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
+    o.engine = {{"version", kvtk::tier::vllm_offload<>::engine_version},
+                {"unscheduled_requests", idx.counters().unscheduled}};
+    o.offload = offload_report(spec, idx.counters(), cap, t.view().block_tokens, trace_days);
+  } else if (j.engine == "vllm") {
     vllm_engine_index idx(cap);
     o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
     o.engine = {{"version", vllm_engine_index::engine_version},
@@ -224,6 +235,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
       {"block_refs_per_second",
        out.seconds > 0 ? static_cast<double>(c.block_refs) / out.seconds : 0.0}};
   if (!out.engine.is_null()) r["engine_state"] = out.engine;
+  if (!out.offload.is_null()) r["offload"] = out.offload;
   r["hints"] = hints_json(j, p);
   if (j.hierarchy >= 0) {
     r["tiers"] = out.tiers;
@@ -263,6 +275,7 @@ nlohmann::json to_json(const replay_options& o) {
           {"pricing", o.pricing},
           {"tiers", o.tiers},
           {"tier_config", o.tier_config},
+          {"offload", o.offload},
           {"inclusion", o.inclusion},
           {"tier_top", o.tier_top},
           {"write_policy", o.write_policy},
@@ -292,6 +305,7 @@ replay_options replay_options_from_json(const nlohmann::json& j) {
   in.get("pricing", o.pricing);
   in.get("tiers", o.tiers);
   in.get("tier_config", o.tier_config);
+  in.get("offload", o.offload);
   in.get("inclusion", o.inclusion);
   in.get("tier_top", o.tier_top);
   in.get("write_policy", o.write_policy);

@@ -48,6 +48,10 @@ struct replay_options {
   std::string pricing;                ///< price preset or .json: attach an API cost ("" = none)
   std::vector<std::string> tiers;     ///< hierarchies "name:capacity:policy[:usd_per_gb_month],..."
   std::vector<std::string> tier_config;  ///< hierarchies as JSON files
+  /// The engine's own offload tier under `--engine vllm` (vLLM 0.33's OffloadingConnector, CPU
+  /// spec): "cpu:SIZE[:POLICY[:usd_per_gb_month]][,block_size=N,store_threshold=N,...]", one job
+  /// per spec and capacity (api/offload.hpp, docs/tiers.md "Engine offload tiers").
+  std::vector<std::string> offload;
   std::string inclusion = "exclusive";   ///< tiers: exclusive | inclusive
   /// tiers: the top tier: flat (a block_cache, tier_hierarchy) | radix (a prefix_tree whose leaf
   /// order is the top tier's policy, radix_tier_hierarchy; exclusive write-back only). The CLI

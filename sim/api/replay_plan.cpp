@@ -174,7 +174,16 @@ void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) 
 // the grid. Engines cache full blocks only, so --partial-block cache contradicts them.
 bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
   if (o.engine.empty()) throw usage_error("--engine: empty list");
-  bool ideal = false;
+  bool ideal = false, vllm = false;
+  for (const auto& e : o.engine) vllm |= parse_engine(e) == engine_accounting::vllm;
+  if (!o.offload.empty() && !vllm) {
+    throw usage_error("--offload: an engine's offload tier runs under its GPU cache: add "
+                      "--engine vllm (SGLang HiCache, LMCache and Dynamo KVBM are not modelled "
+                      "yet)");
+  }
+  for (const auto& spec : o.offload) {
+    p.offloads.push_back(parse_offload_spec(spec, o.block_tokens, bytes_per_token));
+  }
   for (const auto& e : o.engine) {
     const engine_accounting engine = parse_engine(e);
     if (engine == engine_accounting::ideal) {
@@ -191,6 +200,9 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
       const std::uint64_t cap = parse_capacity(c, o.block_tokens, bytes_per_token);
       if (engine == engine_accounting::vllm) {
         p.jobs.push_back({"hashchain", "vllm", cap, -1, c, e});
+        for (std::size_t k = 0; k < p.offloads.size(); ++k) {
+          p.jobs.push_back({"offload", describe(p.offloads[k]), cap, -1, c, e, static_cast<int>(k)});
+        }
       } else {
         p.jobs.push_back({"radix", "lru", cap, -1, c, e});
       }

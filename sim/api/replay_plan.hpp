@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "api/offload.hpp"
 #include "api/replay.hpp"
 #include "kvtk/cost/pricing.hpp"
 
@@ -21,12 +22,14 @@ struct job {
   int hierarchy = -1;          // index into the tier hierarchies (index "tiers")
   std::string capacity_given;  // the capacity as the user wrote it ("64GiB", "3Mtok", "1000")
   std::string engine = "ideal";  // ideal | vllm | sglang (api/replay.hpp)
+  int offload = -1;              // index into the offload specs (index "offload")
 };
 struct outcome {
   kvtk::prefix::prefix_counts counts;
   double seconds = 0;
   nlohmann::json tiers;   // per-tier report of a hierarchy job
   nlohmann::json engine;  // an engine mode's version and final state
+  nlohmann::json offload;  // an offload job's per-tier report (api/offload.hpp)
 };
 
 // Everything run() derives from the options before it reads the trace.
@@ -34,6 +37,7 @@ struct plan {
   kvtk::prefix::partial_block pb = kvtk::prefix::partial_block::skip;
   std::vector<job> jobs;
   std::vector<kvtk::tier::hierarchy_config> hierarchies;
+  std::vector<offload_spec> offloads;  ///< --offload, checked
   std::string tier_top = "flat";  ///< replay_options::tier_top, checked
   std::vector<nlohmann::json> calibration_reports;
   std::vector<std::string> price_storage;

@@ -68,6 +68,29 @@ std::string tier_text(const nlohmann::json& rep) {
   return s;
 }
 
+// An offload job's tiers: what each served, and the CPU tier's traffic.
+std::string offload_text(const nlohmann::json& row) {
+  const auto& rep = row["offload"];
+  std::string s = format("\noffload %s under vllm GPU %llu blocks (%s, block_size %llu tokens):\n",
+                         rep["spec"].get<std::string>().c_str(),
+                         row["capacity_blocks"].get<unsigned long long>(),
+                         rep["engine_version"].get<std::string>().c_str(),
+                         rep["block_size_tokens"].get<unsigned long long>());
+  s += format("  %-6s %-12s %12s %12s %10s %10s %10s\n", "tier", "policy", "capacity",
+              "hit blocks", "loaded", "stored", "evicted");
+  for (const auto& t : rep["tiers"]) {
+    const bool cpu = t.contains("chunks_loaded");
+    s += format("  %-6s %-12s %12llu %12llu %10s %10s %10s\n", t["name"].get<std::string>().c_str(),
+                cpu ? t["policy"].get<std::string>().c_str() : "vllm",
+                t["capacity_blocks"].get<unsigned long long>(),
+                t["hit_blocks"].get<unsigned long long>(),
+                cpu ? std::to_string(t["chunks_loaded"].get<unsigned long long>()).c_str() : "-",
+                cpu ? std::to_string(t["chunks_stored"].get<unsigned long long>()).c_str() : "-",
+                cpu ? std::to_string(t["evictions"].get<unsigned long long>()).c_str() : "-");
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string to_text(const replay_result& r) {
@@ -117,6 +140,7 @@ std::string to_text(const replay_result& r) {
   }
   for (const auto& row : r.results) {
     if (row.contains("tiers")) s += tier_text(row["tiers"]);
+    if (row.contains("offload")) s += offload_text(row);
   }
   return s;
 }

@@ -68,6 +68,12 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "a tier hierarchy name:capacity:policy[:usd_per_gb_month],... top first, e.g. "
       "hbm:80GiB:lru,dram:1TiB:arc:2.5,ssd:30TiB:s3fifo:0.08 (repeat to compare several; "
       "docs/tiers.md \"Command line\")")(
+      "offload", po::value(&o.offload)->composing(),
+      "with --engine vllm: vLLM's own CPU offload tier under its GPU pool (the "
+      "OffloadingConnector of vLLM 0.33), cpu:SIZE[:POLICY[:usd_per_gb_month]][,key=value...]; "
+      "SIZE in GPU blocks, tokens or bytes; POLICY lru (vLLM's) or a kvtk policy (kvtk-NAME, "
+      "through kvtk.integrations.vllm); knobs block_size (tokens), store_threshold, "
+      "max_tracker_size; repeat to compare several (docs/tiers.md \"Engine offload tiers\")")(
       "tier-config", po::value(&o.tier_config)->composing(),
       "a tier hierarchy as a JSON file (docs/tiers.md \"Command line\"; repeatable)")(
       "inclusive", "tiers: lower tiers keep copies of blocks held above")(

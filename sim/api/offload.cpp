@@ -1,0 +1,181 @@
+// sim/api/offload.cpp — `kvtk replay --offload` specs and reports (api/offload.hpp).
+#include "api/offload.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "api/trace_options.hpp"
+#include "api/usage_error.hpp"
+#include "kvtk/registry.hpp"
+
+namespace kvtk::sim {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+std::uint64_t whole(const std::string& where, const std::string& key, const std::string& v) {
+  std::size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || v[0] == '-' || n >= (1ull << 31)) {
+    throw usage_error(where + ": " + key + "='" + v + "' is not a whole number below 2^31");
+  }
+  return n;
+}
+
+}  // namespace
+
+offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tokens,
+                                std::uint64_t bytes_per_token) {
+  const std::string where = "--offload '" + text + "'";
+  offload_spec s;
+  s.text = text;
+  s.block_bytes = bytes_per_token * block_tokens;
+  const auto items = split(text, ',');
+  const auto f = split(items.empty() ? std::string() : items[0], ':');
+  if (f.size() < 2 || f.size() > 4 || f[0].empty() || f[1].empty()) {
+    throw usage_error(where + ": not medium:size[:policy[:usd_per_gb_month]][,key=value...]");
+  }
+  s.medium = f[0];
+  if (s.medium != "cpu") {
+    throw usage_error(where + ": unknown medium '" + s.medium + "' (vLLM 0.33's CPU offloading "
+                      "has one tier: cpu; its fs/obj secondary tiers are not modelled)");
+  }
+  s.size_given = f[1];
+  s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
+  if (f.size() >= 3 && !f[2].empty()) s.cfg.policy = f[2];
+  if (f.size() == 4) {
+    std::size_t used = 0;
+    double price = -1;
+    try {
+      price = std::stod(f[3], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != f[3].size() || !std::isfinite(price) || price < 0 || price > 1e6) {
+      throw usage_error(where + ": the price '" + f[3] + "' is not USD per GB-month in [0, 1e6]");
+    }
+    s.usd_per_gb_month = price;
+  }
+  std::uint64_t block_size = block_tokens;
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    const auto eq = items[i].find('=');
+    if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
+    const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
+    if (key == "block_size") {
+      block_size = whole(where, key, value);
+    } else if (key == "store_threshold") {
+      s.cfg.store_threshold = static_cast<std::uint32_t>(whole(where, key, value));
+    } else if (key == "max_tracker_size") {
+      s.cfg.max_tracker_size = static_cast<std::uint32_t>(whole(where, key, value));
+    } else {
+      throw usage_error(where + ": unknown knob '" + key +
+                        "' (known: block_size store_threshold max_tracker_size)");
+    }
+  }
+  if (block_size == 0 || block_size % block_tokens != 0) {
+    throw usage_error(where + ": block_size=" + std::to_string(block_size) +
+                      " is not a positive multiple of the GPU block's " +
+                      std::to_string(block_tokens) + " tokens");
+  }
+  s.cfg.blocks_per_chunk = static_cast<std::uint32_t>(block_size / block_tokens);
+  const std::uint64_t chunks = s.size_blocks / s.cfg.blocks_per_chunk;
+  if (chunks == 0) {
+    throw usage_error(where + ": the size " + s.size_given + " (" +
+                      std::to_string(s.size_blocks) + " GPU blocks) is below one offloaded "
+                      "block of " + std::to_string(s.cfg.blocks_per_chunk) + " GPU blocks");
+  }
+  if (chunks >= (1ull << 31)) throw usage_error(where + ": the size must be below 2^31 blocks");
+  s.cfg.cpu_chunks = static_cast<std::uint32_t>(chunks);
+  const std::string& p = s.cfg.policy;
+  const std::string kvtk_name = p.rfind("kvtk-", 0) == 0 ? p.substr(5) : p;
+  if (p == "arc") {
+    throw usage_error(where + ": vLLM's own arc policy is not modelled yet (kvtk-arc runs kvtk's "
+                      "ARC through kvtk.integrations.vllm)");
+  }
+  if (p != "lru" && !is_policy_name(kvtk_name)) {
+    std::string known;
+    for (auto n : policy_names) known += " " + std::string(n);
+    throw usage_error(where + ": unknown policy '" + p + "' (vLLM's: lru; kvtk's, through its "
+                      "adapter, as kvtk-NAME or NAME:" + known + ")");
+  }
+  if (kvtk_name == "belady") {
+    throw usage_error(where + ": belady is offline (it needs next uses) and cannot run in vLLM");
+  }
+  return s;
+}
+
+std::string describe(const offload_spec& s) {
+  std::string out = s.medium + ":" + std::to_string(s.cfg.cpu_chunks);
+  if (s.cfg.blocks_per_chunk > 1) out += "x" + std::to_string(s.cfg.blocks_per_chunk);
+  out += ":" + s.cfg.policy;
+  if (s.cfg.store_threshold >= 2) out += ":t" + std::to_string(s.cfg.store_threshold);
+  return out;
+}
+
+nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offload_counters& c,
+                              std::uint32_t gpu_blocks, std::uint32_t block_tokens,
+                              double trace_days) {
+  const double chunk_bytes =
+      static_cast<double>(s.block_bytes) * static_cast<double>(s.cfg.blocks_per_chunk);
+  const double tier_bytes = chunk_bytes * static_cast<double>(s.cfg.cpu_chunks);
+  nlohmann::json counters = {{"requests", c.requests},
+                             {"unscheduled", c.unscheduled},
+                             {"gpu_hit_blocks", c.gpu_hit_blocks},
+                             {"cpu_hit_blocks", c.cpu_hit_blocks},
+                             {"loaded_tokens", c.loaded_tokens},
+                             {"chunks_loaded", c.chunks_loaded},
+                             {"chunks_stored", c.chunks_stored},
+                             {"chunks_evicted", c.chunks_evicted},
+                             {"store_refusals", c.store_refusals},
+                             {"threshold_skips", c.threshold_skips},
+                             {"reused_chunks", c.reused_chunks}};
+  nlohmann::json tiers = nlohmann::json::array();
+  tiers.push_back({{"name", "gpu"},
+                   {"capacity_blocks", gpu_blocks},
+                   {"hit_blocks", c.gpu_hit_blocks},
+                   {"hit_tokens", c.gpu_hit_blocks * block_tokens}});
+  nlohmann::json cpu = {{"name", s.medium},
+                        {"policy", s.cfg.policy},
+                        {"capacity", s.size_given},
+                        {"capacity_blocks", std::uint64_t{s.cfg.cpu_chunks} * s.cfg.blocks_per_chunk},
+                        {"capacity_chunks", s.cfg.cpu_chunks},
+                        {"hit_blocks", c.cpu_hit_blocks},
+                        {"hit_tokens", c.loaded_tokens},
+                        {"chunks_loaded", c.chunks_loaded},
+                        {"chunks_stored", c.chunks_stored},
+                        {"evictions", c.chunks_evicted}};
+  if (s.block_bytes > 0) {
+    cpu["bytes_loaded"] = static_cast<double>(c.chunks_loaded) * chunk_bytes;
+    cpu["bytes_stored"] = static_cast<double>(c.chunks_stored) * chunk_bytes;
+    cpu["capacity_bytes"] = tier_bytes;
+    if (s.usd_per_gb_month > 0) {
+      // Rent of the tier's memory, 30-day months; per day of the trace's span when known.
+      cpu["usd_per_month"] = tier_bytes / 1e9 * s.usd_per_gb_month;
+      cpu["usd_per_day"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0;
+      if (trace_days > 0) cpu["usd_for_trace"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0 * trace_days;
+    }
+  }
+  tiers.push_back(cpu);
+  return {{"engine_version", kvtk::tier::vllm_offload<>::engine_version},
+          {"spec", s.text},
+          {"block_size_tokens", std::uint64_t{s.cfg.blocks_per_chunk} * block_tokens},
+          {"blocks_per_chunk", s.cfg.blocks_per_chunk},
+          {"store_threshold", s.cfg.store_threshold},
+          {"max_tracker_size", s.cfg.max_tracker_size},
+          {"tiers", tiers},
+          {"counters", counters}};
+}
+
+}  // namespace kvtk::sim

@@ -1,0 +1,144 @@
+// vLLM 0.33's CPU offloading under its block pool (kvtk/tier/vllm_offload.hpp): hand-computed
+// lookups, loads and stores from the connector's rules (offloaded blocks of one and two GPU
+// blocks), the store threshold, an all-or-nothing store that is refused, vLLM's LRU against kvtk's
+// LRU through the adapter, and refused configurations. The equality with vLLM's own code is
+// tools/engine-check/vllm_offload_connector.py's (docs/tiers.md).
+#include <catch2/catch.hpp>
+#include <kvtk/kvtk.hpp>
+#include <kvtk/tier/vllm_offload.hpp>
+#include <vector>
+
+namespace {
+
+using namespace kvtk;
+using tier::vllm_offload_config;
+
+vllm_offload_config config(std::uint32_t gpu, std::uint32_t cpu, std::uint32_t k = 1,
+                           const char* policy = "lru") {
+  vllm_offload_config c;
+  c.gpu_blocks = gpu;
+  c.cpu_chunks = cpu;
+  c.blocks_per_chunk = k;
+  c.policy = policy;
+  return c;
+}
+
+using offload = tier::vllm_offload<>;
+
+tier::vllm_offload_request run(offload& o, std::vector<block_key> keys, std::uint64_t L) {
+  return o.run_request(keys, L, 16);
+}
+
+}  // namespace
+
+TEST_CASE("vllm offload: hand-computed loads and stores, one GPU block per chunk", "[vllm_offload]") {
+  offload o(config(4, 10));
+  auto r = run(o, {1, 2, 3}, 48);  // nothing anywhere: all three chunks stored
+  CHECK(r.gpu_hit_blocks == 0);
+  CHECK(r.loaded_tokens == 0);
+  CHECK(r.stored_chunks == 3);
+  r = run(o, {4, 5, 6}, 48);  // the GPU pool evicts 3 and 2; the CPU keeps them
+  CHECK(r.stored_chunks == 3);
+  CHECK(o.cpu_resident() == 6);
+  // {1,2,3,7}: the GPU hits 1; the lookup from chunk 1 finds 2 and 3 (7 missing): 32 tokens
+  // load, chunks 1..2; the store offers chunk 3 only (CHUNK_LEVEL: from the loaded end).
+  r = run(o, {1, 2, 3, 7}, 64);
+  CHECK(r.gpu_hit_blocks == 1);
+  CHECK(r.loaded_tokens == 32);
+  CHECK(r.loaded_chunks == 2);
+  CHECK(r.stored_chunks == 1);
+  // {1,2,3}, 48 tokens: the GPU may hit 2 blocks (the last token is never a hit), but the lookup
+  // from chunk 2 finds 3 in the CPU tier: its 16 tokens load even though the GPU holds block 3.
+  r = run(o, {1, 2, 3}, 48);
+  CHECK(r.gpu_hit_blocks == 2);
+  CHECK(r.loaded_tokens == 16);
+  CHECK(r.loaded_chunks == 1);
+  CHECK(r.stored_chunks == 0);
+  const auto& c = o.counters();
+  CHECK(c.requests == 4);
+  CHECK(c.gpu_hit_blocks == 3);
+  CHECK(c.cpu_hit_blocks == 3);
+  CHECK(c.chunks_loaded == 3);
+  CHECK(c.chunks_stored == 7);
+  CHECK(c.chunks_evicted == 0);
+}
+
+TEST_CASE("vllm offload: chunks of two GPU blocks", "[vllm_offload]") {
+  offload o(config(8, 4, 2));
+  // 5 blocks: 2 chunks, keyed by blocks 1 and 3 (keys 2 and 4); the fifth block is no chunk.
+  auto r = run(o, {1, 2, 3, 4, 5}, 80);
+  CHECK(r.stored_chunks == 2);
+  CHECK(o.cpu_holds(2));
+  CHECK(o.cpu_holds(4));
+  CHECK_FALSE(o.cpu_holds(1));
+  // {1,2,3,9}: the GPU hits 3 blocks (48 tokens); less than a chunk is left to load: nothing.
+  // No load, so the store offers every chunk from 0: 2 is reused, 9 stored.
+  r = run(o, {1, 2, 3, 9}, 64);
+  CHECK(r.gpu_hit_blocks == 3);
+  CHECK(r.loaded_tokens == 0);
+  CHECK(r.stored_chunks == 1);
+  CHECK(o.counters().reused_chunks == 1);
+  CHECK(o.cpu_holds(9));
+}
+
+TEST_CASE("vllm offload: a chunk loads only from a chunk boundary after the GPU hit",
+          "[vllm_offload]") {
+  // GPU of 3 blocks: {1,2,3,4} cannot run (4 blocks > 3): unscheduled. With 4 GPU blocks, a
+  // second request {1,2,3,4,5,6} (96 tokens) after the pool lost 3.. keeps 1,2: the lookup
+  // starts at chunk floor(32 / 32) = 1 (keys 4, 6).
+  offload small(config(3, 8, 2));
+  CHECK_FALSE(run(small, {1, 2, 3, 4}, 64).scheduled);
+  CHECK(small.counters().unscheduled == 1);
+  offload o(config(6, 8, 2));
+  CHECK(run(o, {1, 2, 3, 4, 5, 6}, 96).stored_chunks == 3);  // keys 2, 4, 6
+  CHECK(run(o, {1, 2, 7, 8, 9, 10}, 96).stored_chunks == 2);  // 2 reused; 8, 10 stored
+  // The pool now holds 1, 2 (shared) and 7..10; 3..6 were evicted. {1,2,3,4,5,6}: the GPU
+  // hits 1, 2 (32 tokens); chunks from 1: keys 4 and 6 resident: 64 tokens load (chunks 1, 2).
+  const auto r = run(o, {1, 2, 3, 4, 5, 6}, 96);
+  CHECK(r.gpu_hit_blocks == 2);
+  CHECK(r.loaded_tokens == 64);
+  CHECK(r.loaded_chunks == 2);
+}
+
+TEST_CASE("vllm offload: store_threshold stores a chunk on its second offer", "[vllm_offload]") {
+  auto c = config(2, 10);
+  c.store_threshold = 2;
+  offload o(c);
+  CHECK(run(o, {1}, 16).stored_chunks == 0);
+  CHECK(o.counters().threshold_skips == 1);
+  CHECK(run(o, {2}, 16).stored_chunks == 0);
+  CHECK(run(o, {1}, 16).stored_chunks == 1);  // the GPU hit is capped at 0 blocks: offered again
+  CHECK(o.cpu_holds(1));
+  CHECK_FALSE(o.cpu_holds(2));
+}
+
+TEST_CASE("vllm offload: a store that cannot evict enough stores nothing", "[vllm_offload]") {
+  offload o(config(4, 2));
+  const auto r = run(o, {1, 2, 3}, 48);  // 3 new chunks, 2 free, nothing evictable
+  CHECK(r.store_refused);
+  CHECK(r.stored_chunks == 0);
+  CHECK(o.cpu_resident() == 0);
+  CHECK(o.counters().store_refusals == 1);
+}
+
+TEST_CASE("vllm offload: vLLM's LRU keeps a request's head, kvtk's LRU its tail", "[vllm_offload]") {
+  // vLLM's LRU touches the chunks a request stored when it finishes, tail first (its head ends
+  // most recent); through kvtk.integrations.vllm a kvtk policy is not touched again after insert.
+  offload vllm_lru(config(8, 3, 1, "lru"));
+  offload kvtk_lru(config(8, 3, 1, "kvtk-lru"));
+  for (offload* o : {&vllm_lru, &kvtk_lru}) {
+    run(*o, {1, 2, 3}, 48);
+    run(*o, {4}, 16);
+  }
+  CHECK(vllm_lru.cpu_holds(1));
+  CHECK_FALSE(vllm_lru.cpu_holds(3));
+  CHECK(kvtk_lru.cpu_holds(3));
+  CHECK_FALSE(kvtk_lru.cpu_holds(1));
+}
+
+TEST_CASE("vllm offload: refused configurations", "[vllm_offload]") {
+  CHECK_THROWS_WITH(offload(config(4, 0)), Catch::Contains("below one offloaded block"));
+  CHECK_THROWS_WITH(offload(config(4, 4, 1, "arc")), Catch::Contains("arc policy is not modelled"));
+  CHECK_THROWS_WITH(offload(config(4, 4, 1, "kvtk-nosuch")), Catch::Contains("unknown policy 'nosuch'"));
+  CHECK_THROWS_WITH(offload(config(4, 4, 0)), Catch::Contains("block_size"));
+}
