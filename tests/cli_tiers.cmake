@@ -98,6 +98,22 @@ expect(2 "--tier-top sglang: the engine caches full blocks only"
        replay --trace ${T} --tier-top sglang --tiers hbm:1000:sglang --partial-block cache)
 expect(2 "only exclusive write-back" replay --trace ${T} --tier-top vllm
        --tiers hbm:1000:vllm,dram:4000:lru --inclusive)
+# vLLM's own CPU offloading under its pool (--engine vllm --offload): the per-tier table, the GPU
+# tier hitting as --engine alone does, the flags for the best row, and refusals by name.
+expect(0 "offload cpu:4000:lru under vllm GPU 1000 blocks.*\n  gpu    vllm +1000 +([0-9]+) .*\n  cpu    lru +4000 .*vLLM flags for the best offload row.*OffloadingConnector.*KvtkS3FIFO"
+       replay --trace ${T} --engine vllm --capacity 1000 --offload cpu:4000:lru
+       --offload cpu:4000:kvtk-s3fifo --no-opt)
+expect(0 "cpu_bytes_to_use[^0-9]+143917056000"
+       replay --trace ${T} --engine vllm --capacity 1000 --offload cpu:4000:lru --model deepseek-v3
+       --no-opt --json -)
+expect(2 "--offload: .*add --engine vllm" replay --trace ${T} --offload cpu:4000:lru)
+expect(2 "unknown knob 'chunk_size'" replay --trace ${T} --engine vllm --offload cpu:4000:lru,chunk_size=256)
+expect(2 "below one offloaded block" replay --trace ${T} --engine vllm --offload cpu:1:lru,block_size=1024)
+expect(2 "vLLM's own arc policy is not modelled" replay --trace ${T} --engine vllm --offload cpu:4000:arc)
+expect(2 "unknown medium 'disk'" replay --trace ${T} --engine vllm --offload disk:4000:lru)
+expect(2 "not a positive multiple of the GPU block" replay --trace ${T} --engine vllm
+       --offload cpu:4000:lru,block_size=100)
+expect(2 "unknown policy 'nosuch'" replay --trace ${T} --engine vllm --offload cpu:4000:nosuch)
 # belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
 expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)
 

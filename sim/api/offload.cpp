@@ -34,7 +34,50 @@ std::uint64_t whole(const std::string& where, const std::string& key, const std:
   return n;
 }
 
+// The kvtk.integrations.vllm class of a kvtk policy, or "" when the module has none by name.
+std::string adapter_class(const std::string& policy) {
+  static const std::pair<const char*, const char*> classes[] = {
+      {"lru", "KvtkLRU"},   {"fifo", "KvtkFIFO"}, {"clock", "KvtkClock"},
+      {"sieve", "KvtkSieve"}, {"lfu", "KvtkLFU"}, {"2q", "KvtkTwoQ"},
+      {"arc", "KvtkARC"},   {"s3fifo", "KvtkS3FIFO"}, {"wtinylfu", "KvtkWTinyLFU"}};
+  for (const auto& [name, cls] : classes) {
+    if (policy == name) return cls;
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens) {
+  nlohmann::json extra;
+  if (s.block_bytes > 0) {
+    extra["cpu_bytes_to_use"] = static_cast<std::uint64_t>(s.cfg.cpu_chunks) *
+                                s.cfg.blocks_per_chunk * s.block_bytes;
+  } else {
+    extra["cpu_bytes_to_use"] = "<" + std::to_string(s.cfg.cpu_chunks) +
+                                " x the KV bytes of " +
+                                std::to_string(s.cfg.blocks_per_chunk * block_tokens) +
+                                " tokens: give --model>";
+  }
+  extra["block_size"] = s.cfg.blocks_per_chunk * block_tokens;
+  const std::string& p = s.cfg.policy;
+  if (p == "lru") {
+    extra["eviction_policy"] = "lru";
+  } else {
+    const std::string name = p.rfind("kvtk-", 0) == 0 ? p.substr(5) : p;
+    const std::string cls = adapter_class(name);
+    extra["eviction_policy"] = cls.empty() ? "<kvtk.integrations.vllm.make_policy_class('" + name +
+                                                 "') bound to a name in your module>"
+                                           : cls;
+    extra["cache_policy_module_path"] = "kvtk.integrations.vllm";
+  }
+  if (s.cfg.store_threshold >= 2) extra["store_threshold"] = s.cfg.store_threshold;
+  const nlohmann::json cfg = {{"kv_connector", "OffloadingConnector"},
+                              {"kv_role", "kv_both"},
+                              {"kv_connector_extra_config", extra}};
+  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
+         "'";
+}
 
 offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tokens,
                                 std::uint64_t bytes_per_token) {
@@ -174,6 +217,7 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
           {"blocks_per_chunk", s.cfg.blocks_per_chunk},
           {"store_threshold", s.cfg.store_threshold},
           {"max_tracker_size", s.cfg.max_tracker_size},
+          {"vllm_flags", vllm_flags(s, block_tokens)},
           {"tiers", tiers},
           {"counters", counters}};
 }

@@ -30,6 +30,11 @@ struct offload_spec {
 offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tokens,
                                 std::uint64_t bytes_per_token);
 
+/// The `vllm serve` flags that configure the spec (vLLM 0.33: --block-size and
+/// --kv-transfer-config; a kvtk policy through kvtk.integrations.vllm). Without a model the byte
+/// size is a placeholder that says what to multiply.
+std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens);
+
 /// "cpu:400x2:lru" style description of a spec (chunks x GPU blocks per chunk).
 std::string describe(const offload_spec& s);
 

@@ -138,9 +138,21 @@ std::string to_text(const replay_result& r) {
                   o["bound_block_hits"].get<unsigned long long>());
     }
   }
+  const nlohmann::json* best = nullptr;  // the offload row with the most block hits
   for (const auto& row : r.results) {
     if (row.contains("tiers")) s += tier_text(row["tiers"]);
-    if (row.contains("offload")) s += offload_text(row);
+    if (!row.contains("offload")) continue;
+    s += offload_text(row);
+    if (best == nullptr || row["block_hits"].get<std::uint64_t>() > (*best)["block_hits"].get<std::uint64_t>()) {
+      best = &row;
+    }
+  }
+  if (best != nullptr) {
+    s += format("\nvLLM flags for the best offload row (%s, GPU %s blocks; the GPU's size is "
+                "--gpu-memory-utilization's):\n  vllm serve MODEL %s\n",
+                (*best)["offload"]["spec"].get<std::string>().c_str(),
+                (*best)["capacity"].get<std::string>().c_str(),
+                (*best)["offload"]["vllm_flags"].get<std::string>().c_str());
   }
   return s;
 }
