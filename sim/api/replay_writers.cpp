@@ -1,5 +1,6 @@
 // sim/api/replay_writers.cpp — a replay_result as JSON, CSV and the CLI's text table
 // (api/replay.hpp); no computation here.
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -111,7 +112,11 @@ std::string to_text(const replay_result& r) {
   bool engines = false;  // an engine column only when an engine mode ran
   for (const auto& row : r.results) engines |= row.value("engine", "ideal") != "ideal";
   if (engines) s += format("%-7s ", "engine");
-  s += format("%-10s %-13s %10s %10s %11s %11s %9s %9s %9s\n", "index", "policy", "capacity",
+  int pw = 13;  // the policy column: as wide as the longest name (offload specs are long)
+  for (const auto& row : r.results) {
+    pw = std::max(pw, static_cast<int>(row["policy"].get<std::string>().size()));
+  }
+  s += format("%-10s %-*s %10s %10s %11s %11s %9s %9s %9s\n", "index", pw, "policy", "capacity",
               "blocks", "block hits", "token hits", "of opt", "of bound", "Mrefs/s");
   for (const auto& row : r.results) {
     if (engines) s += format("%-7s ", row["engine"].get<std::string>().c_str());
@@ -120,8 +125,8 @@ std::string to_text(const replay_result& r) {
       std::snprintf(of_opt, sizeof of_opt, "%.3f", row["opt_fraction"].get<double>());
       std::snprintf(of_bound, sizeof of_bound, "%.3f", row["bound_fraction"].get<double>());
     }
-    s += format("%-10s %-13s %10s %10llu %11.4f %11.4f %9s %9s %9.1f\n",
-                row["index"].get<std::string>().c_str(), row["policy"].get<std::string>().c_str(),
+    s += format("%-10s %-*s %10s %10llu %11.4f %11.4f %9s %9s %9.1f\n",
+                row["index"].get<std::string>().c_str(), pw, row["policy"].get<std::string>().c_str(),
                 row["capacity"].get<std::string>().c_str(),
                 row["capacity_blocks"].get<unsigned long long>(),
                 row["block_hit_ratio"].get<double>(), row["token_hit_ratio"].get<double>(), of_opt,
