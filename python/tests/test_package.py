@@ -78,6 +78,14 @@ def test_engine_modes_equal_cli(kvtk_bin):
                    "--tiers", "hbm:1000:vllm,dram:4000:lru")["results"]
     assert without_time(py) == without_time(cli)
     assert py[0]["engine"] == "vllm" and py[0]["tiers"]["top_tier"] == "vllm"
+    # vLLM's own CPU offloading under its pool (offload), as the CLI's --offload.
+    py = kvtk.replay(CONVERSATION, engine="vllm", capacity=[1000], offload="cpu:4000:lru",
+                     opt=False)
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--engine", "vllm",
+                   "--capacity", "1000", "--offload", "cpu:4000:lru", "--no-opt")["results"]
+    assert without_time(py) == without_time(cli)
+    assert [r["index"] for r in py] == ["hashchain", "offload"]
+    assert py[1]["block_hits"] > py[0]["block_hits"]
     sim = kvtk.simulate(CONVERSATION, engine="sglang", model="qwen2.5-7b", gpu="h100",
                         max_output_tokens=8)
     assert sim["result"]["scheduler"]["scheduler"] == "sglang"
