@@ -109,7 +109,6 @@ expect(0 "cpu_bytes_to_use[^0-9]+143917056000"
 expect(2 "--offload: .*add --engine vllm" replay --trace ${T} --offload cpu:4000:lru)
 expect(2 "unknown knob 'chunk_size'" replay --trace ${T} --engine vllm --offload cpu:4000:lru,chunk_size=256)
 expect(2 "below one offloaded block" replay --trace ${T} --engine vllm --offload cpu:1:lru,block_size=1024)
-expect(2 "vLLM's own arc policy is not modelled" replay --trace ${T} --engine vllm --offload cpu:4000:arc)
 expect(2 "unknown medium 'disk'" replay --trace ${T} --engine vllm --offload disk:4000:lru)
 expect(2 "not a positive multiple of the GPU block" replay --trace ${T} --engine vllm
        --offload cpu:4000:lru,block_size=100)

@@ -61,8 +61,8 @@ std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens) {
   }
   extra["block_size"] = s.cfg.blocks_per_chunk * block_tokens;
   const std::string& p = s.cfg.policy;
-  if (p == "lru") {
-    extra["eviction_policy"] = "lru";
+  if (p == "lru" || p == "arc") {
+    extra["eviction_policy"] = p;
   } else {
     const std::string name = p.rfind("kvtk-", 0) == 0 ? p.substr(5) : p;
     const std::string cls = adapter_class(name);
@@ -143,14 +143,10 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   s.cfg.cpu_chunks = static_cast<std::uint32_t>(chunks);
   const std::string& p = s.cfg.policy;
   const std::string kvtk_name = p.rfind("kvtk-", 0) == 0 ? p.substr(5) : p;
-  if (p == "arc") {
-    throw usage_error(where + ": vLLM's own arc policy is not modelled yet (kvtk-arc runs kvtk's "
-                      "ARC through kvtk.integrations.vllm)");
-  }
-  if (p != "lru" && !is_policy_name(kvtk_name)) {
+  if (p != "lru" && p != "arc" && !is_policy_name(kvtk_name)) {
     std::string known;
     for (auto n : policy_names) known += " " + std::string(n);
-    throw usage_error(where + ": unknown policy '" + p + "' (vLLM's: lru; kvtk's, through its "
+    throw usage_error(where + ": unknown policy '" + p + "' (vLLM's: lru arc; kvtk's, through its "
                       "adapter, as kvtk-NAME or NAME:" + known + ")");
   }
   if (kvtk_name == "belady") {

@@ -32,7 +32,10 @@
 //    is run as kvtk.integrations.vllm runs it inside vLLM (`kvtk-NAME`, or a kvtk name vLLM does
 //    not have): stored chunks are inserted in order, evictions are the kvtk policy's victim order
 //    with the offered chunks protected, and a finished request accesses the chunks it reused,
-//    tail first. vLLM's `arc` is not modelled (refused by name).
+//    tail first. `arc` is vLLM's ARCCachePolicy (tier/vllm_arc.hpp): new chunks enter T1, the
+//    missing chunks of a store are its store misses (ghost hits adapt the target, tail first),
+//    and a finished request moves its reused chunks to T2 and its inserted ones to their list's
+//    MRU end, tail first.
 //
 // Design: the GPU pool (prefix/vllm_block_pool.hpp) is the top; the CPU tier is the shared
 // lower-tier core (tier/lower_tiers.hpp, first() == 1, one flat tier), which gives the policy by
@@ -55,6 +58,7 @@
 #include "kvtk/registry.hpp"
 #include "kvtk/tier/lower_tiers.hpp"
 #include "kvtk/tier/tier_spec.hpp"
+#include "kvtk/tier/vllm_arc.hpp"
 
 namespace kvtk::tier {
 
@@ -63,7 +67,7 @@ struct vllm_offload_config {
   std::uint32_t gpu_blocks = 0;        ///< the GPU pool (blocks; vLLM's num_gpu_blocks - 1)
   std::uint32_t cpu_chunks = 0;        ///< the CPU tier (chunks; vLLM's num_chunks)
   std::uint32_t blocks_per_chunk = 1;  ///< block_size / the GPU block size (>= 1)
-  std::string policy = "lru";          ///< vLLM's `lru`, or a kvtk policy (kvtk-NAME)
+  std::string policy = "lru";          ///< vLLM's `lru` or `arc`, or a kvtk policy (kvtk-NAME)
   std::uint32_t store_threshold = 0;   ///< offers before a chunk is stored (< 2: no filter)
   std::uint32_t max_tracker_size = 64000;  ///< keys the store-threshold tracker keeps
 };
@@ -90,8 +94,8 @@ struct vllm_offload_counters {
 };
 
 /// Requires (throws std::invalid_argument naming the knob otherwise): gpu_blocks and cpu_chunks
-/// in [1, 2^31), blocks_per_chunk >= 1, a policy vLLM or kvtk has (vLLM's arc is refused: not
-/// modelled), max_tracker_size >= 1.
+/// in [1, 2^31) (vLLM's arc: 2^29), blocks_per_chunk >= 1, a policy vLLM or kvtk has,
+/// max_tracker_size >= 1.
 inline void validate(const vllm_offload_config& c) {
   if (c.gpu_blocks == 0 || c.gpu_blocks >= (1u << 31)) {
     throw std::invalid_argument("vllm offload: the GPU pool must have [1, 2^31) blocks");
@@ -105,11 +109,6 @@ inline void validate(const vllm_offload_config& c) {
                                 "GPU block size");
   }
   if (c.max_tracker_size == 0) throw std::invalid_argument("vllm offload: max_tracker_size >= 1");
-  if (c.policy == "arc") {
-    throw std::invalid_argument("vllm offload: vLLM's own arc policy is not modelled (its "
-                                "ghost lists and store-miss adaptation); kvtk-arc runs kvtk's ARC "
-                                "through kvtk.integrations.vllm");
-  }
 }
 
 template <class Policies = all_policies>
@@ -127,6 +126,7 @@ class vllm_offload<type_list<Ps...>> {
   explicit vllm_offload(const vllm_offload_config& c)
       : cfg_(checked(c)), pool_(c.gpu_blocks), cpu_(core_config(c), 1, false),
         vllm_lru_(c.policy == "lru") {
+    if (c.policy == "arc") arc_ = std::make_unique<vllm_arc>(c.cpu_chunks);
     if (cfg_.store_threshold >= 2) {
       typename lru_tracker::config t{};
       t.capacity = cfg_.max_tracker_size;
@@ -141,8 +141,12 @@ class vllm_offload<type_list<Ps...>> {
   [[nodiscard]] const vllm_offload_counters& counters() const noexcept { return totals_; }
   [[nodiscard]] const prefix::vllm_block_pool& pool() const noexcept { return pool_; }
   /// Chunks resident in the CPU tier.
-  [[nodiscard]] std::size_t cpu_resident() const noexcept { return cpu_.resident(1); }
-  [[nodiscard]] bool cpu_holds(block_key chunk_key) const noexcept { return cpu_.holds(1, chunk_key); }
+  [[nodiscard]] std::size_t cpu_resident() const noexcept {
+    return arc_ ? arc_->size() : cpu_.resident(1);
+  }
+  [[nodiscard]] bool cpu_holds(block_key chunk_key) const noexcept {
+    return arc_ ? arc_->contains(chunk_key) : cpu_.holds(1, chunk_key);
+  }
 
   /// Effects: one request of L tokens in GPU blocks of B tokens whose full blocks have the keys
   /// `keys` (at most floor(L / B) read), run to completion (the header comment).
@@ -164,6 +168,7 @@ class vllm_offload<type_list<Ps...>> {
     chunk_keys_.clear();
     for (std::uint64_t c = 0; c < chunks; ++c) chunk_keys_.push_back(keys[(c + 1) * k - 1]);
     reused_.assign(chunks, 0);
+    stored_.assign(chunks, 0);
     if (held_.size() < n) held_.resize(n);
     // The GPU hit, then the lookup.
     out.gpu_hit_blocks = pool_.find_hit(keys, prefix::vllm_block_pool::hit_cap(L, B, f), held_);
@@ -191,7 +196,7 @@ class vllm_offload<type_list<Ps...>> {
     totals_.chunks_loaded += out.loaded_chunks;
     totals_.chunks_stored += out.stored_chunks;
     totals_.store_refusals += out.store_refused ? 1 : 0;
-    totals_.chunks_evicted = cpu_.counters(1).evictions;
+    totals_.chunks_evicted = arc_ ? arc_->evictions() : cpu_.counters(1).evictions;
     return out;
   }
 
@@ -209,8 +214,10 @@ class vllm_offload<type_list<Ps...>> {
     h.tiers[0].name = "gpu";
     h.tiers[0].capacity_blocks = c.gpu_blocks;
     h.tiers[1].name = "cpu";
-    h.tiers[1].capacity_blocks = c.cpu_chunks;
-    h.tiers[1].policy = kvtk_policy_of(c.policy);
+    // vLLM's arc keeps its own lists (vllm_arc): the core's tier is then a placeholder.
+    const bool arc = c.policy == "arc";
+    h.tiers[1].capacity_blocks = arc ? 1 : c.cpu_chunks;
+    h.tiers[1].policy = arc ? "lru" : kvtk_policy_of(c.policy);
     return h;
   }
   /// `lru` is vLLM's LRU, kept in kvtk's LRU with vLLM's touches; `kvtk-NAME` and any other name
@@ -228,7 +235,7 @@ class vllm_offload<type_list<Ps...>> {
     const std::uint64_t start = computed / tpc;
     const std::uint64_t end = std::min<std::uint64_t>((max + tpc - 1) / tpc, chunk_keys_.size());
     std::uint64_t hits = 0;
-    while (start + hits < end && cpu_.holds(1, chunk_keys_[start + hits])) ++hits;
+    while (start + hits < end && cpu_holds(chunk_keys_[start + hits])) ++hits;
     if (hits == 0) return 0;
     max = std::min(max, tpc * (start + hits));
     return max < computed + tpc ? 0 : max - computed;
@@ -252,7 +259,7 @@ class vllm_offload<type_list<Ps...>> {
     missing_.clear();
     for (const std::uint64_t i : offered_) {
       const block_key key = chunk_keys_[i];
-      if (cpu_.holds(1, key)) {
+      if (cpu_holds(key)) {
         ++totals_.reused_chunks;
         reused_[i] = 1;
       } else if (!tracker_ || counts_[tracker_->find(key)] >= cfg_.store_threshold) {
@@ -262,10 +269,17 @@ class vllm_offload<type_list<Ps...>> {
       }
     }
     if (missing_.empty()) return;
-    const std::size_t free = cfg_.cpu_chunks - cpu_.resident(1);
+    if (arc_) {
+      missing_keys_.clear();
+      for (const std::uint64_t i : missing_) missing_keys_.push_back(chunk_keys_[i]);
+      arc_->on_store_miss(missing_keys_);
+    }
+    const std::size_t free = cfg_.cpu_chunks - cpu_resident();
     const std::size_t need = missing_.size() > free ? missing_.size() - free : 0;
     bool ok = true;
-    if (need > 0) {
+    if (need > 0 && arc_) {
+      ok = arc_->evict(need, std::span<const block_key>(chunk_keys_).subspan(offered_.empty() ? 0 : offered_.front(), offered_.size()));
+    } else if (need > 0) {
       cpu_.with(1, [&](auto& c) {
         for (const std::uint64_t i : offered_) c.pin(chunk_keys_[i]);
         ok = c.evict(need);
@@ -277,7 +291,12 @@ class vllm_offload<type_list<Ps...>> {
       return;
     }
     for (const std::uint64_t i : missing_) {
-      (void)cpu_.insert_into(1, chunk_keys_[i], static_cast<std::uint32_t>(i), true);
+      if (arc_) {
+        arc_->insert(chunk_keys_[i]);
+      } else {
+        (void)cpu_.insert_into(1, chunk_keys_[i], static_cast<std::uint32_t>(i), true);
+      }
+      stored_[i] = 1;
     }
     out.stored_chunks = static_cast<std::uint32_t>(missing_.size());
   }
@@ -311,6 +330,16 @@ class vllm_offload<type_list<Ps...>> {
   // resident chunk the request loaded or offered for store (stored or reused), tail first; a
   // kvtk policy (the adapter) accesses only the reused ones (loaded, or offered and resident).
   void finish(std::uint64_t offered_from, std::uint64_t chunks) noexcept {
+    if (arc_) {
+      // Tail first over the chunks it saw: loaded, reused, or a store candidate (stored or not).
+      auto loaded = [&](std::size_t i) { return i >= loaded_.first && i < loaded_.second; };
+      arc_->on_request_finished(
+          std::span<const block_key>(chunk_keys_).first(chunks),
+          [&](std::size_t i) { return stored_[i] != 0 && !(loaded(i) || reused_[i] != 0); },
+          [&](std::size_t i) { return loaded(i) || reused_[i] != 0; });
+      (void)offered_from;
+      return;
+    }
     cpu_.with(1, [&](auto& c) {
       for (std::uint64_t i = chunks; i-- > 0;) {
         const bool loaded = i >= loaded_.first && i < loaded_.second;
@@ -332,6 +361,9 @@ class vllm_offload<type_list<Ps...>> {
   std::vector<std::uint32_t> held_;        // the pool's scratch
   std::vector<std::uint64_t> offered_, missing_;
   std::vector<std::uint8_t> reused_;       // [chunk]: offered and resident
+  std::vector<std::uint8_t> stored_;       // [chunk]: stored by this request
+  std::vector<block_key> missing_keys_;    // vLLM's arc: the store misses
+  std::unique_ptr<vllm_arc> arc_;          // policy "arc": vLLM's own ARC
   std::pair<std::uint64_t, std::uint64_t> loaded_{0, 0};  // the chunks loaded
   vllm_offload_counters totals_;
 };
