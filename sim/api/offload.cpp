@@ -2,23 +2,15 @@
 #include "api/offload.hpp"
 
 #include <cmath>
-#include <sstream>
 #include <vector>
 
+#include "api/tiers.hpp"
 #include "api/trace_options.hpp"
 #include "api/usage_error.hpp"
 #include "kvtk/registry.hpp"
 
 namespace kvtk::sim {
 namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
 
 std::uint64_t whole(const std::string& where, const std::string& key, const std::string& v) {
   std::size_t used = 0;
@@ -98,19 +90,7 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   s.size_given = f[1];
   s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
   if (f.size() >= 3 && !f[2].empty()) s.cfg.policy = f[2];
-  if (f.size() == 4) {
-    std::size_t used = 0;
-    double price = -1;
-    try {
-      price = std::stod(f[3], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != f[3].size() || !std::isfinite(price) || price < 0 || price > 1e6) {
-      throw usage_error(where + ": the price '" + f[3] + "' is not USD per GB-month in [0, 1e6]");
-    }
-    s.usd_per_gb_month = price;
-  }
+  if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
   std::uint64_t block_size = block_tokens;
   for (std::size_t i = 1; i < items.size(); ++i) {
     const auto eq = items[i].find('=');

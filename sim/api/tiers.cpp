@@ -18,14 +18,6 @@ using kvtk::tier::inclusion;
 using kvtk::tier::tier_spec;
 using kvtk::tier::write_policy;
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
-
 double number(const std::string& text, const std::string& what) {
   std::size_t pos = 0;
   double v = 0;
@@ -130,6 +122,29 @@ void check(const hierarchy_config& cfg, const std::string& where, const std::str
 
 }  // namespace
 
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+double parse_usd_per_gb_month(const std::string& where, const std::string& text) {
+  std::size_t used = 0;
+  double price = -1;
+  try {
+    price = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !std::isfinite(price) || price < 0 || price > 1e6) {
+    throw usage_error(where + ": the price '" + text +
+                      "' is not a number of USD per GB-month in [0, 1e6]");
+  }
+  return price;
+}
+
 void apply_tier_defaults(tier_spec& t, std::uint64_t block_bytes) {
   struct defaults {
     const char* name;
@@ -173,18 +188,7 @@ hierarchy_config parse_tier_spec(const std::string& spec, const tier_flags& flag
     t.admit = admit;
     apply_tier_defaults(t, cfg.block_bytes);
     if (f.size() == 4) {  // the tier's rent, USD per GB-month (priced in the per-tier report)
-      std::size_t used = 0;
-      double price = -1;
-      try {
-        price = std::stod(f[3], &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != f[3].size() || !std::isfinite(price) || price < 0 || price > 1e6) {
-        throw usage_error("--tiers: '" + item + "': the price '" + f[3] +
-                          "' is not a number of USD per GB-month in [0, 1e6]");
-      }
-      t.usd_per_gb_month = price;
+      t.usd_per_gb_month = parse_usd_per_gb_month("--tiers: '" + item + "'", f[3]);
     }
     cfg.tiers.push_back(t);
   }

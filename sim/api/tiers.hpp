@@ -20,6 +20,13 @@ struct tier_flags {
   std::string admission = "always";      ///< always | frequency[:N] | tinylfu[:N] | decay[:H[:N]]
 };
 
+/// "a,b,,c" -> {"a", "b", "", "c"} (a trailing separator gives a last empty field).
+std::vector<std::string> split(const std::string& s, char sep);
+
+/// A tier's rent from text: a number of USD per GB-month in [0, 1e6]. Throws usage_error
+/// "WHERE: the price 'TEXT' is not ...".
+double parse_usd_per_gb_month(const std::string& where, const std::string& text);
+
 /// Fills link defaults from a tier's name when the figures are 0 (planning numbers, README):
 /// dram 50 GB/s both ways, 10 us; ssd 7 GB/s read, 5 GB/s write, 100 us, 1 drive write per day
 /// over 5 years; remote 25 GB/s, 50 us. Other names get none.

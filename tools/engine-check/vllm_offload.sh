@@ -10,18 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-vllm_version=0.33.0
-venv=build/engine-venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$vllm_version')" 2>/dev/null; then
-  echo "installing vLLM $vllm_version into $venv (large: torch and its CUDA libraries)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "vllm==$vllm_version"
-fi
-if ! ls build/wheels/kvtk-*.whl >/dev/null 2>&1; then
-  scripts/python
-fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall build/wheels/kvtk-*.whl
-mkdir -p build/engine-check
+source tools/engine-check/vllm_venv.sh
 # Outside the source tree, so `import kvtk` is the installed wheel.
 cd build/engine-check
 "../../$venv/bin/python" ../../tools/engine-check/vllm_offload.py \

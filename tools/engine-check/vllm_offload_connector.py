@@ -32,6 +32,8 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vllm_common import tiny_llama  # noqa: E402
 
 
 def load_trace(path, limit):
@@ -56,14 +58,7 @@ class VllmEnv:
         self.torch = torch
         self.hasher = get_request_block_hasher(bt, hash_fn)
         self.bt = bt
-        model = Path(work) / "tiny-llama"
-        model.mkdir(parents=True, exist_ok=True)
-        (model / "config.json").write_text(json.dumps({
-            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-            "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,
-            "num_hidden_layers": 1, "vocab_size": 1000, "max_position_embeddings": 1 << 20,
-            "rms_norm_eps": 1e-5, "torch_dtype": "float16"}))
-        self.model = str(model)
+        self.model = tiny_llama(work)
 
     def scheduler(self, C, N, K, policy, threshold, max_len):
         from vllm.config import (CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig,

@@ -255,15 +255,9 @@ def vllm_env():
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     hash_fn = get_hash_fn_by_name("sha256")
     init_none_hash(hash_fn)
-    model = OUT / "tiny-llama"
-    model.mkdir(parents=True, exist_ok=True)
-    (model / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-        "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,
-        "num_hidden_layers": 1, "vocab_size": 1000, "max_position_embeddings": 1 << 20,
-        "rms_norm_eps": 1e-5, "torch_dtype": "float16"}))
+    from vllm_common import tiny_llama
     _VLLM.update(torch=torch, vllm=vllm, hasher=get_request_block_hasher(BT, hash_fn),
-                 model=str(model))
+                 model=tiny_llama(OUT))
     return _VLLM
 
 
