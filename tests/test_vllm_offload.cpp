@@ -112,6 +112,21 @@ TEST_CASE("vllm offload: store_threshold stores a chunk on its second offer", "[
   CHECK_FALSE(o.cpu_holds(2));
 }
 
+TEST_CASE("vllm offload: a request offering more chunks than the tracker holds", "[vllm_offload]") {
+  // The tracker is full of this call's keys: the third key is not tracked, so it counts 0 offers
+  // (vLLM's counts.get(key, 0)) and is not stored.
+  auto c = config(8, 10);
+  c.store_threshold = 2;
+  c.max_tracker_size = 2;
+  offload o(c);
+  CHECK(run(o, {1, 2, 3}, 48).stored_chunks == 0);
+  // Nothing loads (chunk 3 is not resident), so all three are offered again: 1 and 2 reach two
+  // offers and are stored; 3 is still untracked.
+  CHECK(run(o, {1, 2, 3}, 48).stored_chunks == 2);
+  CHECK(o.counters().threshold_skips == 4);
+  CHECK_FALSE(o.cpu_holds(3));
+}
+
 TEST_CASE("vllm offload: a store that cannot evict enough stores nothing", "[vllm_offload]") {
   offload o(config(4, 2));
   const auto r = run(o, {1, 2, 3}, 48);  // 3 new chunks, 2 free, nothing evictable

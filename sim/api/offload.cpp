@@ -43,8 +43,9 @@ std::string adapter_class(const std::string& policy) {
 std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens) {
   nlohmann::json extra;
   if (s.block_bytes > 0) {
-    extra["cpu_bytes_to_use"] = static_cast<std::uint64_t>(s.cfg.cpu_chunks) *
-                                s.cfg.blocks_per_chunk * s.block_bytes;
+    // vLLM rounds each offloaded block up to a 4,096-byte page (CPUOffloadingSpec's alignment).
+    const std::uint64_t chunk = std::uint64_t{s.cfg.blocks_per_chunk} * s.block_bytes;
+    extra["cpu_bytes_to_use"] = static_cast<std::uint64_t>(s.cfg.cpu_chunks) * ((chunk + 4095) / 4096 * 4096);
   } else {
     extra["cpu_bytes_to_use"] = "<" + std::to_string(s.cfg.cpu_chunks) +
                                 " x the KV bytes of " +
@@ -64,6 +65,7 @@ std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens) {
     extra["cache_policy_module_path"] = "kvtk.integrations.vllm";
   }
   if (s.cfg.store_threshold >= 2) extra["store_threshold"] = s.cfg.store_threshold;
+  if (s.cfg.max_tracker_size != 64000) extra["max_tracker_size"] = s.cfg.max_tracker_size;
   const nlohmann::json cfg = {{"kv_connector", "OffloadingConnector"},
                               {"kv_role", "kv_both"},
                               {"kv_connector_extra_config", extra}};
@@ -88,7 +90,11 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
                       "has one tier: cpu; its fs/obj secondary tiers are not modelled)");
   }
   s.size_given = f[1];
-  s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
+  try {
+    s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
+  } catch (const usage_error& e) {
+    throw usage_error(where + ": the size: " + e.what());
+  }
   if (f.size() >= 3 && !f[2].empty()) s.cfg.policy = f[2];
   if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
   std::uint64_t block_size = block_tokens;
@@ -102,6 +108,9 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
       s.cfg.store_threshold = static_cast<std::uint32_t>(whole(where, key, value));
     } else if (key == "max_tracker_size") {
       s.cfg.max_tracker_size = static_cast<std::uint32_t>(whole(where, key, value));
+      if (s.cfg.max_tracker_size == 0) {
+        throw usage_error(where + ": max_tracker_size must be >= 1 (kvtk's tracker holds keys)");
+      }
     } else {
       throw usage_error(where + ": unknown knob '" + key +
                         "' (known: block_size store_threshold max_tracker_size)");
@@ -128,6 +137,9 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
     for (auto n : policy_names) known += " " + std::string(n);
     throw usage_error(where + ": unknown policy '" + p + "' (vLLM's: lru arc; kvtk's, through its "
                       "adapter, as kvtk-NAME or NAME:" + known + ")");
+  }
+  if (p == "arc" && s.cfg.cpu_chunks + 1 >= (1u << 29)) {
+    throw usage_error(where + ": vLLM's arc is modelled up to 2^29 - 2 offloaded blocks");
   }
   if (kvtk_name == "belady") {
     throw usage_error(where + ": belady is offline (it needs next uses) and cannot run in vLLM");

@@ -249,7 +249,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
                                              static_cast<double>(output_tokens)},
                                    0.0);
   }
-  if (optimum != nullptr && j.hierarchy < 0) {
+  if (optimum != nullptr && j.hierarchy < 0 && j.offload < 0) {  // the optimum is GPU-only
     const optimum_result& best = optimum->at(j.capacity);
     r["opt_fraction"] = c.fraction_of(best.counts);
     r["bound_fraction"] = best.bound_fraction(c);

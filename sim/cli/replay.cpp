@@ -71,7 +71,7 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "offload", po::value(&o.offload)->composing(),
       "with --engine vllm: vLLM's own CPU offload tier under its GPU pool (the "
       "OffloadingConnector of vLLM 0.33), cpu:SIZE[:POLICY[:usd_per_gb_month]][,key=value...]; "
-      "SIZE in GPU blocks, tokens or bytes; POLICY lru (vLLM's) or a kvtk policy (kvtk-NAME, "
+      "SIZE in GPU blocks, tokens or bytes; POLICY lru or arc (vLLM's) or a kvtk policy (kvtk-NAME, "
       "through kvtk.integrations.vllm); knobs block_size (tokens), store_threshold, "
       "max_tracker_size; repeat to compare several (docs/tiers.md \"Engine offload tiers\")")(
       "tier-config", po::value(&o.tier_config)->composing(),

@@ -24,5 +24,5 @@ $py "$kvtk" ../../traces/mooncake_fast25_conversation_trace.jsonl --requests 200
   --configs "300:400:1:lru;300:2000:1:lru;300:400:2:lru;1000:3000:1:lru;300:1000:1:lru:2;300:400:1:arc;300:2000:1:arc;300:400:2:arc;1000:3000:1:arc;300:1000:1:arc:2;300:2000:1:kvtk-s3fifo;300:2000:2:kvtk-lru;1000:3000:1:kvtk-arc;300:2000:1:kvtk-sieve:2" \
   --json vllm_offload_connector_conversation.json
 $py "$kvtk" "../../$gen16" --block-tokens 16 \
-  --configs "2000:3000:1:lru;2000:800:4:lru;2000:200:16:lru;1000:600:4:lru:2;2000:800:4:arc;2000:200:16:arc;2000:800:4:kvtk-s3fifo;2000:200:16:kvtk-clock" \
+  --configs "2000:3000:1:lru;2000:800:4:lru;2000:200:16:lru;1000:600:4:lru:2;2000:800:4:arc;2000:200:16:arc;2000:800:4:kvtk-s3fifo;2000:200:16:kvtk-clock;2000:800:4:kvtk-2q" \
   --json vllm_offload_connector_gen16.json

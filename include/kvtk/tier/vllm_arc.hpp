@@ -46,7 +46,8 @@ class vllm_arc {
   };
 
  public:
-  /// Requires: 0 < capacity < 2^29.  Throws: std::invalid_argument, std::bad_alloc.
+  /// Requires: 0 < capacity < 2^29 - 1 (4 capacity + 4 nodes stay below the key table's 2^31).
+  /// Throws: std::invalid_argument, std::bad_alloc.
   explicit vllm_arc(std::uint32_t capacity)
       : capacity_(check(capacity)), nodes_(4ull * capacity + 4),
         table_(static_cast<std::uint32_t>(nodes_.size()), key_of{nodes_.data()}, 2) {
@@ -166,8 +167,8 @@ class vllm_arc {
 
  private:
   static std::uint32_t check(std::uint32_t c) {
-    if (c == 0 || c >= (1u << 29)) {
-      throw std::invalid_argument("vllm arc: capacity must be in [1, 2^29) chunks");
+    if (c == 0 || c + 1 >= (1u << 29)) {
+      throw std::invalid_argument("vllm arc: capacity must be in [1, 2^29 - 1) chunks");
     }
     return c;
   }

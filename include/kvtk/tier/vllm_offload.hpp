@@ -94,8 +94,8 @@ struct vllm_offload_counters {
 };
 
 /// Requires (throws std::invalid_argument naming the knob otherwise): gpu_blocks and cpu_chunks
-/// in [1, 2^31) (vLLM's arc: 2^29), blocks_per_chunk >= 1, a policy vLLM or kvtk has,
-/// max_tracker_size >= 1.
+/// in [1, 2^31) (vLLM's arc: [1, 2^29 - 1)), blocks_per_chunk >= 1, a policy vLLM or kvtk has,
+/// max_tracker_size >= 1 when store_threshold >= 2.
 inline void validate(const vllm_offload_config& c) {
   if (c.gpu_blocks == 0 || c.gpu_blocks >= (1u << 31)) {
     throw std::invalid_argument("vllm offload: the GPU pool must have [1, 2^31) blocks");
@@ -108,7 +108,12 @@ inline void validate(const vllm_offload_config& c) {
     throw std::invalid_argument("vllm offload: block_size must be a positive multiple of the "
                                 "GPU block size");
   }
-  if (c.max_tracker_size == 0) throw std::invalid_argument("vllm offload: max_tracker_size >= 1");
+  if (c.store_threshold >= 2 && c.max_tracker_size == 0) {
+    throw std::invalid_argument("vllm offload: max_tracker_size must be >= 1 with a store_threshold");
+  }
+  if (c.policy == "arc" && c.cpu_chunks + 1 >= (1u << 29)) {
+    throw std::invalid_argument("vllm offload: vLLM's arc holds at most 2^29 - 2 offloaded blocks here");
+  }
 }
 
 template <class Policies = all_policies>
@@ -262,7 +267,7 @@ class vllm_offload<type_list<Ps...>> {
       if (cpu_holds(key)) {
         ++totals_.reused_chunks;
         reused_[i] = 1;
-      } else if (!tracker_ || counts_[tracker_->find(key)] >= cfg_.store_threshold) {
+      } else if (!tracker_ || offers_of(key) >= cfg_.store_threshold) {
         missing_.push_back(i);
       } else {
         ++totals_.threshold_skips;
@@ -294,11 +299,18 @@ class vllm_offload<type_list<Ps...>> {
       if (arc_) {
         arc_->insert(chunk_keys_[i]);
       } else {
-        (void)cpu_.insert_into(1, chunk_keys_[i], static_cast<std::uint32_t>(i), true);
+        // No hint, as kvtk.integrations.vllm inserts (a depth-reading policy sees depth 0).
+        (void)cpu_.insert_into(1, chunk_keys_[i], 0, true);
       }
       stored_[i] = 1;
     }
     out.stored_chunks = static_cast<std::uint32_t>(missing_.size());
+  }
+
+  // The tracker's count of `key` (0 when untracked: vLLM's counts.get(key, 0)).
+  [[nodiscard]] std::uint32_t offers_of(block_key key) const noexcept {
+    const std::uint32_t s = tracker_->find(key);
+    return s == lru_tracker::npos ? 0 : counts_[s];
   }
 
   // The store-threshold tracker (CPUOffloadingManager._record_accesses): offered keys already
