@@ -2,6 +2,7 @@
 #include "api/offload.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "api/tiers.hpp"
@@ -36,6 +37,65 @@ std::string adapter_class(const std::string& policy) {
     if (policy == name) return cls;
   }
   return {};
+}
+
+// SGLang HiCache: host:SIZE|RATIOx[:lru[:usd]][,write_policy=...].
+offload_spec parse_hicache(offload_spec s, const std::string& where,
+                           const std::vector<std::string>& f,
+                           const std::vector<std::string>& items, std::uint32_t block_tokens,
+                           std::uint64_t bytes_per_token) {
+  s.engine = "sglang";
+  s.size_given = f[1];
+  if (f[1].back() == 'x') {
+    const std::string r = f[1].substr(0, f[1].size() - 1);
+    std::size_t used = 0;
+    double ratio = 0;
+    try {
+      ratio = std::stod(r, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != r.size() || r.empty() || !(ratio > 0) || !(ratio < 1e6)) {
+      throw usage_error(where + ": the size '" + f[1] + "' is not a ratio of the device pool "
+                        "such as 2x (--hicache-ratio)");
+    }
+    s.hicache_ratio = ratio;
+  } else {
+    try {
+      s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
+    } catch (const usage_error& e) {
+      throw usage_error(where + ": the size: " + e.what());
+    }
+    if (s.size_blocks == 0) throw usage_error(where + ": the size is below one page");
+    if (s.size_blocks >= (1ull << 30)) throw usage_error(where + ": the size must be below 2^30 pages");
+    s.hicache.host_pages = static_cast<std::uint32_t>(s.size_blocks);
+  }
+  if (f.size() >= 3 && !f[2].empty() && f[2] != "lru") {
+    throw usage_error(where + ": unknown policy '" + f[2] + "' (SGLang's HiCache is modelled with "
+                      "its default radix eviction, lru)");
+  }
+  s.cfg.policy = "lru";
+  if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    const auto eq = items[i].find('=');
+    if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
+    const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
+    if (key != "write_policy") {
+      throw usage_error(where + ": unknown knob '" + key + "' (SGLang HiCache's: write_policy)");
+    }
+    using kvtk::tier::hicache_write_policy;
+    if (value == "write_through") {
+      s.hicache.policy = hicache_write_policy::write_through;
+    } else if (value == "write_through_selective") {
+      s.hicache.policy = hicache_write_policy::write_through_selective;
+    } else if (value == "write_back") {
+      s.hicache.policy = hicache_write_policy::write_back;
+    } else {
+      throw usage_error(where + ": unknown write_policy '" + value +
+                        "' (write_through write_through_selective write_back)");
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -85,9 +145,11 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
     throw usage_error(where + ": not medium:size[:policy[:usd_per_gb_month]][,key=value...]");
   }
   s.medium = f[0];
+  if (s.medium == "host") return parse_hicache(std::move(s), where, f, items, block_tokens, bytes_per_token);
   if (s.medium != "cpu") {
-    throw usage_error(where + ": unknown medium '" + s.medium + "' (vLLM 0.33's CPU offloading "
-                      "has one tier: cpu; its fs/obj secondary tiers are not modelled)");
+    throw usage_error(where + ": unknown medium '" + s.medium + "' (cpu: vLLM 0.33's CPU "
+                      "offloading, whose fs/obj secondary tiers are not modelled; host: SGLang "
+                      "0.5.23's HiCache host pool)");
   }
   s.size_given = f[1];
   try {
@@ -147,7 +209,35 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   return s;
 }
 
+std::uint64_t hicache_host_pages(const offload_spec& s, std::uint64_t device_pages,
+                                 std::uint32_t block_tokens) {
+  if (s.hicache_ratio <= 0) return s.hicache.host_pages;
+  // Python's int(D * ratio) on doubles, then whole pages plus SGLang's padding page.
+  const double tokens = std::floor(static_cast<double>(device_pages * block_tokens) * s.hicache_ratio);
+  return static_cast<std::uint64_t>(tokens) / block_tokens + 1;
+}
+
+std::string sglang_flags(const offload_spec& s, std::uint64_t device_pages,
+                         std::uint32_t block_tokens) {
+  std::string out = "--page-size " + std::to_string(block_tokens) +
+                    " --enable-hierarchical-cache --hicache-write-policy " +
+                    kvtk::tier::name_of(s.hicache.policy);
+  char ratio[64];
+  if (s.hicache_ratio > 0) {
+    std::snprintf(ratio, sizeof ratio, "%.17g", s.hicache_ratio);
+  } else {
+    // The ratio that gives exactly this many host pages: (H - 1) pages over the device's.
+    const double r = static_cast<double>(s.hicache.host_pages - 1) / static_cast<double>(device_pages);
+    std::snprintf(ratio, sizeof ratio, "%.17g", r);
+  }
+  out += std::string(" --hicache-ratio ") + ratio;
+  return out;
+}
+
 std::string describe(const offload_spec& s) {
+  if (s.engine == "sglang") {
+    return s.medium + ":" + s.size_given + ":" + kvtk::tier::name_of(s.hicache.policy);
+  }
   std::string out = s.medium + ":" + std::to_string(s.cfg.cpu_chunks);
   if (s.cfg.blocks_per_chunk > 1) out += "x" + std::to_string(s.cfg.blocks_per_chunk);
   out += ":" + s.cfg.policy;
@@ -199,13 +289,67 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
     }
   }
   tiers.push_back(cpu);
-  return {{"engine_version", kvtk::tier::vllm_offload<>::engine_version},
+  return {{"engine", "vllm"},
+          {"engine_version", kvtk::tier::vllm_offload<>::engine_version},
           {"spec", s.text},
           {"block_size_tokens", std::uint64_t{s.cfg.blocks_per_chunk} * block_tokens},
           {"blocks_per_chunk", s.cfg.blocks_per_chunk},
           {"store_threshold", s.cfg.store_threshold},
           {"max_tracker_size", s.cfg.max_tracker_size},
           {"vllm_flags", vllm_flags(s, block_tokens)},
+          {"engine_flags", vllm_flags(s, block_tokens)},
+          {"tiers", tiers},
+          {"counters", counters}};
+}
+
+nlohmann::json hicache_report(const offload_spec& s, const kvtk::tier::sglang_hicache_counters& c,
+                              std::uint64_t device_pages, std::uint64_t host_pages,
+                              std::uint32_t block_tokens, double trace_days) {
+  const nlohmann::json counters = {{"requests", c.requests},
+                                   {"unscheduled", c.unscheduled},
+                                   {"device_hit_blocks", c.device_hit_blocks},
+                                   {"host_hit_blocks", c.host_hit_blocks},
+                                   {"host_stored_blocks", c.host_stored_blocks},
+                                   {"host_freed_blocks", c.host_freed_blocks},
+                                   {"host_evicted_blocks", c.host_evicted_blocks},
+                                   {"device_evicted_blocks", c.device_evicted_blocks},
+                                   {"host_resident_blocks", c.host_stored_blocks - c.host_freed_blocks},
+                                   {"declined_loads", c.declined_loads},
+                                   {"failed_backups", c.failed_backups}};
+  nlohmann::json tiers = nlohmann::json::array();
+  tiers.push_back({{"name", "device"},
+                   {"capacity_blocks", device_pages},
+                   {"hit_blocks", c.device_hit_blocks},
+                   {"hit_tokens", c.device_hit_blocks * block_tokens},
+                   {"evictions", c.device_evicted_blocks}});
+  nlohmann::json host = {{"name", s.medium},
+                         {"policy", "lru"},
+                         {"write_policy", kvtk::tier::name_of(s.hicache.policy)},
+                         {"capacity", s.size_given},
+                         {"capacity_blocks", host_pages},
+                         {"hit_blocks", c.host_hit_blocks},
+                         {"hit_tokens", c.host_hit_blocks * block_tokens},
+                         {"blocks_loaded", c.host_hit_blocks},
+                         {"blocks_stored", c.host_stored_blocks},
+                         {"evictions", c.host_evicted_blocks}};
+  if (s.block_bytes > 0) {
+    const double tier_bytes = static_cast<double>(host_pages) * static_cast<double>(s.block_bytes);
+    host["bytes_loaded"] = static_cast<double>(c.host_hit_blocks) * static_cast<double>(s.block_bytes);
+    host["bytes_stored"] = static_cast<double>(c.host_stored_blocks) * static_cast<double>(s.block_bytes);
+    host["capacity_bytes"] = tier_bytes;
+    if (s.usd_per_gb_month > 0) {
+      host["usd_per_month"] = tier_bytes / 1e9 * s.usd_per_gb_month;
+      host["usd_per_day"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0;
+      if (trace_days > 0) host["usd_for_trace"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0 * trace_days;
+    }
+  }
+  tiers.push_back(host);
+  return {{"engine", "sglang"},
+          {"engine_version", kvtk::tier::sglang_hicache::engine_version},
+          {"spec", s.text},
+          {"block_size_tokens", block_tokens},
+          {"write_policy", kvtk::tier::name_of(s.hicache.policy)},
+          {"engine_flags", sglang_flags(s, device_pages, block_tokens)},
           {"tiers", tiers},
           {"counters", counters}};
 }

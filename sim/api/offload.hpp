@@ -1,12 +1,15 @@
 // sim/api/offload.hpp — `kvtk replay --offload`: an engine's own offload tier under its GPU
-// cache (vLLM 0.33's OffloadingConnector with the CPU spec: kvtk/tier/vllm_offload.hpp), parsed
-// from "medium:size[:policy[:usd_per_gb_month]][,key=value...]" and reported per tier.
+// cache, parsed from "medium:size[:policy[:usd_per_gb_month]][,key=value...]" and reported per
+// tier. The medium names the engine: `cpu` is vLLM 0.33's OffloadingConnector with the CPU spec
+// (kvtk/tier/vllm_offload.hpp), `host` SGLang 0.5.23's HiCache host pool
+// (kvtk/tier/sglang_hicache.hpp).
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kvtk/tier/sglang_hicache.hpp"
 #include "kvtk/tier/vllm_offload.hpp"
 
 namespace kvtk::sim {
@@ -14,19 +17,24 @@ namespace kvtk::sim {
 /// One --offload spec, checked (everything but the GPU capacity, which is --capacity's).
 struct offload_spec {
   std::string text;                 ///< as given
-  std::string medium = "cpu";       ///< cpu (the only tier vLLM 0.33's CPU spec has)
+  std::string medium = "cpu";       ///< cpu (vLLM's CPU spec) or host (SGLang's HiCache)
+  std::string engine = "vllm";      ///< vllm (medium cpu) or sglang (medium host)
   std::string size_given;           ///< the size as written ("20000", "64GiB", "3Mtok")
   std::uint64_t size_blocks = 0;    ///< the size in GPU blocks
   double usd_per_gb_month = 0;      ///< the tier's rent (0: not priced)
-  kvtk::tier::vllm_offload_config cfg;  ///< gpu_blocks unset
+  kvtk::tier::vllm_offload_config cfg;  ///< vllm: gpu_blocks unset
+  kvtk::tier::sglang_hicache_config hicache;  ///< sglang: device_pages unset; host_pages unless
+                                              ///< given as a ratio
+  double hicache_ratio = 0;         ///< sglang: the size as "Nx" (--hicache-ratio), else 0
   std::uint64_t block_bytes = 0;    ///< bytes of one GPU block (0 without --model)
 };
 
-/// Parses one --offload spec for `--engine vllm` with GPU blocks of block_tokens tokens (bytes
-/// per token from --model, 0 without one). Knobs: block_size (tokens, a multiple of
-/// block_tokens; default block_tokens), store_threshold, max_tracker_size. Throws usage_error
-/// naming the spec and the problem: an unknown medium or knob, a size below one offloaded block,
-/// a policy vLLM's CPU spec cannot run, a bad number.
+/// Parses one --offload spec with GPU blocks of block_tokens tokens (bytes per token from --model,
+/// 0 without one). vLLM (cpu) knobs: block_size (tokens, a multiple of block_tokens; default
+/// block_tokens), store_threshold, max_tracker_size. SGLang (host): the size may be a ratio of
+/// the device pool ("2x", --hicache-ratio); the policy is lru (its radix eviction); knob
+/// write_policy. Throws usage_error naming the spec and the problem: an unknown medium or knob, a
+/// size below one offloaded block, a policy the engine cannot run, a bad number.
 offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tokens,
                                 std::uint64_t bytes_per_token);
 
@@ -34,6 +42,16 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
 /// --kv-transfer-config; a kvtk policy through kvtk.integrations.vllm). Without a model the byte
 /// size is a placeholder that says what to multiply.
 std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens);
+
+/// The `python -m sglang.launch_server` flags that configure an SGLang spec over a device pool of
+/// device_pages pages (--page-size, --enable-hierarchical-cache, --hicache-ratio or -size,
+/// --hicache-write-policy).
+std::string sglang_flags(const offload_spec& s, std::uint64_t device_pages, std::uint32_t block_tokens);
+
+/// The host pages of an SGLang spec over a device pool of device_pages pages: as given, or
+/// int(device tokens x ratio) / page + 1 (SGLang's HostKVCache, its padding page included).
+std::uint64_t hicache_host_pages(const offload_spec& s, std::uint64_t device_pages,
+                                 std::uint32_t block_tokens);
 
 /// "cpu:400x2:lru" style description of a spec (chunks x GPU blocks per chunk).
 std::string describe(const offload_spec& s);
@@ -43,5 +61,9 @@ nlohmann::json offload_report(const offload_spec& s,
                               const kvtk::tier::vllm_offload_counters& c,
                               std::uint32_t gpu_blocks, std::uint32_t block_tokens,
                               double trace_days);
+/// The per-tier report of one SGLang HiCache job.
+nlohmann::json hicache_report(const offload_spec& s, const kvtk::tier::sglang_hicache_counters& c,
+                              std::uint64_t device_pages, std::uint64_t host_pages,
+                              std::uint32_t block_tokens, double trace_days);
 
 }  // namespace kvtk::sim

@@ -174,15 +174,19 @@ void plan_grid(const replay_options& o, std::uint64_t bytes_per_token, plan& p) 
 // the grid. Engines cache full blocks only, so --partial-block cache contradicts them.
 bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& p) {
   if (o.engine.empty()) throw usage_error("--engine: empty list");
-  bool ideal = false, vllm = false;
-  for (const auto& e : o.engine) vllm |= parse_engine(e) == engine_accounting::vllm;
-  if (!o.offload.empty() && !vllm) {
-    throw usage_error("--offload: an engine's offload tier runs under its GPU cache: add "
-                      "--engine vllm (SGLang HiCache, LMCache and Dynamo KVBM are not modelled "
-                      "yet)");
+  bool ideal = false, vllm = false, sglang = false;
+  for (const auto& e : o.engine) {
+    vllm |= parse_engine(e) == engine_accounting::vllm;
+    sglang |= parse_engine(e) == engine_accounting::sglang;
   }
   for (const auto& spec : o.offload) {
     p.offloads.push_back(parse_offload_spec(spec, o.block_tokens, bytes_per_token));
+    const std::string& engine = p.offloads.back().engine;
+    if ((engine == "vllm" && !vllm) || (engine == "sglang" && !sglang)) {
+      throw usage_error("--offload '" + spec + "': an engine's offload tier runs under its GPU "
+                        "cache: add --engine " + engine + " (cpu: vLLM's OffloadingConnector, "
+                        "host: SGLang's HiCache; LMCache and Dynamo KVBM are not modelled yet)");
+    }
   }
   for (const auto& e : o.engine) {
     const engine_accounting engine = parse_engine(e);
@@ -198,13 +202,15 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
     for (const auto& c : caps_given) {
       if (c.empty()) throw usage_error("--capacity: empty item in the list");
       const std::uint64_t cap = parse_capacity(c, o.block_tokens, bytes_per_token);
+      const char* name = engine == engine_accounting::vllm ? "vllm" : "sglang";
       if (engine == engine_accounting::vllm) {
         p.jobs.push_back({"hashchain", "vllm", cap, -1, c, e});
-        for (std::size_t k = 0; k < p.offloads.size(); ++k) {
-          p.jobs.push_back({"offload", describe(p.offloads[k]), cap, -1, c, e, static_cast<int>(k)});
-        }
       } else {
         p.jobs.push_back({"radix", "lru", cap, -1, c, e});
+      }
+      for (std::size_t k = 0; k < p.offloads.size(); ++k) {
+        if (p.offloads[k].engine != name) continue;
+        p.jobs.push_back({"offload", describe(p.offloads[k]), cap, -1, c, e, static_cast<int>(k)});
       }
     }
   }

@@ -69,25 +69,33 @@ std::string tier_text(const nlohmann::json& rep) {
   return s;
 }
 
-// An offload job's tiers: what each served, and the CPU tier's traffic.
+// An offload job's tiers: what each served, and the lower tier's traffic (vLLM: offloaded
+// blocks; SGLang: pages).
 std::string offload_text(const nlohmann::json& row) {
   const auto& rep = row["offload"];
-  std::string s = format("\noffload %s under vllm GPU %llu blocks (%s, block_size %llu tokens):\n",
-                         rep["spec"].get<std::string>().c_str(),
+  const std::string engine = rep.value("engine", "vllm");
+  const bool vllm = engine == "vllm";
+  std::string s = format("\noffload %s under %s %s %llu blocks (%s, ", rep["spec"].get<std::string>().c_str(),
+                         engine.c_str(), vllm ? "GPU" : "device",
                          row["capacity_blocks"].get<unsigned long long>(),
-                         rep["engine_version"].get<std::string>().c_str(),
-                         rep["block_size_tokens"].get<unsigned long long>());
+                         rep["engine_version"].get<std::string>().c_str());
+  s += vllm ? format("block_size %llu tokens):\n", rep["block_size_tokens"].get<unsigned long long>())
+            : format("%s, %llu-token pages):\n", rep["write_policy"].get<std::string>().c_str(),
+                     rep["block_size_tokens"].get<unsigned long long>());
   s += format("  %-6s %-12s %12s %12s %10s %10s %10s\n", "tier", "policy", "capacity",
               "hit blocks", "loaded", "stored", "evicted");
+  auto number = [](const nlohmann::json& t, const char* a, const char* b) {
+    return std::to_string(t.contains(a) ? t[a].get<unsigned long long>() : t[b].get<unsigned long long>());
+  };
   for (const auto& t : rep["tiers"]) {
-    const bool cpu = t.contains("chunks_loaded");
+    const bool lower = t.contains("policy");
     s += format("  %-6s %-12s %12llu %12llu %10s %10s %10s\n", t["name"].get<std::string>().c_str(),
-                cpu ? t["policy"].get<std::string>().c_str() : "vllm",
+                lower ? t["policy"].get<std::string>().c_str() : engine.c_str(),
                 t["capacity_blocks"].get<unsigned long long>(),
                 t["hit_blocks"].get<unsigned long long>(),
-                cpu ? std::to_string(t["chunks_loaded"].get<unsigned long long>()).c_str() : "-",
-                cpu ? std::to_string(t["chunks_stored"].get<unsigned long long>()).c_str() : "-",
-                cpu ? std::to_string(t["evictions"].get<unsigned long long>()).c_str() : "-");
+                lower ? number(t, "chunks_loaded", "blocks_loaded").c_str() : "-",
+                lower ? number(t, "chunks_stored", "blocks_stored").c_str() : "-",
+                t.contains("evictions") ? std::to_string(t["evictions"].get<unsigned long long>()).c_str() : "-");
   }
   return s;
 }
@@ -143,21 +151,30 @@ std::string to_text(const replay_result& r) {
                   o["bound_block_hits"].get<unsigned long long>());
     }
   }
-  const nlohmann::json* best = nullptr;  // the offload row with the most block hits
+  // Per engine, the offload row with the most block hits, and its flags.
+  const nlohmann::json* best[2] = {nullptr, nullptr};  // vllm, sglang
   for (const auto& row : r.results) {
     if (row.contains("tiers")) s += tier_text(row["tiers"]);
     if (!row.contains("offload")) continue;
     s += offload_text(row);
-    if (best == nullptr || row["block_hits"].get<std::uint64_t>() > (*best)["block_hits"].get<std::uint64_t>()) {
-      best = &row;
+    const nlohmann::json*& b = best[row["offload"].value("engine", "vllm") == "vllm" ? 0 : 1];
+    if (b == nullptr || row["block_hits"].get<std::uint64_t>() > (*b)["block_hits"].get<std::uint64_t>()) {
+      b = &row;
     }
   }
-  if (best != nullptr) {
+  if (best[0] != nullptr) {
     s += format("\nvLLM flags for the best offload row (%s, GPU %s blocks; the GPU's size is "
                 "--gpu-memory-utilization's):\n  vllm serve MODEL %s\n",
-                (*best)["offload"]["spec"].get<std::string>().c_str(),
-                (*best)["capacity"].get<std::string>().c_str(),
-                (*best)["offload"]["vllm_flags"].get<std::string>().c_str());
+                (*best[0])["offload"]["spec"].get<std::string>().c_str(),
+                (*best[0])["capacity"].get<std::string>().c_str(),
+                (*best[0])["offload"]["engine_flags"].get<std::string>().c_str());
+  }
+  if (best[1] != nullptr) {
+    s += format("\nSGLang flags for the best HiCache row (%s, device %s pages; the device's size "
+                "is --mem-fraction-static's):\n  python -m sglang.launch_server --model-path MODEL %s\n",
+                (*best[1])["offload"]["spec"].get<std::string>().c_str(),
+                (*best[1])["capacity"].get<std::string>().c_str(),
+                (*best[1])["offload"]["engine_flags"].get<std::string>().c_str());
   }
   return s;
 }

@@ -1,0 +1,753 @@
+// kvtk/tier/sglang_hicache.hpp — SGLang 0.5.23's hierarchical cache (HiCache: the
+// UnifiedRadixCache with `--enable-hierarchical-cache`, a device tree over a host memory pool),
+// request by request as its scheduler drives it with nothing else running: `kvtk replay --engine
+// sglang --offload host:SIZE,write_policy=POLICY`.
+//
+// What it reproduces (checked against SGLang's own cache, controller and host pool by
+// tools/engine-check/sglang_hicache.py; the FULL-attention component, radix eviction lru, one
+// page = one block of B tokens, prompt only, every backup and load acknowledged before the next
+// request):
+//  * One radix tree of page runs. A node's pages are on the device, on the host, or on both; the
+//    device-resident nodes are closed under ancestors. A node on neither is deleted at once.
+//  * Match (capped at L - 1 tokens, page-aligned): walks and splits like the plain radix cache;
+//    the device hit is the path's device-resident prefix, the host hit the host-only rest. The
+//    path (and a split's tail) gets the operation's time; hit counts do not change.
+//  * Load back (PrefillAdder -> init_load_back): a host hit of at least 10 tokens is loaded
+//    whole, or not at all: with the path pinned, the device evicts the shortfall first and gives
+//    up when still short. Loaded nodes keep their host copy (they are on both). A declined load
+//    is recomputed, and the insert below re-adopts those nodes with the request's fresh pages.
+//  * Device eviction (on an allocation shortfall, the allocator's spare page included, as
+//    sglang_radix_cache): least recently used D-leaves (unlocked, no child on the device), whole
+//    nodes, until the shortfall is met. A backed-up victim is demoted (it stays, host-only); an
+//    unbacked one is deleted, except under write_back, where it is first copied to the host
+//    (host eviction below makes room; when it cannot, the node and its host-only subtree go).
+//  * Insert at the request's end (floor(L / B) pages): every walked node gets the time, a
+//    host-only one is re-adopted onto the device, and, except under write_back, its hit count
+//    rises by one; the new tail leaf starts at one. A node not on the host whose count reaches
+//    the threshold (write_through 1, write_through_selective 2) is backed up with its unbacked
+//    ancestors, root first; a backup short of host room first evicts exactly the shortfall from
+//    the host, and stops the chain when that fails (the host evictions stay done).
+//  * Host eviction (only to make room for a backup): least recently used H-leaves (host-only,
+//    no children at all, unlocked), whole nodes, until the shortfall is met. Under write_back,
+//    host copies of nodes also on the device ("duplicates", in the order they became so) go
+//    first, sparing device leaves in a first pass.
+//  * Time: one tick per match and per insert; everything an operation stamps lies on one root
+//    path, so its order within the operation never decides an eviction.
+//
+// Design: page slots (key, node, next page) and node slots in arrays sized for the device plus
+// the host (the tree holds at most that many pages); one key table (block keys are prefix ids);
+// two indexed min-heaps on time (D-leaves, H-leaves); an intrusive FIFO of duplicates
+// (write_back). Nothing allocates after construction.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kvtk/concepts.hpp"
+#include "kvtk/detail/key_table.hpp"
+
+namespace kvtk::tier {
+
+enum class hicache_write_policy : std::uint8_t { write_through, write_through_selective, write_back };
+
+/// The --hicache-write-policy name of p.
+inline const char* name_of(hicache_write_policy p) noexcept {
+  switch (p) {
+    case hicache_write_policy::write_through: return "write_through";
+    case hicache_write_policy::write_through_selective: return "write_through_selective";
+    case hicache_write_policy::write_back: return "write_back";
+  }
+  return "?";
+}
+
+/// What `--offload host:SIZE,write_policy=...` configures.
+struct sglang_hicache_config {
+  std::uint32_t device_pages = 0;  ///< the device pool (pages; SGLang's max_total_num_tokens / B)
+  std::uint32_t host_pages = 0;    ///< the host pool (pages; int(D x B x ratio) / B + 1 for a ratio)
+  hicache_write_policy policy = hicache_write_policy::write_through;  ///< SGLang's default
+  std::uint32_t load_back_threshold_tokens = 10;  ///< SGLang's constant: smaller host hits recompute
+};
+
+/// What one request did.
+struct sglang_hicache_request {
+  std::uint32_t device_hit_blocks = 0;  ///< the device prefix the match found
+  std::uint32_t loaded_blocks = 0;      ///< host pages loaded back (0: none, or declined)
+  bool scheduled = true;                ///< false: more pages than the device has
+};
+
+/// Totals over a replay (pages; a page is one block).
+struct sglang_hicache_counters {
+  std::uint64_t requests = 0, unscheduled = 0;
+  std::uint64_t device_hit_blocks = 0, host_hit_blocks = 0;
+  std::uint64_t host_stored_blocks = 0;     ///< pages copied device -> host (backups)
+  std::uint64_t host_freed_blocks = 0;      ///< host pages freed (evictions, write_back drops)
+  std::uint64_t host_evicted_blocks = 0;    ///< host pages freed to make room for a backup
+  std::uint64_t device_evicted_blocks = 0;  ///< device pages freed by eviction (demoted or deleted)
+  std::uint64_t declined_loads = 0;         ///< host hits recomputed (below the threshold or no room)
+  std::uint64_t failed_backups = 0;         ///< backups given up for want of host room
+};
+
+/// Thread safety: as block_cache: one per thread.
+class sglang_hicache {
+  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  struct page {
+    block_key key = 0;
+    std::uint32_t node = none, next = none;
+  };
+  struct node {
+    std::uint32_t first = none, len = 0, parent = none, children = 0, device_children = 0;
+    std::uint32_t locks = 0, hits = 0;
+    std::uint32_t dpos = none, hpos = none;    // positions in the D-leaf / H-leaf heaps
+    std::uint32_t dup_prev = none, dup_next = none;
+    std::uint32_t first_child = none, next_sibling = none, prev_sibling = none;
+    bool device = false, host = false, in_dups = false;
+    std::uint64_t time = 0;
+  };
+  struct key_of {
+    const page* pages;
+    std::uint64_t operator()(std::uint32_t i) const noexcept { return pages[i].key; }
+  };
+
+ public:
+  static constexpr const char* engine_version = "SGLang 0.5.23";
+
+  /// Requires: device_pages and host_pages >= 1, their sum < 2^31.
+  /// Throws: std::invalid_argument naming the size; std::bad_alloc.
+  explicit sglang_hicache(const sglang_hicache_config& c)
+      : cfg_(checked(c)), pages_(std::size_t{c.device_pages} + c.host_pages),
+        nodes_(pages_.size()), table_(static_cast<std::uint32_t>(pages_.size()), key_of{pages_.data()}, 2),
+        free_device_(c.device_pages), free_host_(c.host_pages) {
+    dheap_.reserve(nodes_.size());
+    hheap_.reserve(nodes_.size());
+    chain_.reserve(nodes_.size());
+    subtree_.reserve(nodes_.size());
+    page_stack_.reserve(pages_.size());
+    node_stack_.reserve(nodes_.size());
+    for (std::size_t i = pages_.size(); i-- > 0;) {
+      page_stack_.push_back(static_cast<std::uint32_t>(i));
+      node_stack_.push_back(static_cast<std::uint32_t>(i));
+    }
+  }
+  sglang_hicache(const sglang_hicache&) = delete;
+  sglang_hicache& operator=(const sglang_hicache&) = delete;
+
+  [[nodiscard]] const sglang_hicache_config& config() const noexcept { return cfg_; }
+  [[nodiscard]] const sglang_hicache_counters& counters() const noexcept { return totals_; }
+  [[nodiscard]] std::uint64_t free_device_pages() const noexcept { return free_device_; }
+  [[nodiscard]] std::uint64_t free_host_pages() const noexcept { return free_host_; }
+
+  /// Effects: one request of L tokens (pages of B tokens) whose full pages have the prefix keys
+  /// `keys` (at most floor(L / B) read), run to completion (the header comment).
+  /// Complexity: O(pages of the request + pages evicted x log nodes).  Throws: nothing.
+  sglang_hicache_request run_request(std::span<const block_key> keys, std::uint64_t L,
+                                     std::uint32_t B) noexcept {
+    sglang_hicache_request out;
+    if (L == 0) return out;
+    ++totals_.requests;
+    const std::uint64_t n = (L + B - 1) / B;
+    if (n > cfg_.device_pages) {
+      out.scheduled = false;
+      ++totals_.unscheduled;
+      return out;
+    }
+    const std::uint64_t f = std::min<std::uint64_t>(L / B, keys.size());
+    const auto capped = static_cast<std::uint32_t>(std::min<std::uint64_t>((L - 1) / B, f));
+    const match_result m = match(keys.first(capped));
+    out.device_hit_blocks = m.device;
+    std::uint32_t last = m.last_device;
+    if (m.host > 0) {
+      if (load_back(m.best, m.host, B)) {
+        out.loaded_blocks = m.host;
+        last = m.best;
+      } else {
+        ++totals_.declined_loads;
+      }
+    }
+    const std::uint64_t hit = out.device_hit_blocks + out.loaded_blocks;
+    lock(last);
+    reserve(n - hit, 1);
+    const std::uint64_t taken = insert(keys.first(f));
+    free_device_ += n - hit - taken;
+    unlock(last);
+    register_loaded(m.best, out.loaded_blocks);
+    totals_.device_hit_blocks += out.device_hit_blocks;
+    totals_.host_hit_blocks += out.loaded_blocks;
+    return out;
+  }
+
+  /// Checks the invariants (tests): page and node bookkeeping, device closure under ancestors,
+  /// heap membership and order. Returns "" or the first violation.
+  [[nodiscard]] const char* audit() const {
+    std::uint64_t dev = 0, host = 0, in_nodes = 0;
+    std::vector<std::uint32_t> kids(nodes_.size(), 0), dkids(nodes_.size(), 0);
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      const node& x = nodes_[i];
+      if (x.len == 0) continue;
+      if (!x.device && !x.host) return "a node on neither tier";
+      if (x.locks != 0) return "a lock outlived its request";
+      if (x.parent != root) {
+        ++kids[x.parent];
+        if (x.device) ++dkids[x.parent];
+        if (x.device && !nodes_[x.parent].device) return "a device node below a host-only one";
+      }
+      std::uint32_t p = x.first;
+      for (std::uint32_t j = 0; j < x.len; ++j, p = pages_[p].next) {
+        if (p == none || pages_[p].node != i || table_.find(pages_[p].key) != p) return "page chain";
+      }
+      in_nodes += x.len;
+      dev += x.device ? x.len : 0;
+      host += x.host ? x.len : 0;
+    }
+    if (in_nodes != table_.size()) return "pages outside nodes";
+    if (dev + free_device_ != cfg_.device_pages) return "device pages do not add up";
+    if (host + free_host_ != cfg_.host_pages) return "host pages do not add up";
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      const node& x = nodes_[i];
+      if (x.len == 0) continue;
+      if (kids[i] != x.children || dkids[i] != x.device_children) return "children counts";
+      std::uint32_t listed = 0;
+      for (std::uint32_t c = x.first_child; c != none; c = nodes_[c].next_sibling) {
+        if (nodes_[c].parent != i) return "a child list";
+        ++listed;
+      }
+      if (listed != x.children) return "a child list's length";
+      if ((x.dpos != none) != is_device_leaf(i)) return "D-leaf heap membership";
+      if ((x.hpos != none) != is_host_leaf(i)) return "H-leaf heap membership";
+    }
+    for (std::size_t i = 1; i < dheap_.size(); ++i) {
+      if (nodes_[dheap_[(i - 1) / 2]].time > nodes_[dheap_[i]].time) return "D-heap order";
+    }
+    for (std::size_t i = 1; i < hheap_.size(); ++i) {
+      if (nodes_[hheap_[(i - 1) / 2]].time > nodes_[hheap_[i]].time) return "H-heap order";
+    }
+    return "";
+  }
+
+ private:
+  static constexpr std::uint32_t root = none;
+  struct match_result {
+    std::uint32_t device = 0, host = 0;   // pages
+    std::uint32_t best = root, last_device = root;
+  };
+
+  static sglang_hicache_config checked(const sglang_hicache_config& c) {
+    if (c.device_pages == 0 || c.host_pages == 0 ||
+        std::uint64_t{c.device_pages} + c.host_pages >= (1u << 31)) {
+      throw std::invalid_argument("sglang hicache: the device and host pools need >= 1 page each, "
+                                  "fewer than 2^31 together");
+    }
+    return c;
+  }
+  bool write_back() const noexcept { return cfg_.policy == hicache_write_policy::write_back; }
+  std::uint32_t threshold() const noexcept {
+    return cfg_.policy == hicache_write_policy::write_through ? 1 : 2;
+  }
+
+  // ---- the tree
+  std::uint32_t child_at(std::uint32_t at, block_key k) const noexcept {
+    const std::uint32_t p = table_.find(k);
+    if (p == none) return none;
+    const std::uint32_t x = pages_[p].node;
+    return nodes_[x].first == p && nodes_[x].parent == at ? x : none;
+  }
+  std::uint32_t run_in(std::uint32_t x, std::span<const block_key> keys, std::size_t i) const noexcept {
+    std::uint32_t j = 0;
+    for (std::uint32_t p = nodes_[x].first; j < nodes_[x].len && i + j < keys.size();
+         p = pages_[p].next, ++j) {
+      if (pages_[p].key != keys[i + j]) break;
+    }
+    return j;
+  }
+
+  match_result match(std::span<const block_key> keys) noexcept {
+    const std::uint64_t t = ++clock_;
+    match_result r;
+    std::size_t i = 0;
+    std::uint32_t at = root;
+    while (i < keys.size()) {
+      const std::uint32_t x = child_at(at, keys[i]);
+      if (x == none) break;
+      const std::uint32_t j = run_in(x, keys, i);
+      i += j;
+      const bool partial = j < nodes_[x].len;
+      at = partial ? split(x, j, t) : x;
+      (nodes_[at].device ? r.device : r.host) += j;
+      if (nodes_[at].device) r.last_device = at;
+      if (partial) break;
+    }
+    r.best = at;
+    for (std::uint32_t x = at; x != root; x = nodes_[x].parent) set_time(x, t);
+    return r;
+  }
+
+  // _split_node: a new head takes x's first s pages and becomes x's parent; both carry x's
+  // state and count; the tail keeps its heap places and gets the time t.
+  std::uint32_t split(std::uint32_t x, std::uint32_t s, std::uint64_t t) noexcept {
+    const std::uint32_t h = node_stack_.back();
+    node_stack_.pop_back();
+    node& head = nodes_[h];
+    node& tail = nodes_[x];
+    head = node{};
+    head.first = tail.first;
+    head.len = s;
+    head.parent = tail.parent;
+    head.children = 1;
+    head.device_children = tail.device ? 1 : 0;
+    head.locks = tail.locks;
+    head.hits = tail.hits;
+    head.device = tail.device;
+    head.host = tail.host;
+    head.time = t;
+    replace_child(x, h);
+    head.first_child = x;
+    tail.next_sibling = tail.prev_sibling = none;
+    std::uint32_t p = tail.first;
+    for (std::uint32_t j = 0; j + 1 < s; ++j, p = pages_[p].next) pages_[p].node = h;
+    pages_[p].node = h;
+    tail.first = pages_[p].next;
+    pages_[p].next = none;
+    tail.len -= s;
+    tail.parent = h;
+    set_time(x, t);
+    if (write_back() && head.device && head.host) dup_push(h);
+    return h;
+  }
+
+  // Walks keys like match, adopting host-only nodes with the request's pages and counting hits;
+  // hangs the rest below as a new leaf. Returns the request's pages the tree took.
+  std::uint64_t insert(std::span<const block_key> keys) noexcept {
+    const std::uint64_t t = ++clock_;
+    std::uint64_t taken = 0;
+    std::size_t i = 0;
+    std::uint32_t at = root;
+    while (i < keys.size()) {
+      const std::uint32_t x0 = child_at(at, keys[i]);
+      if (x0 == none) break;
+      set_time(x0, t);
+      const std::uint32_t j = run_in(x0, keys, i);
+      const std::uint32_t x = j < nodes_[x0].len ? split(x0, j, t) : x0;
+      if (!nodes_[x].device) {
+        adopt(x);
+        taken += nodes_[x].len;
+      }
+      count_hit(x);
+      i += j;
+      at = x;
+    }
+    if (i < keys.size()) {
+      const std::uint32_t leaf = add_leaf(at, keys.subspan(i), t);
+      if (leaf != none) {
+        taken += nodes_[leaf].len;
+        count_hit(leaf);
+      }
+    }
+    return taken;
+  }
+
+  void count_hit(std::uint32_t x) noexcept {
+    if (write_back()) return;
+    node& n = nodes_[x];
+    ++n.hits;
+    if (!n.host && n.hits >= threshold()) backup_chain(x);
+  }
+
+  // x and its consecutive unbacked ancestors go to the host, root first; a shortfall of host
+  // room evicts exactly that much first and, when still short, ends the chain.
+  void backup_chain(std::uint32_t x) noexcept {
+    chain_.clear();
+    for (std::uint32_t y = x; y != root && !nodes_[y].host; y = nodes_[y].parent) chain_.push_back(y);
+    for (std::size_t k = chain_.size(); k-- > 0;) {
+      if (!back_up(chain_[k])) {
+        ++totals_.failed_backups;
+        return;
+      }
+    }
+  }
+  bool back_up(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    if (free_host_ < n.len) (void)evict_host(n.len - free_host_);
+    if (free_host_ < n.len) return false;
+    free_host_ -= n.len;
+    totals_.host_stored_blocks += n.len;
+    n.host = true;
+    refresh(x);
+    return true;
+  }
+
+  // A host-only node takes device pages again (from the request or a load): on both tiers.
+  void adopt(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    n.device = true;
+    if (n.parent != root) {
+      ++nodes_[n.parent].device_children;
+      refresh(n.parent);
+    }
+    refresh(x);
+    if (write_back()) dup_push(x);
+  }
+
+  std::uint32_t add_leaf(std::uint32_t parent, std::span<const block_key> keys,
+                         std::uint64_t t) noexcept {
+    std::size_t fresh = 0;  // stop before a key the tree holds elsewhere (malformed trace)
+    while (fresh < keys.size() && table_.find(keys[fresh]) == none) ++fresh;
+    keys = keys.first(fresh);
+    if (keys.empty()) return none;
+    const std::uint32_t x = node_stack_.back();
+    node_stack_.pop_back();
+    node& leaf = nodes_[x];
+    leaf = node{};
+    leaf.len = static_cast<std::uint32_t>(keys.size());
+    leaf.parent = parent;
+    leaf.device = true;
+    leaf.time = t;
+    std::uint32_t prev = none;
+    for (const block_key k : keys) {
+      const std::uint32_t p = page_stack_.back();
+      page_stack_.pop_back();
+      pages_[p] = {k, x, none};
+      table_.insert(k, p);
+      (prev == none ? leaf.first : pages_[prev].next) = p;
+      prev = p;
+    }
+    link_child(parent, x);
+    if (parent != root) {
+      ++nodes_[parent].children;
+      ++nodes_[parent].device_children;
+      refresh(parent);
+    }
+    refresh(x);
+    return x;
+  }
+
+  // Deletes a leaf (no children), freeing its pages on the tiers it is on.
+  void remove_leaf(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    if (n.device) free_device_ += n.len;
+    if (n.host) {
+      free_host_ += n.len;
+      totals_.host_freed_blocks += n.len;
+    }
+    for (std::uint32_t p = n.first; p != none;) {
+      const std::uint32_t next = pages_[p].next;
+      table_.erase(pages_[p].key);
+      page_stack_.push_back(p);
+      p = next;
+    }
+    if (n.dpos != none) heap_erase(dheap_, x, &node::dpos);
+    if (n.hpos != none) heap_erase(hheap_, x, &node::hpos);
+    if (n.in_dups) dup_erase(x);
+    unlink_child(x);
+    const std::uint32_t parent = n.parent;
+    const bool device = n.device;
+    n = node{};
+    node_stack_.push_back(x);
+    if (parent != root) {
+      --nodes_[parent].children;
+      if (device) --nodes_[parent].device_children;
+      refresh(parent);
+    }
+  }
+
+  // ---- load back
+  bool load_back(std::uint32_t best, std::uint32_t pages, std::uint32_t B) noexcept {
+    if (std::uint64_t{pages} * B < std::max<std::uint32_t>(1, cfg_.load_back_threshold_tokens)) {
+      return false;
+    }
+    lock(best);
+    if (free_device_ < pages) evict_device(pages - free_device_);
+    const bool ok = free_device_ >= pages;
+    if (ok) {
+      free_device_ -= pages;
+      // Root first, so each node's parent is on the device when it arrives.
+      chain_.clear();
+      for (std::uint32_t y = best; y != root && !nodes_[y].device; y = nodes_[y].parent) chain_.push_back(y);
+      for (std::size_t k = chain_.size(); k-- > 0;) adopt_loaded(chain_[k]);
+    }
+    unlock(best);
+    return ok;
+  }
+  void adopt_loaded(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    n.device = true;
+    if (n.parent != root) {
+      ++nodes_[n.parent].device_children;
+      refresh(n.parent);
+    }
+    refresh(x);
+  }
+  // Under write_back, loaded nodes become duplicates at their load's ack (after the request).
+  void register_loaded(std::uint32_t best, std::uint32_t loaded) noexcept {
+    if (!write_back() || loaded == 0) return;
+    chain_.clear();
+    std::uint32_t pages = 0;
+    for (std::uint32_t y = best; y != root && pages < loaded; y = nodes_[y].parent) {
+      chain_.push_back(y);
+      pages += nodes_[y].len;
+    }
+    for (std::size_t k = chain_.size(); k-- > 0;) {
+      if (nodes_[chain_[k]].device && nodes_[chain_[k]].host) dup_push(chain_[k]);
+    }
+  }
+
+  // ---- device
+  void reserve(std::uint64_t pages, std::uint64_t spare) noexcept {
+    if (free_device_ < pages + spare) evict_device(pages + spare - free_device_);
+    free_device_ -= std::min<std::uint64_t>(pages, free_device_);
+  }
+
+  void evict_device(std::uint64_t pages) noexcept {
+    std::uint64_t freed = 0;
+    while (freed < pages && !dheap_.empty()) {
+      const std::uint32_t x = dheap_[0];
+      const std::uint32_t len = nodes_[x].len;
+      freed += len;
+      totals_.device_evicted_blocks += len;
+      if (!nodes_[x].host && write_back()) {
+        if (free_host_ < len) (void)evict_host(len - free_host_);
+        if (free_host_ >= len) {
+          free_host_ -= len;
+          totals_.host_stored_blocks += len;
+          nodes_[x].host = true;
+        } else {
+          ++totals_.failed_backups;
+          drop_subtree(x);
+          continue;
+        }
+      }
+      if (nodes_[x].host) {
+        demote(x);
+      } else {
+        remove_leaf(x);
+      }
+    }
+  }
+  void demote(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    n.device = false;
+    free_device_ += n.len;
+    if (n.parent != root) {
+      --nodes_[n.parent].device_children;
+      refresh(n.parent);
+    }
+    refresh(x);
+  }
+  // write_back, no host room: x (a D-leaf, so every descendant is host-only) and its subtree go,
+  // children before parents.
+  void drop_subtree(std::uint32_t x) noexcept {
+    subtree_.clear();
+    subtree_.push_back(x);
+    for (std::size_t k = 0; k < subtree_.size(); ++k) {
+      for (std::uint32_t c = nodes_[subtree_[k]].first_child; c != none; c = nodes_[c].next_sibling) {
+        subtree_.push_back(c);
+      }
+    }
+    for (std::size_t k = subtree_.size(); k-- > 0;) remove_leaf(subtree_[k]);
+  }
+
+  // ---- child lists (the root's children are not listed: nothing walks them)
+  void link_child(std::uint32_t parent, std::uint32_t x) noexcept {
+    if (parent == root) return;
+    node& p = nodes_[parent];
+    nodes_[x].next_sibling = p.first_child;
+    nodes_[x].prev_sibling = none;
+    if (p.first_child != none) nodes_[p.first_child].prev_sibling = x;
+    p.first_child = x;
+  }
+  void unlink_child(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    if (n.parent == root) return;
+    (n.prev_sibling == none ? nodes_[n.parent].first_child : nodes_[n.prev_sibling].next_sibling) =
+        n.next_sibling;
+    if (n.next_sibling != none) nodes_[n.next_sibling].prev_sibling = n.prev_sibling;
+    n.next_sibling = n.prev_sibling = none;
+  }
+  // h takes x's place among its parent's children.
+  void replace_child(std::uint32_t x, std::uint32_t h) noexcept {
+    node& n = nodes_[x];
+    if (n.parent == root) return;
+    nodes_[h].prev_sibling = n.prev_sibling;
+    nodes_[h].next_sibling = n.next_sibling;
+    (n.prev_sibling == none ? nodes_[n.parent].first_child : nodes_[n.prev_sibling].next_sibling) = h;
+    if (n.next_sibling != none) nodes_[n.next_sibling].prev_sibling = h;
+  }
+
+  // ---- host
+  std::uint64_t evict_host(std::uint64_t pages) noexcept {
+    std::uint64_t freed = 0;
+    if (write_back()) freed = reclaim_duplicates(pages);
+    while (freed < pages && !hheap_.empty()) {
+      const std::uint32_t x = hheap_[0];
+      freed += nodes_[x].len;
+      totals_.host_evicted_blocks += nodes_[x].len;
+      remove_leaf(x);
+    }
+    return freed;
+  }
+  // _reclaim_full_host_duplicates: the host copies of nodes also on the device, in the order
+  // they became duplicates; the first pass spares device leaves (soon demoted cheaply).
+  std::uint64_t reclaim_duplicates(std::uint64_t pages) noexcept {
+    std::uint64_t freed = 0;
+    for (const bool spare_leaves : {true, false}) {
+      for (std::uint32_t x = dup_head_; x != none && freed < pages;) {
+        const std::uint32_t next = nodes_[x].dup_next;
+        node& n = nodes_[x];
+        if (!(n.device && n.host)) {
+          dup_erase(x);  // stale
+        } else if (!(spare_leaves && n.dpos != none) && n.locks == 0) {
+          n.host = false;
+          free_host_ += n.len;
+          freed += n.len;
+          totals_.host_evicted_blocks += n.len;
+          totals_.host_freed_blocks += n.len;
+          dup_erase(x);
+          refresh(x);
+        }
+        x = next;
+      }
+      if (freed >= pages) break;
+    }
+    return freed;
+  }
+
+  // ---- locks, heaps, duplicates
+  void lock(std::uint32_t x) noexcept {
+    for (; x != root; x = nodes_[x].parent) {
+      if (nodes_[x].locks++ == 0) refresh(x);
+    }
+  }
+  void unlock(std::uint32_t x) noexcept {
+    for (; x != root; x = nodes_[x].parent) {
+      if (--nodes_[x].locks == 0) refresh(x);
+    }
+  }
+  bool is_device_leaf(std::uint32_t x) const noexcept {
+    const node& n = nodes_[x];
+    return n.device && n.locks == 0 && n.device_children == 0;
+  }
+  bool is_host_leaf(std::uint32_t x) const noexcept {
+    const node& n = nodes_[x];
+    return !n.device && n.host && n.children == 0 && n.locks == 0;
+  }
+  // Puts x into or out of each heap as its state says.
+  void refresh(std::uint32_t x) noexcept {
+    const bool d = is_device_leaf(x), h = is_host_leaf(x);
+    if (d && nodes_[x].dpos == none) heap_push(dheap_, x, &node::dpos);
+    if (!d && nodes_[x].dpos != none) heap_erase(dheap_, x, &node::dpos);
+    if (h && nodes_[x].hpos == none) heap_push(hheap_, x, &node::hpos);
+    if (!h && nodes_[x].hpos != none) heap_erase(hheap_, x, &node::hpos);
+  }
+  void set_time(std::uint32_t x, std::uint64_t t) noexcept {
+    nodes_[x].time = t;
+    if (nodes_[x].dpos != none) sift_down(dheap_, sift_up(dheap_, nodes_[x].dpos, &node::dpos), &node::dpos);
+    if (nodes_[x].hpos != none) sift_down(hheap_, sift_up(hheap_, nodes_[x].hpos, &node::hpos), &node::hpos);
+  }
+
+  using pos_of = std::uint32_t node::*;
+  bool less(const std::vector<std::uint32_t>& h, std::size_t a, std::size_t b) const noexcept {
+    return nodes_[h[a]].time < nodes_[h[b]].time;
+  }
+  void place(std::vector<std::uint32_t>& h, std::size_t i, pos_of pos) noexcept {
+    nodes_[h[i]].*pos = static_cast<std::uint32_t>(i);
+  }
+  std::size_t sift_up(std::vector<std::uint32_t>& h, std::size_t i, pos_of pos) noexcept {
+    while (i > 0 && less(h, i, (i - 1) / 2)) {
+      std::swap(h[i], h[(i - 1) / 2]);
+      place(h, i, pos);
+      i = (i - 1) / 2;
+      place(h, i, pos);
+    }
+    return i;
+  }
+  void sift_down(std::vector<std::uint32_t>& h, std::size_t i, pos_of pos) noexcept {
+    for (;;) {
+      std::size_t m = i;
+      for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < h.size(); ++c) {
+        if (less(h, c, m)) m = c;
+      }
+      if (m == i) return;
+      std::swap(h[i], h[m]);
+      place(h, i, pos);
+      place(h, m, pos);
+      i = m;
+    }
+  }
+  void heap_push(std::vector<std::uint32_t>& h, std::uint32_t x, pos_of pos) noexcept {
+    h.push_back(x);  // reserved: never reallocates
+    place(h, h.size() - 1, pos);
+    (void)sift_up(h, h.size() - 1, pos);
+  }
+  void heap_erase(std::vector<std::uint32_t>& h, std::uint32_t x, pos_of pos) noexcept {
+    const std::size_t i = nodes_[x].*pos;
+    nodes_[x].*pos = none;
+    if (i + 1 != h.size()) {
+      h[i] = h.back();
+      h.pop_back();
+      place(h, i, pos);
+      sift_down(h, sift_up(h, i, pos), pos);
+    } else {
+      h.pop_back();
+    }
+  }
+  // setdefault: a node already listed (even as a stale entry) keeps its place.
+  void dup_push(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    if (n.in_dups) return;
+    n.in_dups = true;
+    n.dup_prev = dup_tail_;
+    n.dup_next = none;
+    (dup_tail_ == none ? dup_head_ : nodes_[dup_tail_].dup_next) = x;
+    dup_tail_ = x;
+  }
+  void dup_erase(std::uint32_t x) noexcept {
+    node& n = nodes_[x];
+    (n.dup_prev == none ? dup_head_ : nodes_[n.dup_prev].dup_next) = n.dup_next;
+    (n.dup_next == none ? dup_tail_ : nodes_[n.dup_next].dup_prev) = n.dup_prev;
+    n.dup_prev = n.dup_next = none;
+    n.in_dups = false;
+  }
+
+  sglang_hicache_config cfg_;
+  std::vector<page> pages_;
+  std::vector<node> nodes_;
+  detail::key_table<key_of> table_;
+  std::vector<std::uint32_t> dheap_, hheap_, chain_, subtree_, page_stack_, node_stack_;
+  std::uint32_t dup_head_ = none, dup_tail_ = none;
+  std::uint64_t free_device_, free_host_, clock_ = 0;
+  sglang_hicache_counters totals_;
+};
+
+/// sglang_hicache as a prefix-replay index (`replay --engine sglang --offload host:...`): a
+/// request's hit is its device hit plus the pages it loaded back.
+class sglang_hicache_index {
+ public:
+  static constexpr bool offline = false;
+  /// Throws: as sglang_hicache's constructor.
+  explicit sglang_hicache_index(const sglang_hicache_config& c) : h_(c) {}
+  void begin_request(std::uint64_t input_tokens, std::uint32_t block_tokens) noexcept {
+    L_ = input_tokens;
+    B_ = block_tokens;
+  }
+  std::uint32_t process(std::span<const block_key> blocks, std::span<const std::uint64_t>,
+                        const access_hint&) noexcept {
+    const auto r = h_.run_request(blocks, L_, B_);
+    return r.device_hit_blocks + r.loaded_blocks;
+  }
+  [[nodiscard]] const sglang_hicache& hicache() const noexcept { return h_; }
+  [[nodiscard]] std::uint64_t evictions() const noexcept {
+    return h_.counters().device_evicted_blocks;
+  }
+  [[nodiscard]] const sglang_hicache_counters& counters() const noexcept { return h_.counters(); }
+
+ private:
+  sglang_hicache h_;
+  std::uint64_t L_ = 0;
+  std::uint32_t B_ = 1;
+};
+
+}  // namespace kvtk::tier
