@@ -106,13 +106,31 @@ expect(0 "offload cpu:4000:lru under vllm GPU 1000 blocks.*\n  gpu    vllm +1000
 expect(0 "cpu_bytes_to_use[^0-9]+143917056000"
        replay --trace ${T} --engine vllm --capacity 1000 --offload cpu:4000:lru --model deepseek-v3
        --no-opt --json -)
-expect(2 "--offload: .*add --engine vllm" replay --trace ${T} --offload cpu:4000:lru)
+expect(2 "--offload 'cpu:4000:lru': .*add[ \n]+--engine[ \n]+vllm" replay --trace ${T} --offload cpu:4000:lru)
 expect(2 "unknown knob 'chunk_size'" replay --trace ${T} --engine vllm --offload cpu:4000:lru,chunk_size=256)
 expect(2 "below one offloaded block" replay --trace ${T} --engine vllm --offload cpu:1:lru,block_size=1024)
 expect(2 "unknown medium 'disk'" replay --trace ${T} --engine vllm --offload disk:4000:lru)
 expect(2 "not a positive multiple of the GPU block" replay --trace ${T} --engine vllm
        --offload cpu:4000:lru,block_size=100)
 expect(2 "unknown policy 'nosuch'" replay --trace ${T} --engine vllm --offload cpu:4000:nosuch)
+# SGLang 0.5.23's HiCache under its radix cache (--engine sglang --offload host:...): counts pinned
+# on the conversation trace, device 300 pages, host 601 (--hicache-ratio 2), each write policy;
+# tools/engine-check/sglang_hicache.sh gets the same from SGLang's own code (docs/tiers.md).
+expect(0 "host_evicted_blocks.: 263874,.*host_hit_blocks.: 113,.*host_stored_blocks.: 264287"
+       replay --trace ${T} --engine sglang --capacity 300 --offload host:2x --no-opt --json -)
+expect(0 "host_evicted_blocks.: 0,.*host_hit_blocks.: 859,.*host_stored_blocks.: 62"
+       replay --trace ${T} --engine sglang --capacity 300 --no-opt --json -
+       --offload host:601,write_policy=write_through_selective)
+expect(0 "device  *sglang  *300  *12091 .*\n  host  *lru  *601  *484  *484  *264103  *263519.*SGLang flags for the best HiCache row.*--hicache-write-policy write_back --hicache-ratio 2"
+       replay --trace ${T} --engine sglang --capacity 300 --no-opt
+       --offload host:601,write_policy=write_back)
+expect(2 "--offload 'host:2x': .*add[ \n]+--engine[ \n]+sglang" replay --trace ${T} --engine vllm --offload host:2x)
+expect(2 "unknown[ \n]+write_policy[ \n]+'write_around'" replay --trace ${T} --engine sglang
+       --offload host:2x,write_policy=write_around)
+expect(2 "unknown[ \n]+knob[ \n]+'hicache_io_backend'" replay --trace ${T} --engine sglang
+       --offload host:2x,hicache_io_backend=direct)
+expect(2 "unknown[ \n]+policy[ \n]+'lfu'.*lru" replay --trace ${T} --engine sglang --offload host:2x:lfu)
+expect(2 "not[ \n]+a[ \n]+ratio[ \n]+of[ \n]+the[ \n]+device[ \n]+pool" replay --trace ${T} --engine sglang --offload host:-2x)
 # belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
 expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)
 

@@ -481,17 +481,14 @@ class sglang_hicache {
     }
     refresh(x);
   }
-  // Under write_back, loaded nodes become duplicates at their load's ack (after the request).
+  // Under write_back, loaded nodes become duplicates at their load's ack (after the request),
+  // deepest first (finish_load_back walks from the anchor up).
   void register_loaded(std::uint32_t best, std::uint32_t loaded) noexcept {
     if (!write_back() || loaded == 0) return;
-    chain_.clear();
     std::uint32_t pages = 0;
     for (std::uint32_t y = best; y != root && pages < loaded; y = nodes_[y].parent) {
-      chain_.push_back(y);
       pages += nodes_[y].len;
-    }
-    for (std::size_t k = chain_.size(); k-- > 0;) {
-      if (nodes_[chain_[k]].device && nodes_[chain_[k]].host) dup_push(chain_[k]);
+      if (nodes_[y].device && nodes_[y].host) dup_push(y);
     }
   }
 
@@ -590,7 +587,9 @@ class sglang_hicache {
     return freed;
   }
   // _reclaim_full_host_duplicates: the host copies of nodes also on the device, in the order
-  // they became duplicates; the first pass spares device leaves (soon demoted cheaply).
+  // they became duplicates; the first pass spares device leaves (soon demoted cheaply). Only a
+  // host lock or a transfer in flight protects a duplicate, and neither exists here: a request's
+  // own (device) lock does not, and loaded nodes join the list after their request.
   std::uint64_t reclaim_duplicates(std::uint64_t pages) noexcept {
     std::uint64_t freed = 0;
     for (const bool spare_leaves : {true, false}) {
@@ -599,7 +598,7 @@ class sglang_hicache {
         node& n = nodes_[x];
         if (!(n.device && n.host)) {
           dup_erase(x);  // stale
-        } else if (!(spare_leaves && n.dpos != none) && n.locks == 0) {
+        } else if (!(spare_leaves && n.dpos != none)) {  // a request's lock does not protect it
           n.host = false;
           free_host_ += n.len;
           freed += n.len;
