@@ -86,6 +86,14 @@ def test_engine_modes_equal_cli(kvtk_bin):
     assert without_time(py) == without_time(cli)
     assert [r["index"] for r in py] == ["hashchain", "offload"]
     assert py[1]["block_hits"] > py[0]["block_hits"]
+    # SGLang's HiCache under its radix cache: a host spec runs under --engine sglang.
+    py = kvtk.replay(CONVERSATION, engine="sglang", capacity=[300],
+                     offload="host:2x,write_policy=write_through_selective", opt=False)
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--engine", "sglang",
+                   "--capacity", "300", "--offload", "host:2x,write_policy=write_through_selective",
+                   "--no-opt")["results"]
+    assert without_time(py) == without_time(cli)
+    assert py[1]["offload"]["counters"]["host_hit_blocks"] == 859
     sim = kvtk.simulate(CONVERSATION, engine="sglang", model="qwen2.5-7b", gpu="h100",
                         max_output_tokens=8)
     assert sim["result"]["scheduler"]["scheduler"] == "sglang"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "api/tiers.hpp"
@@ -222,13 +223,21 @@ std::string sglang_flags(const offload_spec& s, std::uint64_t device_pages,
   std::string out = "--page-size " + std::to_string(block_tokens) +
                     " --enable-hierarchical-cache --hicache-write-policy " +
                     kvtk::tier::name_of(s.hicache.policy);
+  // The ratio (as given, or the one that gives exactly the host pages asked for: SGLang takes
+  // int(device tokens x ratio) / page + 1 pages), printed in the fewest digits that read back as
+  // the same double, as Python's repr does.
+  double r = s.hicache_ratio;
+  if (r <= 0) {
+    const double tokens = static_cast<double>(device_pages * block_tokens);
+    r = static_cast<double>(s.hicache.host_pages - 1) / static_cast<double>(device_pages);
+    while (static_cast<std::uint64_t>(std::floor(tokens * r)) / block_tokens + 1 < s.hicache.host_pages) {
+      r = std::nextafter(r, 2 * r + 1);
+    }
+  }
   char ratio[64];
-  if (s.hicache_ratio > 0) {
-    std::snprintf(ratio, sizeof ratio, "%.17g", s.hicache_ratio);
-  } else {
-    // The ratio that gives exactly this many host pages: (H - 1) pages over the device's.
-    const double r = static_cast<double>(s.hicache.host_pages - 1) / static_cast<double>(device_pages);
-    std::snprintf(ratio, sizeof ratio, "%.17g", r);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(ratio, sizeof ratio, "%.*g", digits, r);
+    if (std::strtod(ratio, nullptr) == r) break;
   }
   out += std::string(" --hicache-ratio ") + ratio;
   return out;
