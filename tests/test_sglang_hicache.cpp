@@ -28,6 +28,19 @@ sglang_hicache make(std::uint32_t device, std::uint32_t host, hicache_write_poli
 tier::sglang_hicache_request run(sglang_hicache& h, std::vector<block_key> keys) {
   return h.run_request(keys, keys.size() * 16 + 1, 16);
 }
+// A random path in a trie of prefix ids: a page's key names its whole prefix (as hash_ids do),
+// with `fanout` children per node, so paths share prefixes and branch at every depth.
+std::vector<block_key> trie_path(std::mt19937_64& rng, std::uint64_t len, std::uint64_t fanout) {
+  std::vector<block_key> keys;
+  std::uint64_t k = 0x9e3779b97f4a7c15ull;
+  for (std::uint64_t d = 0; d < len; ++d) {
+    k = (k ^ (rng() % fanout + 1)) * 0xbf58476d1ce4e5b9ull;
+    k ^= k >> 31;
+    keys.push_back(k);
+  }
+  return keys;
+}
+
 // Exactly the full pages: the match may cover all but the last.
 tier::sglang_hicache_request run_full(sglang_hicache& h, std::vector<block_key> keys) {
   return h.run_request(keys, keys.size() * 16, 16);
@@ -140,10 +153,8 @@ TEST_CASE("sglang hicache: invariants on random prefix traces, every policy", "[
       auto h = make(12, host, policy);
       std::mt19937_64 rng(host * 7 + static_cast<unsigned>(policy));
       for (int i = 0; i < 600; ++i) {
-        // Prefix ids: key = 100 x branch + depth, branches share nothing.
-        const std::uint64_t branch = rng() % 9, len = 1 + rng() % 6;
-        std::vector<block_key> keys;
-        for (std::uint64_t d = 0; d < len; ++d) keys.push_back(100 * branch + d + 1);
+        const std::uint64_t len = 1 + rng() % 6;
+        const std::vector<block_key> keys = trie_path(rng, len, 3);
         const std::uint64_t L = len * 16 + (rng() % 2 == 0 ? 0 : 5);
         h.run_request(keys, L, 16);
         const std::string bad = h.audit();
@@ -163,9 +174,8 @@ TEST_CASE("sglang hicache: write_through over a host that never fills keeps ever
   std::mt19937_64 rng(42);
   std::uint64_t expected = 0, got = 0;
   for (int i = 0; i < 2000; ++i) {
-    const std::uint64_t branch = rng() % 40, len = 1 + rng() % 7;
-    std::vector<block_key> keys;
-    for (std::uint64_t d = 0; d < len; ++d) keys.push_back(1000 * branch + d + 1);
+    const std::uint64_t len = 1 + rng() % 7;
+    const std::vector<block_key> keys = trie_path(rng, len, 4);
     const std::uint64_t L = len * 16 + (rng() % 2);  // sometimes the last page is capped off
     const std::uint64_t capped = (L - 1) / 16;
     std::uint64_t hit = 0;
@@ -185,6 +195,35 @@ TEST_CASE("sglang hicache: write_through over a host that never fills keeps ever
   CHECK(h.counters().host_hit_blocks > 0);
   CHECK(h.counters().host_evicted_blocks == 0);
   CHECK(std::string(h.audit()).empty());
+}
+
+TEST_CASE("sglang hicache: malformed keys keep the tree consistent", "[sglang_hicache]") {
+  for (const auto policy : {hicache_write_policy::write_through, hicache_write_policy::write_back}) {
+    auto h = make(6, 6, policy);
+    run(h, {1, 2, 2, 3});  // a key repeated in one request: the leaf stops before the repeat
+    CHECK(std::string(h.audit()).empty());
+    run(h, {4, 1, 5});  // key 1 again under another prefix: the leaf stops before it
+    CHECK(std::string(h.audit()).empty());
+    std::vector<block_key> few = {7};
+    h.run_request(few, 64, 16);  // fewer keys than full pages
+    CHECK(std::string(h.audit()).empty());
+    CHECK(run(h, {1, 2}).device_hit_blocks + h.counters().host_hit_blocks >= 1);
+  }
+}
+
+TEST_CASE("sglang hicache: few slots for a large host (max_tree_pages)", "[sglang_hicache]") {
+  tier::sglang_hicache_config c;
+  c.device_pages = 4;
+  c.host_pages = 1u << 30;  // a host this large allocates only what the keys can fill
+  c.max_tree_pages = 84;  // the distinct keys of paths up to 3 deep with fanout 4
+  sglang_hicache h(c);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    const std::vector<block_key> keys = trie_path(rng, 1 + rng() % 3, 4);
+    h.run_request(keys, keys.size() * 16, 16);
+  }
+  CHECK(std::string(h.audit()).empty());
+  CHECK(h.counters().host_hit_blocks > 0);
 }
 
 TEST_CASE("sglang hicache: refused configurations", "[sglang_hicache]") {

@@ -56,7 +56,8 @@ offload_spec parse_hicache(offload_spec s, const std::string& where,
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != r.size() || r.empty() || !(ratio > 0) || !(ratio < 1e6)) {
+    const bool plain = !r.empty() && r.find_first_not_of("0123456789.") == std::string::npos;
+    if (!plain || used != r.size() || !(ratio > 0) || !(ratio < 1e6)) {
       throw usage_error(where + ": the size '" + f[1] + "' is not a ratio of the device pool "
                         "such as 2x (--hicache-ratio)");
     }
@@ -215,6 +216,10 @@ std::uint64_t hicache_host_pages(const offload_spec& s, std::uint64_t device_pag
   if (s.hicache_ratio <= 0) return s.hicache.host_pages;
   // Python's int(D * ratio) on doubles, then whole pages plus SGLang's padding page.
   const double tokens = std::floor(static_cast<double>(device_pages * block_tokens) * s.hicache_ratio);
+  if (!(tokens / block_tokens < 2147483648.0)) {
+    throw usage_error("--offload '" + s.text + "': " + s.size_given + " of " +
+                      std::to_string(device_pages) + " device pages is 2^31 host pages or more");
+  }
   return static_cast<std::uint64_t>(tokens) / block_tokens + 1;
 }
 

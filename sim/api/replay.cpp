@@ -85,18 +85,23 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
   if (j.offload >= 0 && p.offloads[static_cast<std::size_t>(j.offload)].engine == "sglang") {
     const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
     auto cfg = spec.hicache;
-    cfg.device_pages = static_cast<std::uint32_t>(cap);
-    const std::uint64_t host = hicache_host_pages(spec, cap, t.view().block_tokens);
-    if (host + cap >= (1ull << 31)) {
+    // The device as given (not capped at the trace's references: its size decides what fits and
+    // the host's ratio); the slots allocated are capped instead (max_tree_pages).
+    const std::uint64_t device = j.capacity;
+    const std::uint64_t host = hicache_host_pages(spec, device, t.view().block_tokens);
+    if (device + host >= (1ull << 31)) {
       throw usage_error("--offload '" + spec.text + "': device and host pages must be below 2^31 "
                         "together");
     }
+    cfg.device_pages = static_cast<std::uint32_t>(device);
     cfg.host_pages = static_cast<std::uint32_t>(host);
+    cfg.max_tree_pages = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(device + host, std::max<std::size_t>(t.view().keys.size(), 1)));
     kvtk::tier::sglang_hicache_index idx(cfg);
     o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
     o.engine = {{"version", kvtk::tier::sglang_hicache::engine_version},
                 {"unscheduled_requests", idx.counters().unscheduled}};
-    o.offload = hicache_report(spec, idx.counters(), cap, host, t.view().block_tokens, trace_days);
+    o.offload = hicache_report(spec, idx.counters(), device, host, t.view().block_tokens, trace_days);
   } else if (j.offload >= 0) {
     const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
     auto cfg = spec.cfg;

@@ -210,6 +210,11 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
       }
       for (std::size_t k = 0; k < p.offloads.size(); ++k) {
         if (p.offloads[k].engine != name) continue;
+        if (p.offloads[k].engine == "sglang" &&
+            cap + hicache_host_pages(p.offloads[k], cap, o.block_tokens) >= (1ull << 31)) {
+          throw usage_error("--offload '" + p.offloads[k].text + "' with --capacity " + c +
+                            ": device and host pages must be below 2^31 together");
+        }
         p.jobs.push_back({"offload", describe(p.offloads[k]), cap, -1, c, e, static_cast<int>(k)});
       }
     }

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -72,6 +73,10 @@ struct sglang_hicache_config {
   std::uint32_t host_pages = 0;    ///< the host pool (pages; int(D x B x ratio) / B + 1 for a ratio)
   hicache_write_policy policy = hicache_write_policy::write_through;  ///< SGLang's default
   std::uint32_t load_back_threshold_tokens = 10;  ///< SGLang's constant: smaller host hits recompute
+  /// Page and node slots to allocate (0: device + host pages). The tree never holds more pages
+  /// than distinct keys, so a replay passes the trace's block references: a huge host costs no
+  /// memory it cannot use.
+  std::uint32_t max_tree_pages = 0;
 };
 
 /// What one request did.
@@ -107,6 +112,7 @@ class sglang_hicache {
     std::uint32_t dup_prev = none, dup_next = none;
     std::uint32_t first_child = none, next_sibling = none, prev_sibling = none;
     bool device = false, host = false, in_dups = false;
+    bool loading = false;  // loaded by the request in progress: its host copy is pinned
     std::uint64_t time = 0;
   };
   struct key_of {
@@ -120,7 +126,7 @@ class sglang_hicache {
   /// Requires: device_pages and host_pages >= 1, their sum < 2^31.
   /// Throws: std::invalid_argument naming the size; std::bad_alloc.
   explicit sglang_hicache(const sglang_hicache_config& c)
-      : cfg_(checked(c)), pages_(std::size_t{c.device_pages} + c.host_pages),
+      : cfg_(checked(c)), pages_(slots_for(c)),
         nodes_(pages_.size()), table_(static_cast<std::uint32_t>(pages_.size()), key_of{pages_.data()}, 2),
         free_device_(c.device_pages), free_host_(c.host_pages) {
     dheap_.reserve(nodes_.size());
@@ -200,6 +206,8 @@ class sglang_hicache {
       for (std::uint32_t j = 0; j < x.len; ++j, p = pages_[p].next) {
         if (p == none || pages_[p].node != i || table_.find(pages_[p].key) != p) return "page chain";
       }
+      if (p != none) return "a node's chain is longer than its length";
+      if (x.loading) return "a load outlived its request";
       in_nodes += x.len;
       dev += x.device ? x.len : 0;
       host += x.host ? x.len : 0;
@@ -220,6 +228,13 @@ class sglang_hicache {
       if ((x.dpos != none) != is_device_leaf(i)) return "D-leaf heap membership";
       if ((x.hpos != none) != is_host_leaf(i)) return "H-leaf heap membership";
     }
+    std::size_t listed_dups = 0, flagged = 0;
+    for (std::uint32_t x = dup_head_, prev = none; x != none; prev = x, x = nodes_[x].dup_next) {
+      if (!nodes_[x].in_dups || nodes_[x].dup_prev != prev || nodes_[x].len == 0) return "the duplicate list";
+      if (++listed_dups > nodes_.size()) return "the duplicate list loops";
+    }
+    for (const node& x : nodes_) flagged += x.in_dups ? 1 : 0;
+    if (flagged != listed_dups) return "duplicate flags";
     for (std::size_t i = 1; i < dheap_.size(); ++i) {
       if (nodes_[dheap_[(i - 1) / 2]].time > nodes_[dheap_[i]].time) return "D-heap order";
     }
@@ -236,6 +251,10 @@ class sglang_hicache {
     std::uint32_t best = root, last_device = root;
   };
 
+  static std::size_t slots_for(const sglang_hicache_config& c) {
+    const std::uint64_t all = std::uint64_t{c.device_pages} + c.host_pages;
+    return c.max_tree_pages == 0 ? all : std::min<std::uint64_t>(all, c.max_tree_pages);
+  }
   static sglang_hicache_config checked(const sglang_hicache_config& c) {
     if (c.device_pages == 0 || c.host_pages == 0 ||
         std::uint64_t{c.device_pages} + c.host_pages >= (1u << 31)) {
@@ -394,10 +413,15 @@ class sglang_hicache {
 
   std::uint32_t add_leaf(std::uint32_t parent, std::span<const block_key> keys,
                          std::uint64_t t) noexcept {
-    std::size_t fresh = 0;  // stop before a key the tree holds elsewhere (malformed trace)
-    while (fresh < keys.size() && table_.find(keys[fresh]) == none) ++fresh;
+    // Stop before a key the tree holds elsewhere, or earlier in this leaf (a malformed trace).
+    std::size_t fresh = 0;
+    while (fresh < keys.size() && table_.find(keys[fresh]) == none &&
+           std::find(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(fresh), keys[fresh]) ==
+               keys.begin() + static_cast<std::ptrdiff_t>(fresh)) {
+      ++fresh;
+    }
     keys = keys.first(fresh);
-    if (keys.empty()) return none;
+    if (keys.empty() || page_stack_.size() < keys.size()) return none;
     const std::uint32_t x = node_stack_.back();
     node_stack_.pop_back();
     node& leaf = nodes_[x];
@@ -475,20 +499,21 @@ class sglang_hicache {
   void adopt_loaded(std::uint32_t x) noexcept {
     node& n = nodes_[x];
     n.device = true;
+    n.loading = true;
     if (n.parent != root) {
       ++nodes_[n.parent].device_children;
       refresh(n.parent);
     }
     refresh(x);
   }
-  // Under write_back, loaded nodes become duplicates at their load's ack (after the request),
-  // deepest first (finish_load_back walks from the anchor up).
+  // At the load's ack (after the request) the loaded nodes are unpinned and, under write_back,
+  // become duplicates, deepest first (finish_load_back walks from the anchor up).
   void register_loaded(std::uint32_t best, std::uint32_t loaded) noexcept {
-    if (!write_back() || loaded == 0) return;
     std::uint32_t pages = 0;
     for (std::uint32_t y = best; y != root && pages < loaded; y = nodes_[y].parent) {
       pages += nodes_[y].len;
-      if (nodes_[y].device && nodes_[y].host) dup_push(y);
+      nodes_[y].loading = false;
+      if (write_back() && nodes_[y].device && nodes_[y].host) dup_push(y);
     }
   }
 
@@ -511,6 +536,7 @@ class sglang_hicache {
           free_host_ -= len;
           totals_.host_stored_blocks += len;
           nodes_[x].host = true;
+          dup_push(x);  // the blocking ack registers it on both tiers; the demotion leaves it stale
         } else {
           ++totals_.failed_backups;
           drop_subtree(x);
@@ -598,7 +624,7 @@ class sglang_hicache {
         node& n = nodes_[x];
         if (!(n.device && n.host)) {
           dup_erase(x);  // stale
-        } else if (!(spare_leaves && n.dpos != none)) {  // a request's lock does not protect it
+        } else if (!n.loading && !(spare_leaves && n.dpos != none)) {  // a device lock does not protect it
           n.host = false;
           free_host_ += n.len;
           freed += n.len;
