@@ -41,15 +41,11 @@ std::vector<block_key> trie_path(std::mt19937_64& rng, std::uint64_t len, std::u
   return keys;
 }
 
-// Exactly the full pages: the match may cover all but the last.
-tier::sglang_hicache_request run_full(sglang_hicache& h, std::vector<block_key> keys) {
-  return h.run_request(keys, keys.size() * 16, 16);
-}
 
 }  // namespace
 
 TEST_CASE("sglang hicache: write_through backs up, demotes and loads back", "[sglang_hicache]") {
-  auto h = make(4, 8, hicache_write_policy::write_through);
+  auto h = make(4, 7, hicache_write_policy::write_through);
   auto r = run(h, {1, 2, 3});  // a miss; the new leaf (count 1) is backed up at once
   CHECK(r.device_hit_blocks == 0);
   CHECK(h.counters().host_stored_blocks == 3);
@@ -58,21 +54,22 @@ TEST_CASE("sglang hicache: write_through backs up, demotes and loads back", "[sg
   CHECK(r.device_hit_blocks == 0);
   CHECK(h.counters().device_evicted_blocks == 3);
   CHECK(h.counters().host_stored_blocks == 6);
-  CHECK(h.free_host_pages() == 2);
+  CHECK(h.free_host_pages() == 1);
   r = run(h, {1, 2, 3});  // a host hit of 48 tokens: {4,5,6} is demoted to make room, then loaded
   CHECK(r.device_hit_blocks == 0);
   CHECK(r.loaded_blocks == 3);
   CHECK(h.counters().device_evicted_blocks == 6);
   CHECK(h.counters().host_stored_blocks == 6);  // loaded nodes keep their host copy
-  r = run_full(h, {4, 5, 6, 7});  // {4,5,6} loads back ({1,2,3} demoted again); 7 is new
+  // 58 tokens, the most a 64-token device takes (SGLang refuses device tokens - 6 or more).
+  r = h.run_request(std::vector<block_key>{4, 5, 6}, 58, 16);  // loads back; {1,2,3} demoted again
   CHECK(r.loaded_blocks == 3);
-  CHECK(h.counters().host_stored_blocks == 7);
+  CHECK(h.counters().host_stored_blocks == 6);
   CHECK(h.free_host_pages() == 1);
-  // {8,9} demotes {7} and then {4,5,6}; the host is full but for one page, so the backup of
-  // {8,9} evicts the least recently used host-only leaf, {1,2,3}, as a whole.
+  // {8,9} demotes {4,5,6}; the host is full but for one page, so the backup of {8,9} evicts the
+  // least recently used host-only leaf, {1,2,3}, as a whole.
   r = run(h, {8, 9});
   CHECK(h.counters().host_evicted_blocks == 3);
-  CHECK(h.counters().host_stored_blocks == 9);
+  CHECK(h.counters().host_stored_blocks == 8);
   CHECK(std::string(h.audit()).empty());
   r = run(h, {1, 2, 3});
   CHECK(r.device_hit_blocks + r.loaded_blocks == 0);
@@ -130,7 +127,7 @@ TEST_CASE("sglang hicache: write_back copies at eviction, and drops what the hos
 TEST_CASE("sglang hicache: a host hit below 10 tokens is recomputed and re-adopted",
           "[sglang_hicache]") {
   tier::sglang_hicache_config c;
-  c.device_pages = 4;
+  c.device_pages = 5;
   c.host_pages = 8;
   sglang_hicache h(c);
   // Pages of 4 tokens: a one-page host hit is 4 tokens, below SGLang's 10.
@@ -232,5 +229,8 @@ TEST_CASE("sglang hicache: refused configurations", "[sglang_hicache]") {
   auto h = make(4, 4, hicache_write_policy::write_through);
   std::vector<block_key> big = {1, 2, 3, 4, 5};
   CHECK_FALSE(h.run_request(big, 80, 16).scheduled);  // 5 pages on a 4-page device
-  CHECK(h.counters().unscheduled == 1);
+  std::vector<block_key> edge = {1, 2, 3, 4};
+  CHECK_FALSE(h.run_request(edge, 59, 16).scheduled);  // 59 + 6 > 64: SGLang refuses it
+  CHECK(h.run_request(edge, 58, 16).scheduled);
+  CHECK(h.counters().unscheduled == 2);
 }

@@ -11,8 +11,9 @@ backup and load is acknowledged at the next scheduler step. Every decision that 
 (which nodes match, what is loaded back, backed up, evicted on the device and on the host) is
 SGLang's.
 
-Per configuration the trace's requests go one at a time, prompt only (max_new_tokens 1), each
-through the scheduler's calls: Req.init_next_round_input (the match, capped at L - 1 tokens);
+Per configuration the trace's requests go one at a time, prompt only (max_new_tokens 1); one of
+at least (device tokens - 6) tokens is refused before anything, as SGLang's scheduler refuses it
+on arrival (max_req_input_len); each other goes through the scheduler's calls: Req.init_next_round_input (the match, capped at L - 1 tokens);
 when the match has a host hit, init_load_back (PrefillAdder.add_one_req) and
 ready_to_load_host_cache; lock(last_node); alloc_req_slots + alloc_paged_token_slots_extend
 (the device eviction on shortfall); release_kv_cache(checkpoint=True) (the insert: hit counts,
@@ -161,6 +162,13 @@ def run_sglang(reqs, P, C, H, policy, core, work):
 
     per_request, hit_dev, loaded_tot, skipped = [], 0, 0, 0
     for i, (L, toks) in enumerate(reqs):
+        if L >= C * P - 6:
+            # At least max_req_input_len = min(context - 1, KV tokens - 1) - 5 tokens: SGLang's
+            # scheduler refuses it on arrival (validate_input_length, tp_worker.py), before any
+            # match.
+            skipped += 1
+            per_request.append((0, 0))
+            continue
         req = Req(str(i), "", token_array(L, toks, P), SamplingParams(max_new_tokens=1))
         req.init_next_round_input(cache)
         dev = req.prefix_len
@@ -178,13 +186,8 @@ def run_sglang(reqs, P, C, H, policy, core, work):
         req.extend_end = L
         req.lock = cache.lock(req.last_node)
         new_pages = -(-L // P) - pre // P
-        if new_pages * P > alloc.available_size() + cache.evictable_size():
-            cache.unlock(req.lock)
-            req.lock = None
-            skipped += 1
-            per_request.append((0, 0))
-            cache.check_hicache_events()
-            continue
+        # One request at a time: everything but its own path can be evicted, so it always fits.
+        assert new_pages * P <= alloc.available_size() + cache.evictable_size(), i
         alloc_req_slots(r2t, [req], cache)
         prefix = cache.prefix_device_indices(req)
         last_loc = prefix[-1:] if pre else torch.full((1,), -1, dtype=torch.int64)

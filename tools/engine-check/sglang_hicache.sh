@@ -34,11 +34,11 @@ gen16=build/engine-check/gen16_chat_1500.jsonl
 "$kvtk" trace gen --profile chat --requests 1500 --block-tokens 16 --to mooncake -o "$gen16" --force 2>/dev/null
 py=("$venv/bin/python" tools/engine-check/sglang_hicache.py "$kvtk")
 "${py[@]}" traces/mooncake_fast25_conversation_trace.jsonl --requests 2000 \
-  --configs "300:601:write_through;300:601:write_through_selective;300:601:write_back;1000:3001:write_through;300:2001:write_back;100:1001:write_through_selective" \
+  --configs "300:601:write_through;300:601:write_through_selective;300:601:write_back;1000:3001:write_through;300:2001:write_back;100:1001:write_through_selective;200:251:write_back" \
   --json build/engine-check/sglang_hicache_conversation.json
 "${py[@]}" traces/mooncake_fast25_conversation_trace.jsonl --requests 1000 --tree-core python \
   --configs "300:601:write_through;300:601:write_back;300:1001:write_through_selective" \
   --json build/engine-check/sglang_hicache_pycore.json
 "${py[@]}" "$gen16" --block-tokens 16 \
-  --configs "2000:4001:write_through;2000:4001:write_through_selective;2000:4001:write_back;1000:1501:write_through;1000:1501:write_back;3000:12001:write_through_selective" \
+  --configs "2000:4001:write_through;2000:4001:write_through_selective;2000:4001:write_back;1000:1501:write_through;1000:1501:write_back;3000:12001:write_through_selective;500:801:write_back;1500:1601:write_back" \
   --json build/engine-check/sglang_hicache_gen16.json

@@ -9,6 +9,8 @@
 // request):
 //  * One radix tree of page runs. A node's pages are on the device, on the host, or on both; the
 //    device-resident nodes are closed under ancestors. A node on neither is deleted at once.
+//  * A prompt of at least (device tokens - 6) tokens is refused before anything, as SGLang's
+//    scheduler refuses it on arrival (max_req_input_len).
 //  * Match (capped at L - 1 tokens, page-aligned): walks and splits like the plain radix cache;
 //    the device hit is the path's device-resident prefix, the host hit the host-only rest. The
 //    path (and a split's tail) gets the operation's time; hit counts do not change.
@@ -83,7 +85,7 @@ struct sglang_hicache_config {
 struct sglang_hicache_request {
   std::uint32_t device_hit_blocks = 0;  ///< the device prefix the match found
   std::uint32_t loaded_blocks = 0;      ///< host pages loaded back (0: none, or declined)
-  bool scheduled = true;                ///< false: more pages than the device has
+  bool scheduled = true;                ///< false: refused, L >= device tokens - 6 (SGLang's limit)
 };
 
 /// Totals over a replay (pages; a page is one block).
@@ -157,7 +159,9 @@ class sglang_hicache {
     if (L == 0) return out;
     ++totals_.requests;
     const std::uint64_t n = (L + B - 1) / B;
-    if (n > cfg_.device_pages) {
+    // SGLang refuses a prompt of max_req_input_len = (device tokens - 1) - 5 tokens or more on
+    // arrival (validate_input_length), before it touches the cache.
+    if (L + 6 > std::uint64_t{cfg_.device_pages} * B) {
       out.scheduled = false;
       ++totals_.unscheduled;
       return out;
