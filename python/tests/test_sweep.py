@@ -215,6 +215,23 @@ def test_local_sweep_equals_direct_replay():
     assert stable(threads) == stable(rows)
 
 
+def test_sweep_over_engine_offload_tiers():
+    # The engines' own offload tiers sweep like any replay option: one cell per spec, each with
+    # the engine's GPU-only row and its offload row, equal to the direct replay.
+    specs = ["host:2x,write_policy=write_through", "host:2x,write_policy=write_back"]
+    spec = {"version": 1, "traces": {"conv": str(CONVERSATION)},
+            "runs": [{"command": "replay", "traces": ["conv"],
+                      "options": {"opt": False, "engine": "sglang", "capacity": [300]},
+                      "grid": {"offload": specs}}]}
+    rows = kvtk.sweep(spec, workers=1)
+    assert [r["cell_rows"] for r in rows] == [2] * 4 and all(r["status"] == "ok" for r in rows)
+    offload = [json.loads(r["result"]) for r in rows if r["row"] == 1]
+    for o, s in zip(offload, specs):
+        direct = kvtk.replay(CONVERSATION, engine="sglang", capacity=[300], offload=s, opt=False)
+        assert o["offload"] == direct[1]["offload"]
+    assert offload[1]["block_hits"] > offload[0]["block_hits"]  # write_back wins here
+
+
 def test_mixed_commands_and_a_bad_cell(tmp_path):
     spec = json.loads(json.dumps(MIXED))
     spec["runs"].append({"command": "replay", "traces": ["conv"], "grid": {"policy": ["nope"]}})

@@ -40,6 +40,19 @@ std::string adapter_class(const std::string& policy) {
   return {};
 }
 
+// A lower tier's bytes each way and its size, and with a price its rent (30-day months; for the
+// trace's span when known).
+void add_bytes(nlohmann::json& tier, double loaded, double stored, double capacity,
+               double usd_per_gb_month, double trace_days) {
+  tier["bytes_loaded"] = loaded;
+  tier["bytes_stored"] = stored;
+  tier["capacity_bytes"] = capacity;
+  if (usd_per_gb_month <= 0) return;
+  tier["usd_per_month"] = capacity / 1e9 * usd_per_gb_month;
+  tier["usd_per_day"] = capacity / 1e9 * usd_per_gb_month / 30.0;
+  if (trace_days > 0) tier["usd_for_trace"] = capacity / 1e9 * usd_per_gb_month / 30.0 * trace_days;
+}
+
 // SGLang HiCache: host:SIZE|RATIOx[:lru[:usd]][,write_policy=...].
 offload_spec parse_hicache(offload_spec s, const std::string& where,
                            const std::vector<std::string>& f,
@@ -292,15 +305,9 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
                         {"chunks_stored", c.chunks_stored},
                         {"evictions", c.chunks_evicted}};
   if (s.block_bytes > 0) {
-    cpu["bytes_loaded"] = static_cast<double>(c.chunks_loaded) * chunk_bytes;
-    cpu["bytes_stored"] = static_cast<double>(c.chunks_stored) * chunk_bytes;
-    cpu["capacity_bytes"] = tier_bytes;
-    if (s.usd_per_gb_month > 0) {
-      // Rent of the tier's memory, 30-day months; per day of the trace's span when known.
-      cpu["usd_per_month"] = tier_bytes / 1e9 * s.usd_per_gb_month;
-      cpu["usd_per_day"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0;
-      if (trace_days > 0) cpu["usd_for_trace"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0 * trace_days;
-    }
+    add_bytes(cpu, static_cast<double>(c.chunks_loaded) * chunk_bytes,
+              static_cast<double>(c.chunks_stored) * chunk_bytes, tier_bytes, s.usd_per_gb_month,
+              trace_days);
   }
   tiers.push_back(cpu);
   return {{"engine", "vllm"},
@@ -348,14 +355,10 @@ nlohmann::json hicache_report(const offload_spec& s, const kvtk::tier::sglang_hi
                          {"evictions", c.host_evicted_blocks}};
   if (s.block_bytes > 0) {
     const double tier_bytes = static_cast<double>(host_pages) * static_cast<double>(s.block_bytes);
-    host["bytes_loaded"] = static_cast<double>(c.host_hit_blocks) * static_cast<double>(s.block_bytes);
-    host["bytes_stored"] = static_cast<double>(c.host_stored_blocks) * static_cast<double>(s.block_bytes);
-    host["capacity_bytes"] = tier_bytes;
-    if (s.usd_per_gb_month > 0) {
-      host["usd_per_month"] = tier_bytes / 1e9 * s.usd_per_gb_month;
-      host["usd_per_day"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0;
-      if (trace_days > 0) host["usd_for_trace"] = tier_bytes / 1e9 * s.usd_per_gb_month / 30.0 * trace_days;
-    }
+    const double page = static_cast<double>(s.block_bytes);
+    add_bytes(host, static_cast<double>(c.host_hit_blocks) * page,
+              static_cast<double>(c.host_stored_blocks) * page, tier_bytes, s.usd_per_gb_month,
+              trace_days);
   }
   tiers.push_back(host);
   return {{"engine", "sglang"},

@@ -42,6 +42,8 @@ from array import array
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vllm_common import tiny_llama  # noqa: E402  (a config-only model directory)
 
 
 def load_trace(path, limit, P):
@@ -70,17 +72,6 @@ def token_array(L, block_tokens, P):
     return a
 
 
-def tiny_llama(work):
-    model = Path(work) / "tiny-llama"
-    model.mkdir(exist_ok=True)
-    (model / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-        "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,
-        "num_hidden_layers": 1, "vocab_size": 1000, "max_position_embeddings": 1 << 20,
-        "rms_norm_eps": 1e-5, "torch_dtype": "float32"}))
-    return model
-
-
 def run_sglang(reqs, P, C, H, policy, core, work):
     import torch
     from sglang.srt import runtime_context
@@ -89,7 +80,7 @@ def run_sglang(reqs, P, C, H, policy, core, work):
     ratio = (H - 1) / C
     while (int(C * P * ratio) // P + 1) < H:
         ratio = float.__add__(ratio, 1e-12)
-    args = ServerArgs(model_path=str(tiny_llama(work)), skip_tokenizer_init=True, device="cpu",
+    args = ServerArgs(model_path=tiny_llama(work), skip_tokenizer_init=True, device="cpu",
                       page_size=P, enable_hierarchical_cache=True, hicache_ratio=ratio,
                       hicache_io_backend="kernel", hicache_write_policy=policy,
                       hicache_mem_layout="page_first")
