@@ -100,7 +100,7 @@ expect(2 "only exclusive write-back" replay --trace ${T} --tier-top vllm
        --tiers hbm:1000:vllm,dram:4000:lru --inclusive)
 # vLLM's own CPU offloading under its pool (--engine vllm --offload): the per-tier table, the GPU
 # tier hitting as --engine alone does, the flags for the best row, and refusals by name.
-expect(0 "offload cpu:4000:lru under vllm GPU 1000 blocks.*\n  gpu    vllm +1000 +([0-9]+) .*\n  cpu    lru +4000 .*vLLM flags for the best offload row.*OffloadingConnector.*KvtkS3FIFO"
+expect(0 "offload cpu:4000:lru under vllm GPU 1000 blocks.*\n  gpu +vllm +1000 +([0-9]+) .*\n  cpu +lru +4000 .*vLLM flags for the best offload row.*OffloadingConnector.*KvtkS3FIFO"
        replay --trace ${T} --engine vllm --capacity 1000 --offload cpu:4000:lru
        --offload cpu:4000:kvtk-s3fifo --no-opt)
 expect(0 "cpu_bytes_to_use[^0-9]+143917056000"
@@ -131,6 +131,20 @@ expect(2 "unknown[ \n]+knob[ \n]+'hicache_io_backend'" replay --trace ${T} --eng
        --offload host:2x,hicache_io_backend=direct)
 expect(2 "unknown[ \n]+policy[ \n]+'lfu'.*lru" replay --trace ${T} --engine sglang --offload host:2x:lfu)
 expect(2 "not[ \n]+a[ \n]+ratio[ \n]+of[ \n]+the[ \n]+device[ \n]+pool" replay --trace ${T} --engine sglang --offload host:-2x)
+# LMCache 0.5.6's local CPU backend under vLLM's pool (--engine vllm --offload lmcache-cpu:...):
+# counts pinned on the conversation trace (chunks of one and two 512-token blocks);
+# tools/engine-check/lmcache_connector.sh gets the same from vLLM + LMCache's own code.
+expect(0 "lmcache-cpu +lru +4000 +12875 +12875 +250628 +246628.*lmcache-cpu +lfu +4000 +11429 +5966 +128583 +126583.*LMCacheConnectorV1.*lmcache.cache_policy.:.LRU"
+       replay --trace ${T} --engine vllm --capacity 1000 --no-opt
+       --offload lmcache-cpu:4000:lru,chunk_size=512 --offload lmcache-cpu:4000:lfu,chunk_size=1024)
+expect(2 "chunk_size=256[ \n]+is[ \n]+not[ \n]+a[ \n]+positive[ \n]+multiple" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:4000)
+expect(2 "unknown[ \n]+policy[ \n]+'arc'.*lru[ \n]+mru[ \n]+fifo[ \n]+lfu" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:4000:arc,chunk_size=512)
+expect(2 "unknown[ \n]+knob[ \n]+'local_disk'" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:4000:lru,chunk_size=512,local_disk=1)
+expect(2 "below[ \n]+one[ \n]+chunk" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:1:lru,chunk_size=1024)
 # belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
 expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)
 

@@ -1,6 +1,7 @@
 // sim/api/offload.cpp — `kvtk replay --offload` specs and reports (api/offload.hpp).
 #include "api/offload.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,64 @@ void add_bytes(nlohmann::json& tier, double loaded, double stored, double capaci
   tier["usd_per_month"] = capacity / 1e9 * usd_per_gb_month;
   tier["usd_per_day"] = capacity / 1e9 * usd_per_gb_month / 30.0;
   if (trace_days > 0) tier["usd_for_trace"] = capacity / 1e9 * usd_per_gb_month / 30.0 * trace_days;
+}
+
+// LMCache under vLLM: lmcache-cpu:SIZE[:POLICY[:usd]][,chunk_size=N].
+offload_spec parse_lmcache(offload_spec s, const std::string& where,
+                           const std::vector<std::string>& f,
+                           const std::vector<std::string>& items, std::uint32_t block_tokens,
+                           std::uint64_t bytes_per_token) {
+  s.engine = "vllm";
+  s.size_given = f[1];
+  try {
+    s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
+  } catch (const usage_error& e) {
+    throw usage_error(where + ": the size: " + e.what());
+  }
+  std::string policy = f.size() >= 3 && !f[2].empty() ? f[2] : "lru";
+  for (char& ch : policy) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  using kvtk::tier::lmcache_policy;
+  if (policy == "lru") {
+    s.lmcache.policy = lmcache_policy::lru;
+  } else if (policy == "mru") {
+    s.lmcache.policy = lmcache_policy::mru;
+  } else if (policy == "fifo") {
+    s.lmcache.policy = lmcache_policy::fifo;
+  } else if (policy == "lfu") {
+    s.lmcache.policy = lmcache_policy::lfu;
+  } else {
+    throw usage_error(where + ": unknown policy '" + f[2] + "' (LMCache 0.5.6's cache_policy: "
+                      "lru mru fifo lfu)");
+  }
+  s.cfg.policy = policy;
+  if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
+  std::uint64_t chunk = 256;
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    const auto eq = items[i].find('=');
+    if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
+    const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
+    if (key != "chunk_size") {
+      throw usage_error(where + ": unknown knob '" + key + "' (LMCache's modelled: chunk_size; "
+                        "local_disk and save_decode_cache are not modelled)");
+    }
+    chunk = whole(where, key, value);
+  }
+  if (chunk == 0 || chunk % block_tokens != 0) {
+    throw usage_error(where + ": chunk_size=" + std::to_string(chunk) + " is not a positive "
+                      "multiple of the trace's " + std::to_string(block_tokens) + "-token blocks "
+                      "(the trace's keys cannot name part of a block; give chunk_size=" +
+                      std::to_string(block_tokens) + " or a multiple, or a trace with smaller blocks)");
+  }
+  s.lmcache.blocks_per_chunk = static_cast<std::uint32_t>(chunk / block_tokens);
+  const std::uint64_t chunks = s.size_blocks / s.lmcache.blocks_per_chunk;
+  if (chunks == 0) {
+    throw usage_error(where + ": the size " + s.size_given + " (" + std::to_string(s.size_blocks) +
+                      " GPU blocks) is below one chunk of " +
+                      std::to_string(s.lmcache.blocks_per_chunk) + " GPU blocks");
+  }
+  if (chunks >= (1ull << 31)) throw usage_error(where + ": the size must be below 2^31 chunks");
+  s.lmcache.cpu_chunks = static_cast<std::uint32_t>(chunks);
+  return s;
 }
 
 // SGLang HiCache: host:SIZE|RATIOx[:lru[:usd]][,write_policy=...].
@@ -161,10 +220,14 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   }
   s.medium = f[0];
   if (s.medium == "host") return parse_hicache(std::move(s), where, f, items, block_tokens, bytes_per_token);
+  if (s.medium == "lmcache-cpu") {
+    return parse_lmcache(std::move(s), where, f, items, block_tokens, bytes_per_token);
+  }
   if (s.medium != "cpu") {
     throw usage_error(where + ": unknown medium '" + s.medium + "' (cpu: vLLM 0.33's CPU "
-                      "offloading, whose fs/obj secondary tiers are not modelled; host: SGLang "
-                      "0.5.23's HiCache host pool)");
+                      "offloading, whose fs/obj secondary tiers are not modelled; lmcache-cpu: "
+                      "LMCache 0.5.6's local CPU backend under vLLM; host: SGLang 0.5.23's "
+                      "HiCache host pool)");
   }
   s.size_given = f[1];
   try {
@@ -262,6 +325,11 @@ std::string sglang_flags(const offload_spec& s, std::uint64_t device_pages,
 }
 
 std::string describe(const offload_spec& s) {
+  if (s.medium == "lmcache-cpu") {
+    std::string out = s.medium + ":" + std::to_string(s.lmcache.cpu_chunks);
+    if (s.lmcache.blocks_per_chunk > 1) out += "x" + std::to_string(s.lmcache.blocks_per_chunk);
+    return out + ":" + s.cfg.policy;
+  }
   if (s.engine == "sglang") {
     return s.medium + ":" + s.size_given + ":" + kvtk::tier::name_of(s.hicache.policy);
   }
@@ -319,6 +387,76 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
           {"max_tracker_size", s.cfg.max_tracker_size},
           {"vllm_flags", vllm_flags(s, block_tokens)},
           {"engine_flags", vllm_flags(s, block_tokens)},
+          {"tiers", tiers},
+          {"counters", counters}};
+}
+
+// The `vllm serve` flags of an LMCache spec: the connector and LMCache's settings as lmcache.*
+// extras (LMCache 0.5.6 applies them to its config), max_local_cpu_size in GiB of 2^30 bytes.
+std::string lmcache_flags(const offload_spec& s, std::uint32_t block_tokens) {
+  nlohmann::json extra;
+  extra["lmcache.chunk_size"] = std::uint64_t{s.lmcache.blocks_per_chunk} * block_tokens;
+  extra["lmcache.local_cpu"] = true;
+  if (s.block_bytes > 0) {
+    // LMCache aligns each chunk's buffer to 4,096 bytes.
+    const std::uint64_t chunk = std::uint64_t{s.lmcache.blocks_per_chunk} * s.block_bytes;
+    extra["lmcache.max_local_cpu_size"] =
+        static_cast<double>(std::uint64_t{s.lmcache.cpu_chunks} * ((chunk + 4095) / 4096 * 4096)) /
+        1073741824.0;
+  } else {
+    extra["lmcache.max_local_cpu_size"] = "<GiB: " + std::to_string(s.lmcache.cpu_chunks) +
+                                          " chunks x their KV bytes, give --model>";
+  }
+  extra["lmcache.cache_policy"] = kvtk::tier::name_of(s.lmcache.policy);
+  const nlohmann::json cfg = {{"kv_connector", "LMCacheConnectorV1"},
+                              {"kv_role", "kv_both"},
+                              {"kv_connector_extra_config", extra}};
+  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
+         "'";
+}
+
+nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_offload_counters& c,
+                              std::uint32_t gpu_blocks, std::uint32_t block_tokens, double trace_days) {
+  const nlohmann::json counters = {{"requests", c.requests},
+                                   {"unscheduled", c.unscheduled},
+                                   {"gpu_hit_blocks", c.gpu_hit_blocks},
+                                   {"cpu_hit_blocks", c.cpu_hit_blocks},
+                                   {"lookup_hit_tokens", c.lookup_hit_tokens},
+                                   {"loaded_tokens", c.loaded_tokens},
+                                   {"chunks_loaded", c.chunks_loaded},
+                                   {"chunks_stored", c.chunks_stored},
+                                   {"chunks_evicted", c.chunks_evicted},
+                                   {"cut_stores", c.cut_stores}};
+  nlohmann::json tiers = nlohmann::json::array();
+  tiers.push_back({{"name", "gpu"},
+                   {"capacity_blocks", gpu_blocks},
+                   {"hit_blocks", c.gpu_hit_blocks},
+                   {"hit_tokens", c.gpu_hit_blocks * block_tokens}});
+  const std::uint64_t k = s.lmcache.blocks_per_chunk;
+  nlohmann::json cpu = {{"name", s.medium},
+                        {"policy", s.cfg.policy},
+                        {"capacity", s.size_given},
+                        {"capacity_blocks", std::uint64_t{s.lmcache.cpu_chunks} * k},
+                        {"capacity_chunks", s.lmcache.cpu_chunks},
+                        {"hit_blocks", c.cpu_hit_blocks},
+                        {"hit_tokens", c.loaded_tokens},
+                        {"chunks_loaded", c.chunks_loaded},
+                        {"chunks_stored", c.chunks_stored},
+                        {"evictions", c.chunks_evicted}};
+  if (s.block_bytes > 0) {
+    const double chunk_bytes = static_cast<double>(s.block_bytes) * static_cast<double>(k);
+    add_bytes(cpu, static_cast<double>(c.chunks_loaded) * chunk_bytes,
+              static_cast<double>(c.chunks_stored) * chunk_bytes,
+              chunk_bytes * static_cast<double>(s.lmcache.cpu_chunks), s.usd_per_gb_month, trace_days);
+  }
+  tiers.push_back(cpu);
+  return {{"engine", "vllm"},
+          {"engine_version", kvtk::tier::lmcache_offload::engine_version},
+          {"spec", s.text},
+          {"block_size_tokens", k * block_tokens},
+          {"chunk_size_tokens", k * block_tokens},
+          {"engine_flags", lmcache_flags(s, block_tokens)},
+          {"vllm_flags", lmcache_flags(s, block_tokens)},
           {"tiers", tiers},
           {"counters", counters}};
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kvtk/tier/lmcache_offload.hpp"
 #include "kvtk/tier/sglang_hicache.hpp"
 #include "kvtk/tier/vllm_offload.hpp"
 
@@ -17,7 +18,8 @@ namespace kvtk::sim {
 /// One --offload spec, checked (everything but the GPU capacity, which is --capacity's).
 struct offload_spec {
   std::string text;                 ///< as given
-  std::string medium = "cpu";       ///< cpu (vLLM's CPU spec) or host (SGLang's HiCache)
+  std::string medium = "cpu";       ///< cpu (vLLM's CPU spec), lmcache-cpu (LMCache's local CPU
+                                    ///< backend under vLLM) or host (SGLang's HiCache)
   std::string engine = "vllm";      ///< vllm (medium cpu) or sglang (medium host)
   std::string size_given;           ///< the size as written ("20000", "64GiB", "3Mtok")
   std::uint64_t size_blocks = 0;    ///< the size in GPU blocks
@@ -26,6 +28,7 @@ struct offload_spec {
   kvtk::tier::sglang_hicache_config hicache;  ///< sglang: device_pages unset; host_pages unless
                                               ///< given as a ratio
   double hicache_ratio = 0;         ///< sglang: the size as "Nx" (--hicache-ratio), else 0
+  kvtk::tier::lmcache_offload_config lmcache;  ///< lmcache-cpu: gpu_blocks unset
   std::uint64_t block_bytes = 0;    ///< bytes of one GPU block (0 without --model)
 };
 
@@ -61,6 +64,9 @@ nlohmann::json offload_report(const offload_spec& s,
                               const kvtk::tier::vllm_offload_counters& c,
                               std::uint32_t gpu_blocks, std::uint32_t block_tokens,
                               double trace_days);
+/// The per-tier report of one LMCache job (vLLM's LMCacheConnectorV1, the local CPU backend).
+nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_offload_counters& c,
+                              std::uint32_t gpu_blocks, std::uint32_t block_tokens, double trace_days);
 /// The per-tier report of one SGLang HiCache job.
 nlohmann::json hicache_report(const offload_spec& s, const kvtk::tier::sglang_hicache_counters& c,
                               std::uint64_t device_pages, std::uint64_t host_pages,

@@ -102,6 +102,17 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
     o.engine = {{"version", kvtk::tier::sglang_hicache::engine_version},
                 {"unscheduled_requests", idx.counters().unscheduled}};
     o.offload = hicache_report(spec, idx.counters(), device, host, t.view().block_tokens, trace_days);
+  } else if (j.offload >= 0 && p.offloads[static_cast<std::size_t>(j.offload)].medium == "lmcache-cpu") {
+    const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
+    auto cfg = spec.lmcache;
+    cfg.gpu_blocks = cap;
+    // A CPU tier that can hold every chunk reference never evicts: allocate no more (as caps).
+    cfg.cpu_chunks = allocation_capacity(cfg.cpu_chunks, t.view().keys.size());
+    kvtk::tier::lmcache_offload_index idx(cfg);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
+    o.engine = {{"version", kvtk::tier::lmcache_offload::engine_version},
+                {"unscheduled_requests", idx.counters().unscheduled}};
+    o.offload = lmcache_report(spec, idx.counters(), cap, t.view().block_tokens, trace_days);
   } else if (j.offload >= 0) {
     const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
     auto cfg = spec.cfg;

@@ -79,17 +79,19 @@ std::string offload_text(const nlohmann::json& row) {
                          engine.c_str(), vllm ? "GPU" : "device",
                          row["capacity_blocks"].get<unsigned long long>(),
                          rep["engine_version"].get<std::string>().c_str());
-  s += vllm ? format("block_size %llu tokens):\n", rep["block_size_tokens"].get<unsigned long long>())
+  s += rep.contains("chunk_size_tokens")
+           ? format("chunk_size %llu tokens):\n", rep["chunk_size_tokens"].get<unsigned long long>())
+       : vllm ? format("block_size %llu tokens):\n", rep["block_size_tokens"].get<unsigned long long>())
             : format("%s, %llu-token pages):\n", rep["write_policy"].get<std::string>().c_str(),
                      rep["block_size_tokens"].get<unsigned long long>());
-  s += format("  %-6s %-12s %12s %12s %10s %10s %10s\n", "tier", "policy", "capacity",
+  s += format("  %-11s %-12s %12s %12s %10s %10s %10s\n", "tier", "policy", "capacity",
               "hit blocks", "loaded", "stored", "evicted");
   auto number = [](const nlohmann::json& t, const char* a, const char* b) {
     return std::to_string(t.contains(a) ? t[a].get<unsigned long long>() : t[b].get<unsigned long long>());
   };
   for (const auto& t : rep["tiers"]) {
     const bool lower = t.contains("policy");
-    s += format("  %-6s %-12s %12llu %12llu %10s %10s %10s\n", t["name"].get<std::string>().c_str(),
+    s += format("  %-11s %-12s %12llu %12llu %10s %10s %10s\n", t["name"].get<std::string>().c_str(),
                 lower ? t["policy"].get<std::string>().c_str() : engine.c_str(),
                 t["capacity_blocks"].get<unsigned long long>(),
                 t["hit_blocks"].get<unsigned long long>(),
