@@ -132,8 +132,9 @@ expect(2 "unknown[ \n]+knob[ \n]+'hicache_io_backend'" replay --trace ${T} --eng
 expect(2 "unknown[ \n]+policy[ \n]+'lfu'.*lru" replay --trace ${T} --engine sglang --offload host:2x:lfu)
 expect(2 "not[ \n]+a[ \n]+ratio[ \n]+of[ \n]+the[ \n]+device[ \n]+pool" replay --trace ${T} --engine sglang --offload host:-2x)
 # LMCache 0.5.6's local CPU backend under vLLM's pool (--engine vllm --offload lmcache-cpu:...):
-# counts pinned on the conversation trace (chunks of one and two 512-token blocks);
-# tools/engine-check/lmcache_connector.sh gets the same from vLLM + LMCache's own code.
+# counts pinned on the conversation trace (chunks of one and two 512-token blocks). These are
+# kvtk's own figures, pinned against regressions; tools/engine-check/lmcache_connector.sh checks
+# the same rules against vLLM + LMCache's own code on other configurations (docs/tiers.md).
 expect(0 "lmcache-cpu +lru +4000 +12875 +12875 +250628 +246628.*lmcache-cpu +lfu +4000 +11429 +5966 +128583 +126583.*LMCacheConnectorV1.*lmcache.cache_policy.:.LRU"
        replay --trace ${T} --engine vllm --capacity 1000 --no-opt
        --offload lmcache-cpu:4000:lru,chunk_size=512 --offload lmcache-cpu:4000:lfu,chunk_size=1024)

@@ -7,7 +7,7 @@
 #   2. LMCache 0.5.6 unpacked beside it, not installed (its wheel's pins would replace vLLM's
 #      torch; its CUDA extension is not needed on CPU), with its four small pure-Python
 #      dependencies that vLLM lacks, pinned, in build/engine-check/lmcache/deps;
-#   3. the conversation trace (512-token GPU blocks, chunk_size 512 and 1024, its first 2,000
+#   3. (kvtk built first, so that the check never runs an old binary) the conversation trace (512-token GPU blocks, chunk_size 512 and 1024, its first 2,000
 #      requests) and a generated chat trace with 16-token GPU blocks (chunks of 1, 4 and 16
 #      blocks: LMCache's default 256 tokens is 16 of them).
 # Writes build/engine-check/lmcache_connector_{conversation,gen16}.json; exit 1 on any difference. Opt-in
@@ -31,7 +31,8 @@ fi
 [ -d "$lm/deps/sortedcontainers" ] ||
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --target "$lm/deps" \
     sortedcontainers==2.4.0 aiofile==3.12.3 caio==0.12.10 aiofiles==25.1.0
-[ -x build/release/sim/kvtk ] || { cmake --preset release && cmake --build --preset release --target kvtk; }
+[ -d build/release ] || cmake --preset release
+cmake --build --preset release --target kvtk  # never an old binary
 kvtk="$PWD/build/release/sim/kvtk"
 gen16=build/engine-check/gen16_chat_1500.jsonl
 [ -f "$gen16" ] || "$kvtk" trace gen --profile chat --requests 1500 --block-tokens 16 --to mooncake -o "$gen16" --force 2>/dev/null
@@ -40,5 +41,5 @@ py=(env PYTHONPATH="$PWD/$lm/w056:$PWD/$lm/deps" "$venv/bin/python" tools/engine
   --configs "300:2000:512:lru;300:1000:1024:lru;1000:3000:512:lfu" \
   --json build/engine-check/lmcache_connector_conversation.json
 "${py[@]}" "$gen16" --block-tokens 16 \
-  --configs "${KVTK_LMCACHE_CONFIGS:-2000:200:256:lru;2000:800:64:lru;2000:3000:16:lru;1000:200:256:lfu;2000:200:256:fifo;2000:200:256:mru;2000:800:64:lfu}" \
+  --configs "${KVTK_LMCACHE_CONFIGS:-2000:200:256:lru;2000:800:64:lru;2000:3000:16:lru;1000:200:256:lfu;2000:200:256:fifo;2000:200:256:mru;2000:800:64:lfu;2000:8:256:lru;2000:20:64:mru;2000:6:256:lfu}" \
   --json build/engine-check/lmcache_connector_gen16.json

@@ -29,7 +29,12 @@
 //
 // Design: the GPU pool (prefix/vllm_block_pool.hpp) is the top; the CPU tier is a fixed array of
 // chunk slots, a key table and one indexed min-heap on each policy's eviction rank, so every
-// policy is O(log chunks) per operation with no allocation after construction.
+// policy is O(log chunks) per operation; nothing allocates per request but the scratch, which
+// grows to the longest request.
+//
+// Not modelled: a prompt stored over several steps (chunked prefill, where a long prompt's later
+// chunks can evict its earlier ones), the disk backend, save_unfull_chunk, save_decode_cache, and
+// tensor parallelism (each rank has its own CPU backend of the configured size).
 #pragma once
 
 #include <algorithm>
