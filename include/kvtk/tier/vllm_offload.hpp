@@ -93,13 +93,10 @@ struct vllm_offload_counters {
   std::uint64_t reused_chunks = 0;    ///< offered chunks already resident
 };
 
-/// Requires (throws std::invalid_argument naming the knob otherwise): gpu_blocks and cpu_chunks
-/// in [1, 2^31) (vLLM's arc: [1, 2^29 - 1)), blocks_per_chunk >= 1, a policy vLLM or kvtk has,
-/// max_tracker_size >= 1 when store_threshold >= 2.
-inline void validate(const vllm_offload_config& c) {
-  if (c.gpu_blocks == 0 || c.gpu_blocks >= (1u << 31)) {
-    throw std::invalid_argument("vllm offload: the GPU pool must have [1, 2^31) blocks");
-  }
+/// Requires (throws std::invalid_argument naming the knob otherwise): cpu_chunks in [1, 2^31)
+/// (vLLM's arc: [1, 2^29 - 1)), blocks_per_chunk >= 1, max_tracker_size >= 1 when
+/// store_threshold >= 2. The CPU side only: gpu_blocks is the pool's (validate()).
+inline void validate_cpu(const vllm_offload_config& c) {
   if (c.cpu_chunks == 0 || c.cpu_chunks >= (1u << 31)) {
     throw std::invalid_argument("vllm offload: the CPU tier must hold [1, 2^31) offloaded blocks "
                                 "(a size below one offloaded block is none)");
@@ -116,21 +113,51 @@ inline void validate(const vllm_offload_config& c) {
   }
 }
 
-template <class Policies = all_policies>
-class vllm_offload;
+/// Requires: as validate_cpu, and gpu_blocks in [1, 2^31).
+inline void validate(const vllm_offload_config& c) {
+  if (c.gpu_blocks == 0 || c.gpu_blocks >= (1u << 31)) {
+    throw std::invalid_argument("vllm offload: the GPU pool must have [1, 2^31) blocks");
+  }
+  validate_cpu(c);
+}
 
+/// One request's side of the connector across scheduler steps (vLLM keeps it per request id):
+/// its chunk keys as far as its full blocks go, what it loaded and offered, and per chunk
+/// whether a store found it resident (reused) or stored it. Reused across requests: clear()
+/// keeps the capacity.
+struct vllm_offload_state {
+  std::vector<block_key> chunk_keys;  ///< chunk c's key: the hash of its last GPU block
+  std::vector<std::uint8_t> flags;    ///< [chunk]: reused_flag | stored_flag
+  std::uint64_t loaded_first = 0, loaded_end = 0;  ///< chunks loaded: [first, end)
+  std::uint64_t offered_from = 0, offered_end = 0;  ///< chunks offered for store: [from, end)
+  static constexpr std::uint8_t reused_flag = 1, stored_flag = 2;
+  void clear() noexcept {
+    chunk_keys.clear();
+    flags.clear();
+    loaded_first = loaded_end = offered_from = offered_end = 0;
+  }
+  /// Chunk c's key is known (its last GPU block is full).
+  void add_chunk(block_key key) {
+    chunk_keys.push_back(key);
+    flags.push_back(0);
+  }
+};
+
+template <class Policies = all_policies>
+class vllm_cpu_offload;
+
+/// vLLM's CPUOffloadingManager with the OffloadingConnector's scheduler-side decisions, without
+/// the GPU pool: what a live scheduler (kvtk simulate) calls step by step, and what vllm_offload
+/// calls once per request. The rules are the header comment's.
 /// Thread safety: as block_cache: one per thread.
 template <class... Ps>
-class vllm_offload<type_list<Ps...>> {
+class vllm_cpu_offload<type_list<Ps...>> {
   using core_type = lower_tiers<type_list<Ps...>>;
 
  public:
-  static constexpr const char* engine_version = prefix::vllm_block_pool::engine_version;
-
-  /// Throws: as validate(); "unknown policy" naming the kvtk policies; std::bad_alloc.
-  explicit vllm_offload(const vllm_offload_config& c)
-      : cfg_(checked(c)), pool_(c.gpu_blocks), cpu_(core_config(c), 1, false),
-        vllm_lru_(c.policy == "lru") {
+  /// Throws: as validate_cpu(); "unknown policy" naming the kvtk policies; std::bad_alloc.
+  explicit vllm_cpu_offload(const vllm_offload_config& c)
+      : cfg_(checked(c)), cpu_(core_config(c), 1, false), vllm_lru_(c.policy == "lru") {
     if (c.policy == "arc") arc_ = std::make_unique<vllm_arc>(c.cpu_chunks);
     if (cfg_.store_threshold >= 2) {
       typename lru_tracker::config t{};
@@ -139,12 +166,12 @@ class vllm_offload<type_list<Ps...>> {
       counts_.assign(cfg_.max_tracker_size, 0);
     }
   }
-  vllm_offload(const vllm_offload&) = delete;
-  vllm_offload& operator=(const vllm_offload&) = delete;
+  vllm_cpu_offload(const vllm_cpu_offload&) = delete;
+  vllm_cpu_offload& operator=(const vllm_cpu_offload&) = delete;
 
   [[nodiscard]] const vllm_offload_config& config() const noexcept { return cfg_; }
   [[nodiscard]] const vllm_offload_counters& counters() const noexcept { return totals_; }
-  [[nodiscard]] const prefix::vllm_block_pool& pool() const noexcept { return pool_; }
+  [[nodiscard]] vllm_offload_counters& counters() noexcept { return totals_; }
   /// Chunks resident in the CPU tier.
   [[nodiscard]] std::size_t cpu_resident() const noexcept {
     return arc_ ? arc_->size() : cpu_.resident(1);
@@ -153,63 +180,136 @@ class vllm_offload<type_list<Ps...>> {
     return arc_ ? arc_->contains(chunk_key) : cpu_.holds(1, chunk_key);
   }
 
-  /// Effects: one request of L tokens in GPU blocks of B tokens whose full blocks have the keys
-  /// `keys` (at most floor(L / B) read), run to completion (the header comment).
-  /// Complexity: O(blocks) expected plus the policy's costs.  Throws: std::bad_alloc (scratch).
-  vllm_offload_request run_request(std::span<const block_key> keys, std::uint64_t L,
-                                   std::uint32_t B) {
-    vllm_offload_request out;
-    if (L == 0) return out;
-    ++totals_.requests;
-    const std::uint64_t n = (L + B - 1) / B;
-    if (n > pool_.capacity()) {
-      out.scheduled = false;
-      ++totals_.unscheduled;
-      return out;
-    }
-    const std::uint64_t f = std::min<std::uint64_t>(L / B, keys.size());
+  /// get_num_new_matched_tokens: H, the tokens the lookup finds past a GPU hit of `computed`
+  /// tokens for a request of L tokens whose chunks are s.chunk_keys; 0 when none. Changes nothing.
+  /// Complexity: O(chunks looked up).  Throws: nothing.
+  [[nodiscard]] std::uint64_t lookup(const vllm_offload_state& s, std::uint64_t L,
+                                     std::uint64_t computed, std::uint64_t B) const noexcept {
+    const std::uint64_t tpc = cfg_.blocks_per_chunk * B;
+    std::uint64_t max = std::min<std::uint64_t>(L, s.chunk_keys.size() * tpc);
+    if (max < computed + tpc) return 0;
+    const std::uint64_t start = computed / tpc;
+    const std::uint64_t end = std::min<std::uint64_t>((max + tpc - 1) / tpc, s.chunk_keys.size());
+    std::uint64_t hits = 0;
+    while (start + hits < end && cpu_holds(s.chunk_keys[start + hits])) ++hits;
+    if (hits == 0) return 0;
+    max = std::min(max, tpc * (start + hits));
+    return max < computed + tpc ? 0 : max - computed;
+  }
+
+  /// update_state_after_alloc + prepare_load of H tokens past a GPU hit of g blocks (B tokens
+  /// each): the chunks read, most recent under vLLM's LRU (head last); the request's stores
+  /// start after them (or at chunk 0 when nothing loads). Returns the chunks read.
+  /// Requires: H from lookup() on this state, nothing stored since.  Throws: nothing.
+  std::uint32_t load(vllm_offload_state& s, std::uint64_t g, std::uint64_t H,
+                     std::uint64_t B) noexcept {
     const std::uint64_t k = cfg_.blocks_per_chunk, tpc = k * B;
-    const std::uint64_t chunks = f / k;
-    chunk_keys_.clear();
-    for (std::uint64_t c = 0; c < chunks; ++c) chunk_keys_.push_back(keys[(c + 1) * k - 1]);
-    reused_.assign(chunks, 0);
-    stored_.assign(chunks, 0);
-    if (held_.size() < n) held_.resize(n);
-    // The GPU hit, then the lookup.
-    out.gpu_hit_blocks = pool_.find_hit(keys, prefix::vllm_block_pool::hit_cap(L, B, f), held_);
-    const std::uint64_t computed = std::uint64_t{out.gpu_hit_blocks} * B;
-    out.loaded_tokens = lookup(L, computed, tpc);
-    // The load: the reused chunks, most recent under vLLM's LRU (head last).
-    std::uint64_t store_from = 0;
-    if (out.loaded_tokens > 0) {
-      const std::uint64_t first = out.gpu_hit_blocks / k;
-      store_from = (computed + out.loaded_tokens + tpc - 1) / tpc;
-      out.loaded_chunks = static_cast<std::uint32_t>(store_from - first);
-      loaded_ = {first, store_from};
-      if (vllm_lru_) touch_tail_first(first, store_from);
-    } else {
-      loaded_ = {0, 0};
+    s.loaded_first = s.loaded_end = 0;
+    s.offered_from = s.offered_end = 0;
+    if (H == 0) return 0;
+    s.loaded_first = g / k;
+    s.loaded_end = s.offered_from = s.offered_end = (g * B + H + tpc - 1) / tpc;
+    if (vllm_lru_) touch_tail_first(s, s.loaded_first, s.loaded_end);
+    const auto n = static_cast<std::uint32_t>(s.loaded_end - s.loaded_first);
+    totals_.chunks_loaded += n;
+    totals_.loaded_tokens += H;
+    totals_.cpu_hit_blocks += H / B;
+    return n;
+  }
+
+  /// prepare_store + complete_store of the request's chunks [s.offered_end, to) in one call
+  /// (one scheduler step's new full chunks); s.offered_end becomes `to`. out.stored_chunks and
+  /// out.store_refused say what it did. Requires: to <= s.chunk_keys.size().
+  /// Complexity: O(offered) plus the policy's evictions.  Throws: std::bad_alloc (scratch).
+  void store(vllm_offload_state& s, std::uint64_t to, vllm_offload_request& out) {
+    offered_.clear();
+    for (std::uint64_t i = s.offered_end; i < to; ++i) offered_.push_back(i);
+    if (to > s.offered_end) s.offered_end = to;
+    if (offered_.empty()) return;
+    if (tracker_) record_offers(s);
+    missing_.clear();
+    for (const std::uint64_t i : offered_) {
+      const block_key key = s.chunk_keys[i];
+      if (cpu_holds(key)) {
+        ++totals_.reused_chunks;
+        s.flags[i] |= vllm_offload_state::reused_flag;
+      } else if (!tracker_ || offers_of(key) >= cfg_.store_threshold) {
+        missing_.push_back(i);
+      } else {
+        ++totals_.threshold_skips;
+      }
     }
-    // The GPU pool runs the request (loads take new blocks as prefills do).
-    (void)pool_.run_request(keys, L, B, held_);
-    // The store, then the request's end.
-    store(store_from, chunks, out);
-    finish(store_from, chunks);
-    totals_.gpu_hit_blocks += out.gpu_hit_blocks;
-    totals_.cpu_hit_blocks += out.loaded_tokens / B;
-    totals_.loaded_tokens += out.loaded_tokens;
-    totals_.chunks_loaded += out.loaded_chunks;
-    totals_.chunks_stored += out.stored_chunks;
-    totals_.store_refusals += out.store_refused ? 1 : 0;
+    if (missing_.empty()) return;
+    if (arc_) {
+      missing_keys_.clear();
+      for (const std::uint64_t i : missing_) missing_keys_.push_back(s.chunk_keys[i]);
+      arc_->on_store_miss(missing_keys_);
+    }
+    const std::size_t free = cfg_.cpu_chunks - cpu_resident();
+    const std::size_t need = missing_.size() > free ? missing_.size() - free : 0;
+    bool ok = true;
+    if (need > 0 && arc_) {
+      ok = arc_->evict(need, std::span<const block_key>(s.chunk_keys).subspan(offered_.front(), offered_.size()));
+    } else if (need > 0) {
+      cpu_.with(1, [&](auto& c) {
+        for (const std::uint64_t i : offered_) c.pin(s.chunk_keys[i]);
+        ok = c.evict(need);
+        for (const std::uint64_t i : offered_) c.unpin(s.chunk_keys[i]);
+      });
+    }
     totals_.chunks_evicted = arc_ ? arc_->evictions() : cpu_.counters(1).evictions;
-    return out;
+    if (!ok) {
+      out.store_refused = true;
+      ++totals_.store_refusals;
+      return;
+    }
+    for (const std::uint64_t i : missing_) {
+      if (arc_) {
+        arc_->insert(s.chunk_keys[i]);
+      } else {
+        // No hint, as kvtk.integrations.vllm inserts (a depth-reading policy sees depth 0).
+        (void)cpu_.insert_into(1, s.chunk_keys[i], 0, true);
+      }
+      s.flags[i] |= vllm_offload_state::stored_flag;
+    }
+    out.stored_chunks += static_cast<std::uint32_t>(missing_.size());
+    totals_.chunks_stored += missing_.size();
+  }
+
+  /// The request's end (CPUOffloadingManager.on_request_finished): vLLM's LRU touches every
+  /// resident chunk the request loaded or offered for store (stored or reused), tail first; a
+  /// kvtk policy (the adapter) accesses only the reused ones (loaded, or offered and resident);
+  /// vLLM's arc as vllm_arc::on_request_finished. Throws: nothing.
+  void finish(const vllm_offload_state& s) noexcept {
+    const std::size_t chunks = s.chunk_keys.size();
+    auto loaded = [&](std::size_t i) { return i >= s.loaded_first && i < s.loaded_end; };
+    auto reused = [&](std::size_t i) { return (s.flags[i] & vllm_offload_state::reused_flag) != 0; };
+    if (arc_) {
+      // Tail first over the chunks it saw: loaded, reused, or a store candidate (stored or not).
+      arc_->on_request_finished(
+          std::span<const block_key>(s.chunk_keys).first(chunks),
+          [&](std::size_t i) {
+            return (s.flags[i] & vllm_offload_state::stored_flag) != 0 && !(loaded(i) || reused(i));
+          },
+          [&](std::size_t i) { return loaded(i) || reused(i); });
+      return;
+    }
+    cpu_.with(1, [&](auto& c) {
+      for (std::size_t i = chunks; i-- > 0;) {
+        const bool touched = vllm_lru_ ? loaded(i) || (i >= s.offered_from && i < s.offered_end)
+                                       : loaded(i) || reused(i);
+        if (!touched) continue;
+        const std::uint32_t slot = c.find(s.chunk_keys[i]);
+        if (slot != core_type::npos) c.touch(slot);
+      }
+    });
   }
 
  private:
   using lru_tracker = block_cache<lru>;
 
   static vllm_offload_config checked(const vllm_offload_config& c) {
-    validate(c);
+    validate_cpu(c);
     return c;
   }
   // The CPU tier as the core's tier 1 (tier 0 is the pool, which the core does not hold).
@@ -217,7 +317,7 @@ class vllm_offload<type_list<Ps...>> {
     hierarchy_config h;
     h.tiers.resize(2);
     h.tiers[0].name = "gpu";
-    h.tiers[0].capacity_blocks = c.gpu_blocks;
+    h.tiers[0].capacity_blocks = std::max<std::uint32_t>(c.gpu_blocks, 1);
     h.tiers[1].name = "cpu";
     // vLLM's arc keeps its own lists (vllm_arc): the core's tier is then a placeholder.
     const bool arc = c.policy == "arc";
@@ -233,101 +333,37 @@ class vllm_offload<type_list<Ps...>> {
     return name;
   }
 
-  // H: the tokens the lookup finds past the GPU hit (header comment), 0 when none.
-  std::uint64_t lookup(std::uint64_t L, std::uint64_t computed, std::uint64_t tpc) const noexcept {
-    std::uint64_t max = std::min<std::uint64_t>(L, chunk_keys_.size() * tpc);
-    if (max < computed + tpc) return 0;
-    const std::uint64_t start = computed / tpc;
-    const std::uint64_t end = std::min<std::uint64_t>((max + tpc - 1) / tpc, chunk_keys_.size());
-    std::uint64_t hits = 0;
-    while (start + hits < end && cpu_holds(chunk_keys_[start + hits])) ++hits;
-    if (hits == 0) return 0;
-    max = std::min(max, tpc * (start + hits));
-    return max < computed + tpc ? 0 : max - computed;
-  }
-
   // Chunks [from, to) accessed tail first (their head ends most recent); absent ones skipped.
-  void touch_tail_first(std::uint64_t from, std::uint64_t to) noexcept {
+  void touch_tail_first(const vllm_offload_state& s, std::uint64_t from, std::uint64_t to) noexcept {
     cpu_.with(1, [&](auto& c) {
       for (std::uint64_t i = to; i-- > from;) {
-        const std::uint32_t s = c.find(chunk_keys_[i]);
-        if (s != core_type::npos) c.touch(s);
+        const std::uint32_t slot = c.find(s.chunk_keys[i]);
+        if (slot != core_type::npos) c.touch(slot);
       }
     });
   }
 
-  // prepare_store of chunks [from, to) in one call, then complete_store.
-  void store(std::uint64_t from, std::uint64_t to, vllm_offload_request& out) {
-    offered_.clear();
-    for (std::uint64_t i = from; i < to; ++i) offered_.push_back(i);
-    if (tracker_) record_offers();
-    missing_.clear();
-    for (const std::uint64_t i : offered_) {
-      const block_key key = chunk_keys_[i];
-      if (cpu_holds(key)) {
-        ++totals_.reused_chunks;
-        reused_[i] = 1;
-      } else if (!tracker_ || offers_of(key) >= cfg_.store_threshold) {
-        missing_.push_back(i);
-      } else {
-        ++totals_.threshold_skips;
-      }
-    }
-    if (missing_.empty()) return;
-    if (arc_) {
-      missing_keys_.clear();
-      for (const std::uint64_t i : missing_) missing_keys_.push_back(chunk_keys_[i]);
-      arc_->on_store_miss(missing_keys_);
-    }
-    const std::size_t free = cfg_.cpu_chunks - cpu_resident();
-    const std::size_t need = missing_.size() > free ? missing_.size() - free : 0;
-    bool ok = true;
-    if (need > 0 && arc_) {
-      ok = arc_->evict(need, std::span<const block_key>(chunk_keys_).subspan(offered_.empty() ? 0 : offered_.front(), offered_.size()));
-    } else if (need > 0) {
-      cpu_.with(1, [&](auto& c) {
-        for (const std::uint64_t i : offered_) c.pin(chunk_keys_[i]);
-        ok = c.evict(need);
-        for (const std::uint64_t i : offered_) c.unpin(chunk_keys_[i]);
-      });
-    }
-    if (!ok) {
-      out.store_refused = true;
-      return;
-    }
-    for (const std::uint64_t i : missing_) {
-      if (arc_) {
-        arc_->insert(chunk_keys_[i]);
-      } else {
-        // No hint, as kvtk.integrations.vllm inserts (a depth-reading policy sees depth 0).
-        (void)cpu_.insert_into(1, chunk_keys_[i], 0, true);
-      }
-      stored_[i] = 1;
-    }
-    out.stored_chunks = static_cast<std::uint32_t>(missing_.size());
-  }
-
   // The tracker's count of `key` (0 when untracked: vLLM's counts.get(key, 0)).
   [[nodiscard]] std::uint32_t offers_of(block_key key) const noexcept {
-    const std::uint32_t s = tracker_->find(key);
-    return s == lru_tracker::npos ? 0 : counts_[s];
+    const std::uint32_t slot = tracker_->find(key);
+    return slot == lru_tracker::npos ? 0 : counts_[slot];
   }
 
   // The store-threshold tracker (CPUOffloadingManager._record_accesses): offered keys already
   // tracked count once more and move to the end; new keys enter with 1, each pushing out the
   // oldest key this call did not offer, or are not tracked when no such key is left.
-  void record_offers() {
+  void record_offers(const vllm_offload_state& s) {
     std::size_t offered_tracked = 0;
     for (const std::uint64_t i : offered_) {
-      const std::uint32_t s = tracker_->find(chunk_keys_[i]);
-      if (s == lru_tracker::npos) continue;
-      tracker_->touch(s);
-      ++counts_[s];
+      const std::uint32_t slot = tracker_->find(s.chunk_keys[i]);
+      if (slot == lru_tracker::npos) continue;
+      tracker_->touch(slot);
+      ++counts_[slot];
       ++offered_tracked;
     }
     std::size_t unprotected = tracker_->size() - offered_tracked;
     for (const std::uint64_t i : offered_) {
-      const block_key key = chunk_keys_[i];
+      const block_key key = s.chunk_keys[i];
       if (tracker_->contains(key)) continue;
       if (tracker_->size() >= cfg_.max_tracker_size) {
         if (unprotected == 0) continue;
@@ -338,46 +374,77 @@ class vllm_offload<type_list<Ps...>> {
     }
   }
 
-  // The request's end (CPUOffloadingManager.on_request_finished): vLLM's LRU touches every
-  // resident chunk the request loaded or offered for store (stored or reused), tail first; a
-  // kvtk policy (the adapter) accesses only the reused ones (loaded, or offered and resident).
-  void finish(std::uint64_t offered_from, std::uint64_t chunks) noexcept {
-    if (arc_) {
-      // Tail first over the chunks it saw: loaded, reused, or a store candidate (stored or not).
-      auto loaded = [&](std::size_t i) { return i >= loaded_.first && i < loaded_.second; };
-      arc_->on_request_finished(
-          std::span<const block_key>(chunk_keys_).first(chunks),
-          [&](std::size_t i) { return stored_[i] != 0 && !(loaded(i) || reused_[i] != 0); },
-          [&](std::size_t i) { return loaded(i) || reused_[i] != 0; });
-      (void)offered_from;
-      return;
-    }
-    cpu_.with(1, [&](auto& c) {
-      for (std::uint64_t i = chunks; i-- > 0;) {
-        const bool loaded = i >= loaded_.first && i < loaded_.second;
-        const bool touched = vllm_lru_ ? loaded || i >= offered_from : loaded || reused_[i] != 0;
-        if (!touched) continue;
-        const std::uint32_t s = c.find(chunk_keys_[i]);
-        if (s != core_type::npos) c.touch(s);
-      }
-    });
-  }
-
   vllm_offload_config cfg_;
-  prefix::vllm_block_pool pool_;
   core_type cpu_;
   bool vllm_lru_;
   std::unique_ptr<lru_tracker> tracker_;  // store_threshold >= 2
   std::vector<std::uint32_t> counts_;      // [tracker slot]: offers counted
-  std::vector<block_key> chunk_keys_;      // the request's chunk keys
-  std::vector<std::uint32_t> held_;        // the pool's scratch
-  std::vector<std::uint64_t> offered_, missing_;
-  std::vector<std::uint8_t> reused_;       // [chunk]: offered and resident
-  std::vector<std::uint8_t> stored_;       // [chunk]: stored by this request
+  std::vector<std::uint64_t> offered_, missing_;  // store()'s scratch
   std::vector<block_key> missing_keys_;    // vLLM's arc: the store misses
   std::unique_ptr<vllm_arc> arc_;          // policy "arc": vLLM's own ARC
-  std::pair<std::uint64_t, std::uint64_t> loaded_{0, 0};  // the chunks loaded
   vllm_offload_counters totals_;
+};
+
+template <class Policies = all_policies>
+class vllm_offload;
+
+/// The GPU pool over vllm_cpu_offload, one request at a time, run to completion.
+/// Thread safety: as block_cache: one per thread.
+template <class... Ps>
+class vllm_offload<type_list<Ps...>> {
+ public:
+  static constexpr const char* engine_version = prefix::vllm_block_pool::engine_version;
+
+  /// Throws: as validate(); "unknown policy" naming the kvtk policies; std::bad_alloc.
+  explicit vllm_offload(const vllm_offload_config& c)
+      : pool_((validate(c), c.gpu_blocks)), cpu_(c) {}
+  vllm_offload(const vllm_offload&) = delete;
+  vllm_offload& operator=(const vllm_offload&) = delete;
+
+  [[nodiscard]] const vllm_offload_config& config() const noexcept { return cpu_.config(); }
+  [[nodiscard]] const vllm_offload_counters& counters() const noexcept { return cpu_.counters(); }
+  [[nodiscard]] const prefix::vllm_block_pool& pool() const noexcept { return pool_; }
+  [[nodiscard]] std::size_t cpu_resident() const noexcept { return cpu_.cpu_resident(); }
+  [[nodiscard]] bool cpu_holds(block_key chunk_key) const noexcept { return cpu_.cpu_holds(chunk_key); }
+
+  /// Effects: one request of L tokens in GPU blocks of B tokens whose full blocks have the keys
+  /// `keys` (at most floor(L / B) read), run to completion (the header comment).
+  /// Complexity: O(blocks) expected plus the policy's costs.  Throws: std::bad_alloc (scratch).
+  vllm_offload_request run_request(std::span<const block_key> keys, std::uint64_t L,
+                                   std::uint32_t B) {
+    vllm_offload_request out;
+    if (L == 0) return out;
+    auto& totals = cpu_.counters();
+    ++totals.requests;
+    const std::uint64_t n = (L + B - 1) / B;
+    if (n > pool_.capacity()) {
+      out.scheduled = false;
+      ++totals.unscheduled;
+      return out;
+    }
+    const std::uint64_t f = std::min<std::uint64_t>(L / B, keys.size());
+    const std::uint64_t k = cpu_.config().blocks_per_chunk;
+    state_.clear();
+    for (std::uint64_t c = 0; c < f / k; ++c) state_.add_chunk(keys[(c + 1) * k - 1]);
+    if (held_.size() < n) held_.resize(n);
+    // The GPU hit, the lookup, the load.
+    out.gpu_hit_blocks = pool_.find_hit(keys, prefix::vllm_block_pool::hit_cap(L, B, f), held_);
+    out.loaded_tokens = cpu_.lookup(state_, L, std::uint64_t{out.gpu_hit_blocks} * B, B);
+    out.loaded_chunks = cpu_.load(state_, out.gpu_hit_blocks, out.loaded_tokens, B);
+    // The GPU pool runs the request (loads take new blocks as prefills do).
+    (void)pool_.run_request(keys, L, B, held_);
+    // The store (every full chunk past the load, in one call), then the request's end.
+    cpu_.store(state_, state_.chunk_keys.size(), out);
+    cpu_.finish(state_);
+    totals.gpu_hit_blocks += out.gpu_hit_blocks;
+    return out;
+  }
+
+ private:
+  prefix::vllm_block_pool pool_;
+  vllm_cpu_offload<type_list<Ps...>> cpu_;
+  std::vector<std::uint32_t> held_;  // the pool's scratch
+  vllm_offload_state state_;         // the request's
 };
 
 /// vllm_offload as a prefix-replay index (`replay --engine vllm --offload ...`): a request's hit
