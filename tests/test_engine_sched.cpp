@@ -413,3 +413,109 @@ TEST_CASE("engine schedulers: the conductor router weighs the iteration in progr
     check(r.requests[1], 0.011, 0.011);
   }
 }
+
+TEST_CASE("vLLM offload under vllm-v1 with free compute and one output token equals replay "
+          "--engine vllm --offload", "[engine_sched][offload]") {
+  // One request at a time to completion: the connector's lookups, loads, stores, evictions and
+  // request ends happen in the order vllm_offload (checked against vLLM's own connector) runs
+  // them, so every count must agree. Zero link time: each load is done at the instant it starts.
+  for (std::uint64_t seed : {1, 2}) {
+    const auto t = shared_prefix_trace(seed, 300);
+    for (const std::uint32_t gpu : {24u, 60u}) {
+      for (const std::uint32_t k : {1u, 2u}) {
+        for (const char* policy : {"lru", "arc", "s3fifo"}) {
+          tier::vllm_offload_config oc;
+          oc.gpu_blocks = gpu;
+          oc.cpu_chunks = 100 / k;
+          oc.blocks_per_chunk = k;
+          oc.policy = policy;
+          INFO("seed " << seed << ", " << gpu << " GPU blocks, chunks of " << k << ", " << policy);
+          tier::vllm_offload_index<> idx(oc);
+          const auto want = prefix::replay(t, idx, prefix::partial_block::skip);
+          auto c = engine("vllm-v1", gpu, 4096);
+          c.timing = nullptr;
+          c.time_scale = 0;
+          c.max_output_tokens = 1;
+          c.gpu.host_link_bytes_per_s = 0;
+          c.offload = std::string("cpu:100:") + policy;
+          c.offload_cfg = oc;
+          const auto r = sim::des::simulate(t, c);
+          CHECK(r.summary["block_hits"] == want.block_hits);
+          CHECK(r.summary["token_hits"] == want.token_hits);
+          const auto& o = r.summary["offload"];
+          const auto& w = idx.counters();
+          CHECK(o["cpu_hit_blocks"] == w.cpu_hit_blocks);
+          CHECK(r.summary["dram_block_hits"] == w.cpu_hit_blocks);
+          CHECK(o["chunks_loaded"] == w.chunks_loaded);
+          CHECK(o["chunks_stored"] == w.chunks_stored);
+          CHECK(o["chunks_evicted"] == w.chunks_evicted);
+          CHECK(o["chunks_reused"] == w.reused_chunks);
+          CHECK(o["store_refusals"] == w.store_refusals);
+          CHECK(w.cpu_hit_blocks > 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("vLLM offload under vllm-v1: a load delays its request's prefill, not the others'",
+          "[engine_sched][offload]") {
+  // Four prompts of 4 full blocks and a partial one (72 tokens: at most 4 blocks hit); the GPU
+  // holds 7 blocks, so the fourth (a repeat of the first) finds its blocks only in the CPU tier.
+  // Its load (4 blocks) runs on the host link while request 4, arriving with it, is prefilled.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72},
+                       {1, {11, 12, 13, 14}, 1, 72},
+                       {2, {21, 22, 23, 24}, 1, 72},
+                       {3, {1, 2, 3, 4}, 1, 72},
+                       {3, {31, 32}, 1, 32}});
+  auto c = engine("vllm-v1", 7, 4096);
+  c.offload = "cpu:100:lru";
+  c.offload_cfg.cpu_chunks = 100;
+  c.host_link_latency_s = 0.5;
+  c.host_link_per_block_s = 0.1;
+  const auto r = sim::des::simulate(t, c);
+  const auto& o = r.requests[3];
+  CHECK(o.hit_blocks == 4);
+  CHECK(o.hit_tokens == 64);
+  CHECK(o.dram_blocks == 4);
+  const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+  const double load = 0.5 + 0.4 + 4 * block_bytes / c.gpu.host_link_bytes_per_s;
+  // The load, then the iteration that prefills its last 8 tokens (10 ms).
+  check(o, 3 + load + 0.010, 3 + load + 0.010);
+  check(r.requests[4], 3.010, 3.010);  // admitted behind the loading request, at once
+  const auto& s = r.summary["offload"];
+  CHECK(s["loads"] == 1);
+  CHECK(s["cpu_hit_blocks"] == 4);
+  CHECK(s["bytes_loaded"].get<double>() == Approx(4 * block_bytes));
+  // Every request's 4 full blocks (request 5: 2) stored once; request 3's were resident.
+  CHECK(s["chunks_stored"] == 14);
+  CHECK(s["bytes_stored"].get<double>() == Approx(14 * block_bytes));
+  CHECK(s["load_wait_s_mean"].get<double>() == Approx(load));
+  CHECK(r.summary["dram_block_hits"] == 4);
+  CHECK(r.summary["local_block_hits"] == 0);
+  // Without the offload tier the fourth request recomputes everything.
+  c.offload.clear();
+  CHECK(sim::des::simulate(t, c).requests[3].hit_blocks == 0);
+}
+
+TEST_CASE("vLLM offload: configurations simulate cannot run are refused by name",
+          "[engine_sched][offload]") {
+  const auto t = make({{0, {1, 2}, 3}});
+  for (const char* s : {"vllm-v0", "sglang", "kvtk"}) {
+    auto c = engine(s, 100, 40);
+    c.offload = "cpu:10:lru";
+    c.offload_cfg.cpu_chunks = 10;
+    CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("vllm-v1"));
+  }
+  auto c = engine("vllm-v1", 100, 40);
+  c.offload = "cpu:10:lru";
+  c.offload_cfg.cpu_chunks = 10;
+  c.dram_blocks = 50;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with dram"));
+  c.dram_blocks = 0;
+  c.decode_instances = 1;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances"));
+  c.decode_instances = 0;
+  c.offload_cfg.cpu_chunks = 0;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("offloaded blocks"));
+}

@@ -10,6 +10,7 @@
 
 #include "api/trace_options.hpp"
 #include "api/pricing.hpp"
+#include "api/offload.hpp"
 #include "formats/decode_records.hpp"
 #include "move/calibration.hpp"
 
@@ -19,7 +20,7 @@ namespace {
 
 const char* const known_keys[] = {
     "model", "gpu", "gpus_per_instance", "prefill_instances", "decode_instances", "local_cache", "local_policy",
-    "dram", "pool", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
+    "dram", "pool", "offload", "reject_over_slo", "pool_gb_per_s", "pool_latency_us", "overlap_load", "pd_link_gb_per_s", "max_batch", "chunk_tokens",
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
     "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
@@ -285,6 +286,28 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
   return gpu;
 }
 
+// "offload": vLLM 0.33's OffloadingConnector (CPU spec) under each instance's KV cache, in
+// `replay --offload`'s syntax; the other engines' tiers are replay's only, for now.
+void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::cluster_config& c) {
+  if (!j.contains("offload") || j["offload"].is_null()) return;
+  if (!j["offload"].is_string()) {
+    throw usage_error("config: 'offload' must be a string such as \"cpu:20000:lru\"");
+  }
+  const std::string text = j["offload"].get<std::string>();
+  offload_spec s;
+  try {
+    s = parse_offload_spec(text, block_tokens, c.model.kv_bytes_per_token);
+  } catch (const usage_error& e) {
+    throw usage_error(std::string("config: 'offload': ") + e.what());
+  }
+  if (s.medium != "cpu") {
+    throw usage_error("config: 'offload' '" + text + "': simulate models vLLM's OffloadingConnector "
+                      "(medium cpu) only; " + s.medium + " is kvtk replay's");
+  }
+  c.offload = text;
+  c.offload_cfg = s.cfg;
+}
+
 // "calibration" (+ "calibration_mechanism"): the DRAM tier's host link from a measured
 // dram->hbm fit (cuda/validate.sh's h2d).
 void calibrate_host_link(const nlohmann::json& j, std::uint32_t block_tokens,
@@ -376,6 +399,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
   c.local_cache_blocks = capacity("local_cache");
   c.pool_blocks = capacity("pool");
   c.dram_blocks = capacity("dram");
+  read_offload(j, block_tokens, c);
   read_bool(j, "reject_over_slo", c.reject_over_slo);
   if (j.contains("gpus_per_instance")) {
     c.gpus_per_instance = static_cast<std::uint32_t>(whole(j, "gpus_per_instance", 1024));

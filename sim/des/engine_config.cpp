@@ -123,6 +123,20 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
                (static_cast<double>(c.prefill_instances) * static_cast<double>(dram) +
                 static_cast<double>(pool)) *
                    cache_entry_bytes);
+  if (!c.offload.empty()) {
+    auto refuse_offload = [&](const std::string& why) {
+      throw std::invalid_argument("offload '" + c.offload + "' (vLLM's OffloadingConnector) " + why);
+    };
+    if (c.sched.kind() != scheduler_kind::vllm_v1) refuse_offload("needs scheduler vllm-v1");
+    if (c.dram_blocks > 0 || c.pool_blocks > 0) {
+      refuse_offload("does not combine with dram or pool (kvtk's generic tiers): give one or the other");
+    }
+    if (c.decode_instances > 0) refuse_offload("does not combine with decode_instances");
+    kvtk::tier::validate_cpu(c.offload_cfg);
+    check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
+                     std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",
+                 static_cast<double>(c.prefill_instances) * c.offload_cfg.cpu_chunks * cache_entry_bytes);
+  }
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }

@@ -112,6 +112,44 @@ class vllm_kv {
     take(q, a.hit_tokens + a.new_tokens);
     return a;
   }
+  /// A KV connector's asynchronous load (load_kv_async: the request waits in
+  /// WAITING_FOR_REMOTE_KVS): the hit (capped as admit's), then the tokens `external(hit tokens,
+  /// seq)` loads past it; blocks for both are allocated (the whole sequence's must fit, as admit
+  /// checks) and the hit touched; the loaded blocks are cached only when loaded() says the load
+  /// is done (delay_cache_blocks). Returns new_tokens 0 and hit_tokens capped at seq - 1 (vLLM
+  /// recomputes the last token); not ok, changing nothing, when nothing loads (loaded_tokens 0:
+  /// admit instead) or the blocks are not there (loaded_tokens > 0).
+  template <class External>
+  admission admit_loading(kv_request& q, std::uint64_t seq, External&& external) {
+    const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(seq, bt_, seq / bt_);
+    if (scratch_.size() < cap) scratch_.resize(cap);
+    std::uint32_t h = 0;
+    for (; h < cap; ++h) {
+      scratch_[h] = pool_.find(key_at(q, h));
+      if (scratch_[h] == kvtk::prefix::vllm_block_pool::npos) break;
+    }
+    admission a;
+    a.loaded_tokens = external(std::uint64_t{h} * bt_, seq);
+    if (a.loaded_tokens == 0 ||
+        !pool_.can_allocate(std::span(scratch_).first(h), blocks_for(seq, bt_) - h)) {
+      return a;
+    }
+    pool_.touch(std::span(scratch_).first(h));
+    q.held.assign(scratch_.begin(), scratch_.begin() + h);
+    q.cached = h;
+    q.admitted = true;
+    const std::uint64_t upto = std::uint64_t{h} * bt_ + a.loaded_tokens;
+    while (q.held.size() < blocks_for(upto, bt_)) q.held.push_back(pool_.take_free());
+    a.ok = true;
+    a.hit_tokens = std::min(upto, seq - 1);
+    return a;
+  }
+  /// The load of the request's first `tokens` tokens is done: their full blocks are cached.
+  void loaded(kv_request& q, std::uint64_t tokens) {
+    for (; q.cached < tokens / bt_ && q.cached < q.held.size(); ++q.cached) {
+      pool_.cache(q.held[q.cached], key_at(q, q.cached));
+    }
+  }
   /// The blocks get_computed_blocks would hit, touching nothing (the cache-aware router).
   [[nodiscard]] std::uint32_t peek(const kv_request& q, std::uint64_t seq) const {
     const std::uint32_t cap = kvtk::prefix::vllm_block_pool::hit_cap(

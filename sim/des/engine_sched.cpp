@@ -97,6 +97,9 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   prefill_n_ = c.prefill_instances;
   async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
   if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c, t.requests(), host_link_);
+  for (std::uint32_t i = 0; i < c.prefill_instances && !c.offload.empty(); ++i) {
+    inst_[i].offload = std::make_unique<kvtk::tier::vllm_cpu_offload<>>(c.offload_cfg);
+  }
 }
 
 template <class KV>
@@ -111,6 +114,9 @@ void engine_sim<KV>::handle(const event& e) {
       break;
     case engine_event::transfer_done:
       land(e.request);
+      break;
+    case engine_event::load_done:
+      load_done(e.request);
       break;
     case engine_event::instance_start:
       start(e.instance);
@@ -172,6 +178,7 @@ template <class KV>
 std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q,
                                               std::uint64_t hit_tokens, std::uint64_t seq) {
   if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
+  if (inst_[i].offload) return inst_[i].offload->lookup(q.offload, seq, hit_tokens, bt_);
   q.loading = q.pool_loading = 0;
   // A decode instance reads neither: a request it preempted is recomputed there.
   const auto* dram = inst_[i].dram.get();
@@ -217,13 +224,104 @@ bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budge
   return true;
 }
 
+// vLLM offload, a waiting request in schedule_v1's loop. A request whose load is done is
+// scheduled from its computed tokens, as vLLM schedules one back from WAITING_FOR_REMOTE_KVS.
+// Else the lookup: a hit in the CPU tier starts an asynchronous load (blocks allocated, no
+// tokens this iteration, skipped until the load is done), none admits it as without offload.
+template <class KV>
+typename engine_sim<KV>::offload_step engine_sim<KV>::admit_offload(std::uint32_t i, std::uint32_t r,
+                                                                    std::uint64_t budget) {
+  engine_request& q = w_.st(r);
+  engine_instance& in = inst_[i];
+  if (q.load == engine_request::load_phase::ready) {
+    const std::uint64_t n = std::min(q.seq() - q.computed, budget);
+    if (!kv_[i].grow(q.kv, q.computed + n)) return offload_step::stop;
+    q.scheduled = n;
+    q.load = engine_request::load_phase::none;
+    return offload_step::admitted;
+  }
+  if (q.offload.chunk_keys.empty()) {
+    const std::uint64_t k = c_.offload_cfg.blocks_per_chunk;
+    const std::uint64_t full = std::min<std::uint64_t>(q.L / bt_, q.kv.prompt_keys.size());
+    for (std::uint64_t c = 0; c < full / k; ++c) q.offload.add_chunk(q.kv.prompt_keys[(c + 1) * k - 1]);
+  }
+  if constexpr (requires { kv_[i].admit_loading(q.kv, 0, no_external_kv{}); }) {
+    const admission a = kv_[i].admit_loading(
+        q.kv, q.seq(), [&](std::uint64_t hit, std::uint64_t seq) { return external_tokens(i, q, hit, seq); });
+    if (!a.ok && a.loaded_tokens > 0) return offload_step::stop;  // its blocks are not there
+    if (a.ok) {
+      const std::uint64_t gpu_hit = q.kv.cached;
+      in.offload->load(q.offload, gpu_hit, a.loaded_tokens, bt_);
+      q.offload_lookup = gpu_hit * bt_ + a.loaded_tokens;
+      q.computed = a.hit_tokens;
+      q.scheduled = 0;
+      q.load = engine_request::load_phase::loading;
+      if (!q.started) {
+        q.started = true;
+        request_outcome& o = w_.out(r);
+        o.prefill_start = now_;
+        o.hit_blocks = a.hit_tokens / bt_;
+        o.hit_tokens = a.hit_tokens;
+        o.dram_blocks = a.loaded_tokens / bt_;
+      }
+      // The load queues on the instance's host link behind the loads before it.
+      const double bytes = static_cast<double>(a.loaded_tokens) * static_cast<double>(c_.model.kv_bytes_per_token);
+      const double blocks = static_cast<double>(a.loaded_tokens / bt_);
+      const double done = std::max(now_, in.load_link_free) + host_link_.predict(blocks, bytes);
+      in.load_link_free = done;
+      ++in.loads_in_flight;
+      ++offload_loads_;
+      offload_load_bytes_ += bytes;
+      offload_wait_s_ += done - now_;
+      push(done, engine_event::load_done, r);
+      return offload_step::loading;
+    }
+  }
+  if (!admit(i, r, budget, false)) return offload_step::stop;
+  in.offload->load(q.offload, 0, 0, bt_);  // nothing loaded: its stores start at chunk 0
+  return offload_step::admitted;
+}
+
+template <class KV>
+void engine_sim<KV>::load_done(std::uint32_t r) {
+  engine_request& q = w_.st(r);
+  --inst_[q.inst].loads_in_flight;
+  if constexpr (requires { kv_[0].loaded(q.kv, 0); }) kv_[q.inst].loaded(q.kv, q.offload_lookup);
+  q.load = engine_request::load_phase::ready;
+  wake(q.inst);
+}
+
+// The store of the chunks the request's computed prompt tokens complete (the connector's
+// _build_store_jobs, prompt tokens only as offload_prompt_only's default), ready at once.
+template <class KV>
+void engine_sim<KV>::offload_store(std::uint32_t i, engine_request& q) {
+  const std::uint64_t tpc = std::uint64_t{c_.offload_cfg.blocks_per_chunk} * bt_;
+  const std::uint64_t upto = std::min<std::uint64_t>(std::min(q.computed, q.L) / tpc, q.offload.chunk_keys.size());
+  if (upto <= q.offload.offered_end) return;
+  kvtk::tier::vllm_offload_request out;
+  inst_[i].offload->store(q.offload, upto, out);
+  offload_store_bytes_ += static_cast<double>(out.stored_chunks) * static_cast<double>(tpc) *
+                          static_cast<double>(c_.model.kv_bytes_per_token);
+}
+
+template <class KV>
+std::uint32_t engine_sim<KV>::take_waiting(std::uint32_t i, std::size_t pos) {
+  if (pos == 0) return pop_waiting(i);
+  engine_instance& in = inst_[i];
+  const std::uint32_t r = in.waiting[pos];
+  in.waiting.erase(in.waiting.begin() + static_cast<std::ptrdiff_t>(pos));
+  in.waiting_tokens -= w_.st(r).L;
+  in.waiting_prefill_s -= w_.st(r).cold_prefill_s;
+  return r;
+}
+
 template <class KV>
 void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   engine_request& q = w_.st(r);
   if (q.finishing) {
     // Async scheduling: r is done, its output not yet processed. Taking it as a victim frees
     // its blocks now, as release_finishing would after this schedule; it is not run again.
-    kv_[i].finish(q.kv, q.computed);
+    finish_kv(i, q);
     q.finishing = false;
     --inst_[i].finishing;
     std::erase(inst_[i].running, r);
@@ -253,7 +351,7 @@ void engine_sim<KV>::release_finishing(std::uint32_t i) {
   inst_[i].finishing = 0;
   std::erase_if(inst_[i].running, [&](std::uint32_t r) {
     if (!w_.st(r).finishing) return false;
-    kv_[i].finish(w_.st(r).kv, w_.st(r).computed);
+    finish_kv(i, w_.st(r));
     w_.st(r).finishing = false;
     w_.end(r);
     return true;
@@ -327,7 +425,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
                                                          : schedule_sglang(i);
     if (async_) release_finishing(i);
     if (any) break;
-    if (in.waiting.empty()) {
+    if (in.waiting.empty() || in.loads_in_flight > 0) {  // a load's end wakes it
       in.busy = false;
       return;
     }
@@ -336,6 +434,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
       throw std::logic_error("engine scheduler stalled with requests running (a kvtk bug)");
     }
     const std::uint32_t r = pop_waiting(i);
+    if (w_.st(r).kv.admitted) kv_[i].preempt(w_.st(r).kv);  // a loaded request's blocks
     w_.out(r).rejected = true;
     w_.end(r);
     ++unschedulable_;
@@ -405,6 +504,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
     const bool prefill = !(q.decoding() && q.scheduled == 1);
     q.computed += q.scheduled;
     q.scheduled = 0;
+    if (in.offload && prefill) offload_store(i, q);
     if (q.computed < q.seq()) {  // a prefill chunk
       kv_[i].checkpoint(q.kv, q.computed);
       continue;
@@ -422,7 +522,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
       q.finishing = true;  // released after the next schedule (async scheduling)
       ++in.finishing;
     } else {
-      kv_[i].finish(q.kv, q.computed);
+      finish_kv(i, q);
       std::erase(in.running, r);
       w_.end(r);
     }
@@ -435,7 +535,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
 template <class KV>
 void engine_sim<KV>::hand_off(std::uint32_t i, std::uint32_t r) {
   engine_request& q = w_.st(r);
-  kv_[i].finish(q.kv, q.computed);
+  finish_kv(i, q);
   std::erase(inst_[i].running, r);
   if (inst_[i].chunked == r) inst_[i].chunked = -1;
   const double bytes = static_cast<double>(q.L) * static_cast<double>(c_.model.kv_bytes_per_token);
@@ -492,9 +592,49 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
   if (sparse_) j["sparse"] = sparse_->summary();
+  if (!c_.offload.empty()) j["offload"] = offload_summary();
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
   return res;
+}
+
+template <class KV>
+nlohmann::json engine_sim<KV>::offload_summary() const {
+  kvtk::tier::vllm_offload_counters t;
+  std::uint64_t resident = 0;
+  for (const auto& in : inst_) {
+    if (!in.offload) continue;
+    const auto& c = in.offload->counters();
+    t.cpu_hit_blocks += c.cpu_hit_blocks;
+    t.loaded_tokens += c.loaded_tokens;
+    t.chunks_loaded += c.chunks_loaded;
+    t.chunks_stored += c.chunks_stored;
+    t.chunks_evicted += c.chunks_evicted;
+    t.store_refusals += c.store_refusals;
+    t.threshold_skips += c.threshold_skips;
+    t.reused_chunks += c.reused_chunks;
+    resident += in.offload->cpu_resident();
+  }
+  const auto& cfg = c_.offload_cfg;
+  return {{"spec", c_.offload},
+          {"engine", "vLLM 0.33.0 OffloadingConnector (CPU)"},
+          {"policy", cfg.policy},
+          {"cpu_chunks_per_instance", cfg.cpu_chunks},
+          {"gpu_blocks_per_chunk", cfg.blocks_per_chunk},
+          {"store_threshold", cfg.store_threshold},
+          {"cpu_hit_blocks", t.cpu_hit_blocks},
+          {"loaded_tokens", t.loaded_tokens},
+          {"loads", offload_loads_},
+          {"chunks_loaded", t.chunks_loaded},
+          {"chunks_stored", t.chunks_stored},
+          {"chunks_evicted", t.chunks_evicted},
+          {"chunks_reused", t.reused_chunks},
+          {"store_refusals", t.store_refusals},
+          {"threshold_skips", t.threshold_skips},
+          {"chunks_resident_at_end", resident},
+          {"bytes_loaded", offload_load_bytes_},
+          {"bytes_stored", offload_store_bytes_},
+          {"load_wait_s_mean", offload_loads_ ? offload_wait_s_ / static_cast<double>(offload_loads_) : 0.0}};
 }
 
 // Every member defined here, for both accountings (engine_schedule.cpp instantiates the

@@ -34,10 +34,26 @@ bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
     budget -= n;
     ++k;
   }
-  while (!preempted && budget > 0 && !in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
-    const std::uint32_t r = in.waiting.front();
-    if (!admit(i, r, budget, false)) break;
-    pop_waiting(i);
+  // With vLLM offload, a request whose load is in flight is skipped (it keeps its place), as
+  // are those whose load starts here.
+  for (std::size_t pos = 0; !preempted && budget > 0 && pos < in.waiting.size() &&
+                            in.running.size() < c_.sched.max_num_seqs;) {
+    const std::uint32_t r = in.waiting[pos];
+    if (in.offload) {
+      if (w_.st(r).load == engine_request::load_phase::loading) {
+        ++pos;
+        continue;
+      }
+      const offload_step step = admit_offload(i, r, budget);
+      if (step == offload_step::stop) break;
+      if (step == offload_step::loading) {
+        ++pos;
+        continue;
+      }
+    } else if (!admit(i, r, budget, false)) {
+      break;
+    }
+    take_waiting(i, pos);
     in.running.push_back(r);
     in.batch.push_back(r);
     budget -= w_.st(r).scheduled;

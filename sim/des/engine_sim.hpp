@@ -41,6 +41,11 @@ struct engine_request {
   bool finishing = false;  // async scheduling: finished, blocks not yet released
   bool remote = false;     // disaggregated: its prompt's KV came from a prefill instance
   double cold_prefill_s = 0;  // its prefill without cache (the conductor's queue estimate)
+  // vLLM offload (`offload`): the connector's state for this request, and its asynchronous
+  // load (WAITING_FOR_REMOTE_KVS): none, loading (blocks held, not schedulable) or ready.
+  kvtk::tier::vllm_offload_state offload;
+  std::uint64_t offload_lookup = 0;  // the lookup's H (tokens) at this admission attempt
+  enum class load_phase : std::uint8_t { none, loading, ready } load = load_phase::none;
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
   [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
@@ -62,12 +67,22 @@ struct engine_instance {
   double busy_s = 0;
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> dram;  // null without dram_blocks
   kvtk::sparse::decode_clock decode_clock;  // sparse: the decode batch's stall and prefetch
+  std::unique_ptr<kvtk::tier::vllm_cpu_offload<>> offload;  // null without `offload`
+  double load_link_free = 0;     // vLLM offload: when the host link's last queued load ends
+  std::uint32_t loads_in_flight = 0;
 };
 
 // At one instant: iterations end, then transferred KV lands, then requests arrive, then idle
 // instances schedule, so that a schedule sees every request that reached it by then (as an
 // engine's loop picks up its queue).
-enum class engine_event : std::uint8_t { iteration_end, transfer_done, arrival, instance_start };
+// A vLLM offload load that is done makes its request schedulable with this instant's arrivals.
+enum class engine_event : std::uint8_t {
+  iteration_end,
+  transfer_done,
+  load_done,
+  arrival,
+  instance_start
+};
 
 template <class KV>
 class engine_sim {
@@ -120,6 +135,20 @@ class engine_sim {
   bool schedule_sglang(std::uint32_t i);
   bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
              std::uint64_t held = 0);
+  // vLLM offload (schedule_v1's waiting loop): what waiting request r does this schedule.
+  enum class offload_step : std::uint8_t { admitted, loading, stop };
+  offload_step admit_offload(std::uint32_t i, std::uint32_t r, std::uint64_t budget);
+  void load_done(std::uint32_t r);
+  // vLLM offload: the chunks request r's computed prompt tokens complete, offered for store.
+  void offload_store(std::uint32_t i, engine_request& q);
+  // The request's KV is done with (finished or handed off): freed into the cache, and the
+  // connector told (on_request_finished).
+  void finish_kv(std::uint32_t i, engine_request& q) {
+    kv_[i].finish(q.kv, q.computed);
+    if (inst_[i].offload) inst_[i].offload->finish(q.offload);
+  }
+  std::uint32_t take_waiting(std::uint32_t i, std::size_t pos);
+  [[nodiscard]] nlohmann::json offload_summary() const;
   // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens); the
   // blocks from the DRAM tier and the pool are counted in q.loading and q.pool_loading.
   std::uint64_t external_tokens(std::uint32_t i, engine_request& q, std::uint64_t hit_tokens,
@@ -166,6 +195,8 @@ class engine_sim {
   double now_ = 0, block_bytes_ = 0, pd_bytes_ = 0;
   std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0, unschedulable_ = 0;
   std::uint64_t dram_read_blocks_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
+  double offload_load_bytes_ = 0, offload_store_bytes_ = 0, offload_wait_s_ = 0;
+  std::uint64_t offload_loads_ = 0;
   std::uint32_t bt_ = 1, kv_blocks_ = 0, prefill_n_ = 1;
   bool async_ = false;  // vllm-v1 with async_scheduling
 };

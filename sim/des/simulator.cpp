@@ -21,6 +21,10 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   timing_ = iteration_timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
                              c.iteration_overhead_s, c.timing);
   check_timing_table();
+  if (!c.offload.empty()) {
+    throw std::invalid_argument("offload '" + c.offload + "' is vLLM's OffloadingConnector: it needs "
+                                "scheduler vllm-v1 (kvtk's scheduler has dram and pool)");
+  }
   p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                              : kvtk::prefix::partial_block::skip;
   // A cache never holds more blocks than the trace references, and one that can hold them

@@ -60,6 +60,7 @@
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
+#include "kvtk/tier/vllm_offload.hpp"
 
 namespace kvtk::sim::des {
 
@@ -100,6 +101,10 @@ struct cluster_config {
   std::uint64_t dram_blocks = 0;         ///< per-instance host DRAM tier (LRU, write-through,
                                          ///< read over the GPU's host link); 0 = none
   std::uint64_t pool_blocks = 0;         ///< global pool shared by all instances; 0 = none
+  /// vLLM 0.33's OffloadingConnector (CPU spec) under each instance's engine KV cache (scheduler
+  /// vllm-v1 only; engine_sched.cpp): the config's `offload`, in `replay --offload`'s syntax.
+  std::string offload;                   ///< the spec as given; empty = none
+  kvtk::tier::vllm_offload_config offload_cfg;  ///< parsed (gpu_blocks unused)
   double host_link_latency_s = 0;        ///< DRAM-tier load: fixed cost per request's load
   double host_link_per_block_s = 0;      ///< DRAM-tier load: cost per block (calibration beta)
   double pool_bytes_per_s = 25e9;        ///< 0 = not a bottleneck
