@@ -117,3 +117,13 @@ expect(2 "does not combine with reject_over_slo" simulate --trace ${T} ${Q} --en
 # The engine schedulers have DRAM tiers and disaggregation (docs/simulate.md).
 expect(0 "\"dram_block_hits\": [1-9][0-9]*," simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set dram=20000 --json -)
 expect(0 "\"prefill_to_decode\": [1-9]" simulate --trace ${T} ${Q} --engine sglang --set decode_instances=1 --json -)
+# vLLM's own CPU offloading under vllm-v1 (docs/simulate.md "vLLM's own CPU offloading"): pinned
+# counts of the conversation trace (deterministic), and specs simulate cannot run refused by name.
+expect(0 "\"offload\": {[^}]*\"chunks_stored\": 191835,[^}]*\"cpu_hit_blocks\": 71729,[^}]*\"loads\": 3685,"
+       simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=cpu:20000:lru --json -)
+expect(2 "'offload'[ \n]+'host:2x':[ \n]+simulate[ \n]+models[ \n]+vLLM's" simulate --trace ${T} ${Q} --engine vllm --set offload=host:2x)
+expect(2 "needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang --set offload=cpu:100)
+expect(2 "unknown[ \n]+knob[ \n]+'sync_load_budget_bytes'" simulate --trace ${T} ${Q} --engine vllm
+       --set offload=cpu:100,sync_load_budget_bytes=5)
+expect(2 "does[ \n]+not[ \n]+combine[ \n]+with[ \n]+dram" simulate --trace ${T} ${Q} --engine vllm
+       --set offload=cpu:100 --set dram=1000)
