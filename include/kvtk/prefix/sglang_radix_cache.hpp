@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kvtk/concepts.hpp"
+#include "kvtk/detail/indexed_heap.hpp"
 #include "kvtk/detail/key_table.hpp"
 
 namespace kvtk::prefix {
@@ -60,6 +61,15 @@ class sglang_radix_cache {
   struct key_of {
     const page* pages;
     std::uint64_t operator()(std::uint32_t i) const noexcept { return pages[i].key; }
+  };
+  // The leaf heap's callables (detail/indexed_heap.hpp): older first, and a node's place.
+  struct older {
+    const node* nodes;
+    bool operator()(std::uint32_t a, std::uint32_t b) const noexcept { return nodes[a].time < nodes[b].time; }
+  };
+  struct heap_pos {
+    node* nodes;
+    std::uint32_t& operator()(std::uint32_t x) const noexcept { return nodes[x].heap_pos; }
   };
 
  public:
@@ -248,8 +258,9 @@ class sglang_radix_cache {
       if (kids[i] != nodes_[i].children) return "children counts";
       if ((nodes_[i].heap_pos != none) != (kids[i] == 0)) return "heap membership";
     }
-    for (std::size_t i = 1; i < heap_.size(); ++i) {
-      if (nodes_[heap_[(i - 1) / 2]].time > nodes_[heap_[i]].time) return "heap order";
+    if (const char* e = heap_.check(older{nodes_.data()}, [this](std::uint32_t x) { return nodes_[x].heap_pos; });
+        *e != 0) {
+      return e;
     }
     return "";
   }
@@ -373,7 +384,7 @@ class sglang_radix_cache {
   void evict(std::uint64_t pages) noexcept {
     std::uint64_t freed = 0;
     while (freed < pages && !heap_.empty()) {
-      const std::uint32_t x = heap_[0];
+      const std::uint32_t x = heap_.top();
       heap_erase(x);
       node& leaf = nodes_[x];
       std::uint32_t depth = leaf.depth;
@@ -404,53 +415,12 @@ class sglang_radix_cache {
 
   void set_time(std::uint32_t x, std::uint64_t t) noexcept {
     nodes_[x].time = t;
-    if (nodes_[x].heap_pos != none) sift_down(sift_up(nodes_[x].heap_pos));
+    if (nodes_[x].heap_pos != none) heap_.fix(x, older{nodes_.data()}, heap_pos{nodes_.data()});
   }
 
-  // Indexed binary min-heap on node time.
-  bool less(std::uint32_t a, std::uint32_t b) const noexcept {
-    return nodes_[heap_[a]].time < nodes_[heap_[b]].time;
-  }
-  void place(std::size_t i) noexcept { nodes_[heap_[i]].heap_pos = static_cast<std::uint32_t>(i); }
-  std::size_t sift_up(std::size_t i) noexcept {
-    while (i > 0 && less(static_cast<std::uint32_t>(i), static_cast<std::uint32_t>((i - 1) / 2))) {
-      std::swap(heap_[i], heap_[(i - 1) / 2]);
-      place(i);
-      i = (i - 1) / 2;
-      place(i);
-    }
-    return i;
-  }
-  void sift_down(std::size_t i) noexcept {
-    for (;;) {
-      std::size_t m = i;
-      for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c) {
-        if (less(static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(m))) m = c;
-      }
-      if (m == i) return;
-      std::swap(heap_[i], heap_[m]);
-      place(i);
-      place(m);
-      i = m;
-    }
-  }
-  void heap_push(std::uint32_t x) noexcept {
-    heap_.push_back(x);  // reserved: never reallocates
-    place(heap_.size() - 1);
-    sift_up(heap_.size() - 1);
-  }
-  void heap_erase(std::uint32_t x) noexcept {
-    const std::size_t i = nodes_[x].heap_pos;
-    nodes_[x].heap_pos = none;
-    if (i + 1 != heap_.size()) {
-      heap_[i] = heap_.back();
-      heap_.pop_back();
-      place(i);
-      sift_down(sift_up(i));
-    } else {
-      heap_.pop_back();
-    }
-  }
+  // The unlocked leaves by time (detail/indexed_heap.hpp).
+  void heap_push(std::uint32_t x) noexcept { heap_.push(x, older{nodes_.data()}, heap_pos{nodes_.data()}); }
+  void heap_erase(std::uint32_t x) noexcept { heap_.erase(x, older{nodes_.data()}, heap_pos{nodes_.data()}); }
 
   std::vector<page> pages_;
   std::vector<node> nodes_;
@@ -461,7 +431,8 @@ class sglang_radix_cache {
   };
   std::vector<evicted_page> evicted_log_;  // log_evictions(): the evictions since the last drain
   bool logging_ = false;
-  std::vector<std::uint32_t> heap_, page_stack_, node_stack_;
+  detail::indexed_heap heap_;
+  std::vector<std::uint32_t> page_stack_, node_stack_;
   std::uint64_t free_pages_ = 0, clock_ = 0, evicted_pages_ = 0, evicted_nodes_ = 0;
   std::uint64_t protected_pages_ = 0;  // pages of locked nodes
 };

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "kvtk/concepts.hpp"
+#include "kvtk/detail/indexed_heap.hpp"
 #include "kvtk/detail/key_table.hpp"
 #include "kvtk/prefix/vllm_block_pool.hpp"
 
@@ -101,6 +102,16 @@ class lmcache_offload {
   struct key_of {
     const slot* slots;
     std::uint64_t operator()(std::uint32_t i) const noexcept { return slots[i].key; }
+  };
+
+  // The eviction heap's callables (detail/indexed_heap.hpp): rank order, and a slot's place.
+  struct by_rank {
+    const lmcache_offload* o;
+    bool operator()(std::uint32_t a, std::uint32_t b) const noexcept { return o->before(a, b); }
+  };
+  struct heap_pos {
+    slot* slots;
+    std::uint32_t& operator()(std::uint32_t s) const noexcept { return slots[s].heap_pos; }
   };
 
  public:
@@ -175,11 +186,10 @@ class lmcache_offload {
   [[nodiscard]] const char* audit() const noexcept {
     if (table_.size() + free_.size() != slots_.size()) return "slots do not add up";
     if (heap_.size() != table_.size()) return "heap size";
-    for (std::size_t i = 0; i < heap_.size(); ++i) {
-      if (slots_[heap_[i]].heap_pos != i) return "heap positions";
-      if (table_.find(slots_[heap_[i]].key) != heap_[i]) return "a heap entry not in the table";
-      if (i > 0 && before(heap_[i], heap_[(i - 1) / 2])) return "heap order";
+    for (const std::uint32_t s : heap_.ids()) {
+      if (table_.find(slots_[s].key) != s) return "a heap entry not in the table";
     }
+    if (const char* e = heap_.check(by_rank{this}, [this](std::uint32_t s) { return slots_[s].heap_pos; }); *e != 0) return e;
     return "";
   }
 
@@ -223,15 +233,15 @@ class lmcache_offload {
       slots_[s].freq = 1;
       set_rank(s, ++clock_);
       table_.insert(chunk_keys_[i], s);
-      heap_push(s);
+      heap_.push(s, by_rank{this}, heap_pos{slots_.data()});
       ++put;
     }
     return put;
   }
 
   void evict_one() noexcept {
-    const std::uint32_t s = heap_[0];
-    heap_erase(s);
+    const std::uint32_t s = heap_.top();
+    heap_.erase(s, by_rank{this}, heap_pos{slots_.data()});
     (void)table_.take(slots_[s].key);
     free_.push_back(s);
     ++totals_.chunks_evicted;
@@ -246,7 +256,7 @@ class lmcache_offload {
     }
     set_rank(s, ++clock_);
     if (slots_[s].heap_pos != none) {
-      heap_fix(slots_[s].heap_pos);
+      heap_.fix(s, by_rank{this}, heap_pos{slots_.data()});
     }
   }
 
@@ -265,53 +275,12 @@ class lmcache_offload {
     const slot& y = slots_[b];
     return x.rank_hi != y.rank_hi ? x.rank_hi < y.rank_hi : x.rank_lo < y.rank_lo;
   }
-  void place(std::size_t i) noexcept { slots_[heap_[i]].heap_pos = static_cast<std::uint32_t>(i); }
-  std::size_t sift_up(std::size_t i) noexcept {
-    while (i > 0 && before(heap_[i], heap_[(i - 1) / 2])) {
-      std::swap(heap_[i], heap_[(i - 1) / 2]);
-      place(i);
-      i = (i - 1) / 2;
-      place(i);
-    }
-    return i;
-  }
-  void sift_down(std::size_t i) noexcept {
-    for (;;) {
-      std::size_t m = i;
-      for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c) {
-        if (before(heap_[c], heap_[m])) m = c;
-      }
-      if (m == i) return;
-      std::swap(heap_[i], heap_[m]);
-      place(i);
-      place(m);
-      i = m;
-    }
-  }
-  void heap_fix(std::size_t i) noexcept { sift_down(sift_up(i)); }
-  void heap_push(std::uint32_t s) noexcept {
-    heap_.push_back(s);  // reserved: never reallocates
-    place(heap_.size() - 1);
-    (void)sift_up(heap_.size() - 1);
-  }
-  void heap_erase(std::uint32_t s) noexcept {
-    const std::size_t i = slots_[s].heap_pos;
-    slots_[s].heap_pos = none;
-    if (i + 1 != heap_.size()) {
-      heap_[i] = heap_.back();
-      heap_.pop_back();
-      place(i);
-      heap_fix(i);
-    } else {
-      heap_.pop_back();
-    }
-  }
-
   lmcache_offload_config cfg_;
   prefix::vllm_block_pool pool_;
   std::vector<slot> slots_;
   detail::key_table<key_of> table_;
-  std::vector<std::uint32_t> heap_, free_;
+  detail::indexed_heap heap_;
+  std::vector<std::uint32_t> free_;
   std::uint64_t reserved_ = 0, clock_ = 0;
   std::vector<block_key> chunk_keys_;  // the request's chunk keys
   std::vector<std::uint32_t> held_;    // the pool's scratch

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "kvtk/concepts.hpp"
+#include "kvtk/detail/indexed_heap.hpp"
 #include "kvtk/detail/key_table.hpp"
 
 namespace kvtk::tier {
@@ -239,12 +240,10 @@ class sglang_hicache {
     }
     for (const node& x : nodes_) flagged += x.in_dups ? 1 : 0;
     if (flagged != listed_dups) return "duplicate flags";
-    for (std::size_t i = 1; i < dheap_.size(); ++i) {
-      if (nodes_[dheap_[(i - 1) / 2]].time > nodes_[dheap_[i]].time) return "D-heap order";
-    }
-    for (std::size_t i = 1; i < hheap_.size(); ++i) {
-      if (nodes_[hheap_[(i - 1) / 2]].time > nodes_[hheap_[i]].time) return "H-heap order";
-    }
+    const auto dpos = [this](std::uint32_t x) { return nodes_[x].dpos; };
+    const auto hpos = [this](std::uint32_t x) { return nodes_[x].hpos; };
+    if (*dheap_.check(older{nodes_.data()}, dpos) != 0) return "D-heap order";
+    if (*hheap_.check(older{nodes_.data()}, hpos) != 0) return "H-heap order";
     return "";
   }
 
@@ -530,7 +529,7 @@ class sglang_hicache {
   void evict_device(std::uint64_t pages) noexcept {
     std::uint64_t freed = 0;
     while (freed < pages && !dheap_.empty()) {
-      const std::uint32_t x = dheap_[0];
+      const std::uint32_t x = dheap_.top();
       const std::uint32_t len = nodes_[x].len;
       freed += len;
       totals_.device_evicted_blocks += len;
@@ -609,7 +608,7 @@ class sglang_hicache {
     std::uint64_t freed = 0;
     if (write_back()) freed = reclaim_duplicates(pages);
     while (freed < pages && !hheap_.empty()) {
-      const std::uint32_t x = hheap_[0];
+      const std::uint32_t x = hheap_.top();
       freed += nodes_[x].len;
       totals_.host_evicted_blocks += nodes_[x].len;
       remove_leaf(x);
@@ -673,55 +672,29 @@ class sglang_hicache {
   }
   void set_time(std::uint32_t x, std::uint64_t t) noexcept {
     nodes_[x].time = t;
-    if (nodes_[x].dpos != none) sift_down(dheap_, sift_up(dheap_, nodes_[x].dpos, &node::dpos), &node::dpos);
-    if (nodes_[x].hpos != none) sift_down(hheap_, sift_up(hheap_, nodes_[x].hpos, &node::hpos), &node::hpos);
+    if (nodes_[x].dpos != none) heap_fix(dheap_, x, &node::dpos);
+    if (nodes_[x].hpos != none) heap_fix(hheap_, x, &node::hpos);
   }
 
+  // The D-leaf and H-leaf heaps (detail/indexed_heap.hpp): older first; a node's place in each.
   using pos_of = std::uint32_t node::*;
-  bool less(const std::vector<std::uint32_t>& h, std::size_t a, std::size_t b) const noexcept {
-    return nodes_[h[a]].time < nodes_[h[b]].time;
+  struct older {
+    const node* nodes;
+    bool operator()(std::uint32_t a, std::uint32_t b) const noexcept { return nodes[a].time < nodes[b].time; }
+  };
+  struct pos_in {
+    node* nodes;
+    pos_of field;
+    std::uint32_t& operator()(std::uint32_t x) const noexcept { return nodes[x].*field; }
+  };
+  void heap_push(detail::indexed_heap& h, std::uint32_t x, pos_of pos) noexcept {
+    h.push(x, older{nodes_.data()}, pos_in{nodes_.data(), pos});
   }
-  void place(std::vector<std::uint32_t>& h, std::size_t i, pos_of pos) noexcept {
-    nodes_[h[i]].*pos = static_cast<std::uint32_t>(i);
+  void heap_erase(detail::indexed_heap& h, std::uint32_t x, pos_of pos) noexcept {
+    h.erase(x, older{nodes_.data()}, pos_in{nodes_.data(), pos});
   }
-  std::size_t sift_up(std::vector<std::uint32_t>& h, std::size_t i, pos_of pos) noexcept {
-    while (i > 0 && less(h, i, (i - 1) / 2)) {
-      std::swap(h[i], h[(i - 1) / 2]);
-      place(h, i, pos);
-      i = (i - 1) / 2;
-      place(h, i, pos);
-    }
-    return i;
-  }
-  void sift_down(std::vector<std::uint32_t>& h, std::size_t i, pos_of pos) noexcept {
-    for (;;) {
-      std::size_t m = i;
-      for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < h.size(); ++c) {
-        if (less(h, c, m)) m = c;
-      }
-      if (m == i) return;
-      std::swap(h[i], h[m]);
-      place(h, i, pos);
-      place(h, m, pos);
-      i = m;
-    }
-  }
-  void heap_push(std::vector<std::uint32_t>& h, std::uint32_t x, pos_of pos) noexcept {
-    h.push_back(x);  // reserved: never reallocates
-    place(h, h.size() - 1, pos);
-    (void)sift_up(h, h.size() - 1, pos);
-  }
-  void heap_erase(std::vector<std::uint32_t>& h, std::uint32_t x, pos_of pos) noexcept {
-    const std::size_t i = nodes_[x].*pos;
-    nodes_[x].*pos = none;
-    if (i + 1 != h.size()) {
-      h[i] = h.back();
-      h.pop_back();
-      place(h, i, pos);
-      sift_down(h, sift_up(h, i, pos), pos);
-    } else {
-      h.pop_back();
-    }
+  void heap_fix(detail::indexed_heap& h, std::uint32_t x, pos_of pos) noexcept {
+    h.fix(x, older{nodes_.data()}, pos_in{nodes_.data(), pos});
   }
   // setdefault: a node already listed (even as a stale entry) keeps its place.
   void dup_push(std::uint32_t x) noexcept {
@@ -745,7 +718,8 @@ class sglang_hicache {
   std::vector<page> pages_;
   std::vector<node> nodes_;
   detail::key_table<key_of> table_;
-  std::vector<std::uint32_t> dheap_, hheap_, chain_, subtree_, page_stack_, node_stack_;
+  detail::indexed_heap dheap_, hheap_;
+  std::vector<std::uint32_t> chain_, subtree_, page_stack_, node_stack_;
   std::uint32_t dup_head_ = none, dup_tail_ = none;
   std::uint64_t free_device_, free_host_, clock_ = 0;
   sglang_hicache_counters totals_;
