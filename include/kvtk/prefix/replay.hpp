@@ -491,6 +491,9 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
     if constexpr (requires { idx.begin_request(L, t.block_tokens_of(r)); }) {
       idx.begin_request(L, t.block_tokens_of(r));  // indexes that count tokens themselves
     }
+    if constexpr (requires { idx.set_time(0.0); }) {  // indexes with a clock (KVBM's filter)
+      idx.set_time(t.arrival_s.empty() ? 0.0 : t.arrival_s[r]);
+    }
     const std::uint64_t h = idx.process(blocks, next, base);
     pos += blocks.size();
     ++c.requests;
