@@ -146,6 +146,18 @@ expect(2 "unknown[ \n]+knob[ \n]+'local_disk'" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:4000:lru,chunk_size=512,local_disk=1)
 expect(2 "below[ \n]+one[ \n]+chunk" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:1:lru,chunk_size=1024)
+# Dynamo KVBM 1.6.1 under vLLM's pool (--offload kvbm:HOST[,disk=N][,disk_filter=on|off]):
+# kvtk's own counts on the conversation trace, pinned against regressions (the rules are written
+# from KVBM's code, not run against it: docs/tiers.md), the env and flags, refusals by name.
+expect(0 "host +lru +16000 +59720 +59720 +194895 +178895.*disk +lru +64000 +5707 +5707 +6261 +0.*disk +lru +64000 +87833 +87833 +172716 +108716.*DYN_KVBM_DISK_CACHE_OVERRIDE_NUM_BLOCKS=64000 vllm serve MODEL.*DynamoConnector"
+       replay --trace ${T} --engine vllm --capacity 2000 --no-opt
+       --offload kvbm:16000,disk=64000 --offload kvbm:0,disk=64000)
+expect(2 "unknown[ \n]+knob[ \n]+'min_lfu_count'" replay --trace ${T} --engine vllm
+       --offload kvbm:1000,min_lfu_count=8)
+expect(2 "disk_filter='maybe'[ \n]+is[ \n]+not[ \n]+on[ \n]+or[ \n]+off" replay --trace ${T} --engine vllm
+       --offload kvbm:1000,disk=10,disk_filter=maybe)
+expect(2 "give[ \n]+a[ \n]+host[ \n]+size" replay --trace ${T} --engine vllm --offload kvbm:0)
+expect(2 "unknown[ \n]+policy[ \n]+'arc'" replay --trace ${T} --engine vllm --offload kvbm:1000:arc)
 # belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
 expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)
 

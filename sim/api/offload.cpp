@@ -112,6 +112,54 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   return s;
 }
 
+// Dynamo KVBM under vLLM: kvbm:HOST[:lru[:usd]][,disk=SIZE][,disk_filter=on|off].
+offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vector<std::string>& f,
+                        const std::vector<std::string>& items, std::uint32_t block_tokens,
+                        std::uint64_t bytes_per_token) {
+  s.engine = "vllm";
+  s.size_given = f[1];
+  auto blocks = [&](const std::string& what, const std::string& text) -> std::uint32_t {
+    std::uint64_t n = 0;
+    try {
+      n = parse_capacity(text, block_tokens, bytes_per_token);
+    } catch (const usage_error& e) {
+      throw usage_error(where + ": the " + what + " size: " + e.what());
+    }
+    if (n >= (1ull << 31)) throw usage_error(where + ": the " + what + " size must be below 2^31 blocks");
+    return static_cast<std::uint32_t>(n);
+  };
+  s.kvbm.host_blocks = f[1] == "0" ? 0 : blocks("host", f[1]);
+  s.size_blocks = s.kvbm.host_blocks;
+  if (f.size() >= 3 && !f[2].empty() && f[2] != "lru") {
+    throw usage_error(where + ": unknown policy '" + f[2] + "' (KVBM's pools reuse their least "
+                      "recently released block: lru)");
+  }
+  s.cfg.policy = "lru";
+  if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    const auto eq = items[i].find('=');
+    if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
+    const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
+    if (key == "disk") {
+      s.disk_given = value;
+      s.kvbm.disk_blocks = value == "0" ? 0 : blocks("disk", value);
+    } else if (key == "disk_filter") {
+      if (value != "on" && value != "off") {
+        throw usage_error(where + ": disk_filter='" + value + "' is not on or off");
+      }
+      s.kvbm.disk_filter = value == "on";
+    } else {
+      throw usage_error(where + ": unknown knob '" + key + "' (KVBM 1.6.1's modelled: disk "
+                        "disk_filter; offload priorities and the v2 policies are not modelled)");
+    }
+  }
+  if (s.kvbm.host_blocks == 0 && s.kvbm.disk_blocks == 0) {
+    throw usage_error(where + ": give a host size of at least one block, or disk=SIZE (KVBM "
+                      "needs a tier)");
+  }
+  return s;
+}
+
 // SGLang HiCache: host:SIZE|RATIOx[:lru[:usd]][,write_policy=...].
 offload_spec parse_hicache(offload_spec s, const std::string& where,
                            const std::vector<std::string>& f,
@@ -219,6 +267,7 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
     throw usage_error(where + ": not medium:size[:policy[:usd_per_gb_month]][,key=value...]");
   }
   s.medium = f[0];
+  if (s.medium == "kvbm") return parse_kvbm(std::move(s), where, f, items, block_tokens, bytes_per_token);
   if (s.medium == "host") return parse_hicache(std::move(s), where, f, items, block_tokens, bytes_per_token);
   if (s.medium == "lmcache-cpu") {
     return parse_lmcache(std::move(s), where, f, items, block_tokens, bytes_per_token);
@@ -227,7 +276,7 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
     throw usage_error(where + ": unknown medium '" + s.medium + "' (cpu: vLLM 0.33's CPU "
                       "offloading, whose fs/obj secondary tiers are not modelled; lmcache-cpu: "
                       "LMCache 0.5.6's local CPU backend under vLLM; host: SGLang 0.5.23's "
-                      "HiCache host pool)");
+                      "HiCache host pool; kvbm: Dynamo KVBM 1.6.1's host and disk tiers under vLLM)");
   }
   s.size_given = f[1];
   try {
@@ -325,6 +374,12 @@ std::string sglang_flags(const offload_spec& s, std::uint64_t device_pages,
 }
 
 std::string describe(const offload_spec& s) {
+  if (s.medium == "kvbm") {
+    std::string out = "kvbm:" + std::to_string(s.kvbm.host_blocks);
+    if (s.kvbm.disk_blocks > 0) out += "+disk" + std::to_string(s.kvbm.disk_blocks);
+    if (s.kvbm.disk_blocks > 0 && !s.kvbm.disk_filter) out += ":nofilter";
+    return out;
+  }
   if (s.medium == "lmcache-cpu") {
     std::string out = s.medium + ":" + std::to_string(s.lmcache.cpu_chunks);
     if (s.lmcache.blocks_per_chunk > 1) out += "x" + std::to_string(s.lmcache.blocks_per_chunk);
@@ -457,6 +512,91 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
           {"chunk_size_tokens", k * block_tokens},
           {"engine_flags", lmcache_flags(s, block_tokens)},
           {"vllm_flags", lmcache_flags(s, block_tokens)},
+          {"tiers", tiers},
+          {"counters", counters}};
+}
+
+// Dynamo KVBM's environment and `vllm serve` flags (its DynamoConnector) for a spec.
+std::string kvbm_env(const offload_spec& s) {
+  std::string env;
+  if (s.kvbm.host_blocks > 0) {
+    env += "DYN_KVBM_CPU_CACHE_OVERRIDE_NUM_BLOCKS=" + std::to_string(s.kvbm.host_blocks) + " ";
+  }
+  if (s.kvbm.disk_blocks > 0) {
+    env += "DYN_KVBM_DISK_CACHE_OVERRIDE_NUM_BLOCKS=" + std::to_string(s.kvbm.disk_blocks) + " ";
+    if (!s.kvbm.disk_filter) env += "DYN_KVBM_DISABLE_DISK_OFFLOAD_FILTER=true ";
+  }
+  return env;
+}
+
+std::string kvbm_flags(std::uint32_t block_tokens) {
+  const nlohmann::json cfg = {{"kv_connector", "DynamoConnector"},
+                              {"kv_connector_module_path", "kvbm.vllm_integration.connector"},
+                              {"kv_role", "kv_both"}};
+  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
+         "'";
+}
+
+nlohmann::json kvbm_report(const offload_spec& s, const kvtk::tier::dynamo_kvbm_counters& c,
+                           std::uint32_t gpu_blocks, std::uint32_t block_tokens, double trace_days) {
+  const nlohmann::json counters = {{"requests", c.requests},
+                                   {"unscheduled", c.unscheduled},
+                                   {"gpu_hit_blocks", c.gpu_hit_blocks},
+                                   {"host_hit_blocks", c.host_hit_blocks},
+                                   {"disk_hit_blocks", c.disk_hit_blocks},
+                                   {"offered_blocks", c.offered_blocks},
+                                   {"host_stored_blocks", c.host_stored_blocks},
+                                   {"host_duplicate_blocks", c.host_duplicate_blocks},
+                                   {"host_dropped_batches", c.host_dropped_batches},
+                                   {"host_dropped_blocks", c.host_dropped_blocks},
+                                   {"host_evictions", c.host_evictions},
+                                   {"disk_stored_blocks", c.disk_stored_blocks},
+                                   {"disk_evictions", c.disk_evictions},
+                                   {"disk_present_skips", c.disk_present_skips},
+                                   {"filter_skips", c.filter_skips},
+                                   {"disk_dropped_batches", c.disk_dropped_batches},
+                                   {"disk_dropped_blocks", c.disk_dropped_blocks}};
+  nlohmann::json tiers = nlohmann::json::array();
+  tiers.push_back({{"name", "gpu"},
+                   {"capacity_blocks", gpu_blocks},
+                   {"hit_blocks", c.gpu_hit_blocks},
+                   {"hit_tokens", c.gpu_hit_blocks * block_tokens}});
+  const double block = static_cast<double>(s.block_bytes);
+  auto lower = [&](const char* name, const std::string& given, std::uint32_t blocks,
+                   std::uint64_t hits, std::uint64_t stored, std::uint64_t evictions) {
+    nlohmann::json t = {{"name", name},
+                        {"policy", "lru"},
+                        {"capacity", given},
+                        {"capacity_blocks", blocks},
+                        {"hit_blocks", hits},
+                        {"hit_tokens", hits * block_tokens},
+                        {"blocks_loaded", hits},
+                        {"blocks_stored", stored},
+                        {"evictions", evictions}};
+    // The host's rent is the spec's price; the disk is not priced here (its own medium).
+    if (s.block_bytes > 0) {
+      add_bytes(t, static_cast<double>(hits) * block, static_cast<double>(stored) * block,
+                static_cast<double>(blocks) * block, name == std::string("host") ? s.usd_per_gb_month : 0,
+                trace_days);
+    }
+    tiers.push_back(t);
+  };
+  if (s.kvbm.host_blocks > 0) {
+    lower("host", s.size_given, s.kvbm.host_blocks, c.host_hit_blocks, c.host_stored_blocks,
+          c.host_evictions);
+  }
+  if (s.kvbm.disk_blocks > 0) {
+    lower("disk", s.disk_given, s.kvbm.disk_blocks, c.disk_hit_blocks, c.disk_stored_blocks,
+          c.disk_evictions);
+    tiers.back()["filter"] = s.kvbm.disk_filter ? "frequency" : "off";
+  }
+  return {{"engine", "vllm"},
+          {"engine_version", kvtk::tier::dynamo_kvbm::engine_version},
+          {"spec", s.text},
+          {"block_size_tokens", block_tokens},
+          {"engine_env", kvbm_env(s)},
+          {"engine_flags", kvbm_flags(block_tokens)},
+          {"vllm_flags", kvbm_flags(block_tokens)},
           {"tiers", tiers},
           {"counters", counters}};
 }

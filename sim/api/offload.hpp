@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kvtk/tier/dynamo_kvbm.hpp"
 #include "kvtk/tier/lmcache_offload.hpp"
 #include "kvtk/tier/sglang_hicache.hpp"
 #include "kvtk/tier/vllm_offload.hpp"
@@ -29,6 +30,8 @@ struct offload_spec {
                                               ///< given as a ratio
   double hicache_ratio = 0;         ///< sglang: the size as "Nx" (--hicache-ratio), else 0
   kvtk::tier::lmcache_offload_config lmcache;  ///< lmcache-cpu: gpu_blocks unset
+  kvtk::tier::dynamo_kvbm_config kvbm;  ///< kvbm: gpu_blocks unset
+  std::string disk_given;               ///< kvbm: the disk size as written ("" = none)
   std::uint64_t block_bytes = 0;    ///< bytes of one GPU block (0 without --model)
 };
 
@@ -67,6 +70,9 @@ nlohmann::json offload_report(const offload_spec& s,
 /// The per-tier report of one LMCache job (vLLM's LMCacheConnectorV1, the local CPU backend).
 nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_offload_counters& c,
                               std::uint32_t gpu_blocks, std::uint32_t block_tokens, double trace_days);
+/// The per-tier report of one Dynamo KVBM job (G1 GPU, G2 host, G3 disk).
+nlohmann::json kvbm_report(const offload_spec& s, const kvtk::tier::dynamo_kvbm_counters& c,
+                           std::uint32_t gpu_blocks, std::uint32_t block_tokens, double trace_days);
 /// The per-tier report of one SGLang HiCache job.
 nlohmann::json hicache_report(const offload_spec& s, const kvtk::tier::sglang_hicache_counters& c,
                               std::uint64_t device_pages, std::uint64_t host_pages,

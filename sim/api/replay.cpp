@@ -102,6 +102,19 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
     o.engine = {{"version", kvtk::tier::sglang_hicache::engine_version},
                 {"unscheduled_requests", idx.counters().unscheduled}};
     o.offload = hicache_report(spec, idx.counters(), device, host, t.view().block_tokens, trace_days);
+  } else if (j.offload >= 0 && p.offloads[static_cast<std::size_t>(j.offload)].medium == "kvbm") {
+    const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
+    auto cfg = spec.kvbm;
+    cfg.gpu_blocks = cap;
+    // A tier that can hold every block reference never evicts: allocate no more (as caps).
+    const std::size_t refs = t.view().keys.size();
+    if (cfg.host_blocks > 0) cfg.host_blocks = allocation_capacity(cfg.host_blocks, refs);
+    if (cfg.disk_blocks > 0) cfg.disk_blocks = allocation_capacity(cfg.disk_blocks, refs);
+    kvtk::tier::dynamo_kvbm_index idx(cfg);
+    o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
+    o.engine = {{"version", kvtk::tier::dynamo_kvbm::engine_version},
+                {"unscheduled_requests", idx.counters().unscheduled}};
+    o.offload = kvbm_report(spec, idx.counters(), cap, t.view().block_tokens, trace_days);
   } else if (j.offload >= 0 && p.offloads[static_cast<std::size_t>(j.offload)].medium == "lmcache-cpu") {
     const offload_spec& spec = p.offloads[static_cast<std::size_t>(j.offload)];
     auto cfg = spec.lmcache;

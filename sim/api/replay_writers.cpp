@@ -166,9 +166,10 @@ std::string to_text(const replay_result& r) {
   }
   if (best[0] != nullptr) {
     s += format("\nvLLM flags for the best offload row (%s, GPU %s blocks; the GPU's size is "
-                "--gpu-memory-utilization's):\n  vllm serve MODEL %s\n",
+                "--gpu-memory-utilization's):\n  %svllm serve MODEL %s\n",
                 (*best[0])["offload"]["spec"].get<std::string>().c_str(),
                 (*best[0])["capacity"].get<std::string>().c_str(),
+                (*best[0])["offload"].value("engine_env", std::string()).c_str(),
                 (*best[0])["offload"]["engine_flags"].get<std::string>().c_str());
   }
   if (best[1] != nullptr) {
