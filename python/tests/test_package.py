@@ -94,6 +94,14 @@ def test_engine_modes_equal_cli(kvtk_bin):
                    "--no-opt")["results"]
     assert without_time(py) == without_time(cli)
     assert py[1]["offload"]["counters"]["host_hit_blocks"] == 859
+    # Dynamo KVBM's host and disk tiers under vLLM's pool.
+    spec = "kvbm:2000,disk=8000,disk_filter=off"
+    py = kvtk.replay(CONVERSATION, engine="vllm", capacity=[1000], offload=spec, opt=False)
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--engine", "vllm",
+                   "--capacity", "1000", "--offload", spec, "--no-opt")["results"]
+    assert without_time(py) == without_time(cli)
+    assert [t["name"] for t in py[1]["offload"]["tiers"]] == ["gpu", "host", "disk"]
+    assert py[1]["offload"]["counters"]["disk_hit_blocks"] > 0
     sim = kvtk.simulate(CONVERSATION, engine="sglang", model="qwen2.5-7b", gpu="h100",
                         max_output_tokens=8)
     assert sim["result"]["scheduler"]["scheduler"] == "sglang"
