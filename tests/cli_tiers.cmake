@@ -157,6 +157,8 @@ expect(2 "unknown[ \n]+knob[ \n]+'min_lfu_count'" replay --trace ${T} --engine v
 expect(2 "disk_filter='maybe'[ \n]+is[ \n]+not[ \n]+on[ \n]+or[ \n]+off" replay --trace ${T} --engine vllm
        --offload kvbm:1000,disk=10,disk_filter=maybe)
 expect(2 "give[ \n]+a[ \n]+host[ \n]+size" replay --trace ${T} --engine vllm --offload kvbm:0)
+expect(2 "disk_filter[ \n]+is[ \n]+the[ \n]+host[ \n]+->[ \n]+disk[ \n]+filter" replay --trace ${T} --engine vllm
+       --offload kvbm:1000,disk_filter=off)
 expect(2 "unknown[ \n]+policy[ \n]+'arc'" replay --trace ${T} --engine vllm --offload kvbm:1000:arc)
 # belady needs next uses, which a flat hierarchy does not have: refused, not LRU in disguise.
 expect(2 "belady is offline" replay --trace ${T} --tiers hbm:1000:belady)

@@ -184,6 +184,17 @@ TEST_CASE("kvbm: G2 -> G3 at a block's second registration, the filter's decay, 
   CHECK_FALSE(d.host_holds(1));  // not staged through the host
 }
 
+TEST_CASE("kvbm: a long gap decays every count at once", "[dynamo_kvbm]") {
+  dynamo_kvbm k(config(5, 8, 10));
+  k.set_time(0);
+  CHECK(run(k, {1, 2}, 40) == 0);  // counts 1
+  CHECK(run(k, {7, 2}, 40) == 0);  // 2: count 2, to disk; 7: count 1
+  k.set_time(1e15);                // ~1.7e12 ticks, applied at once
+  CHECK(run(k, {6, 7}, 40) == 0);  // 7 was forgotten: count 1 again, not to disk
+  CHECK_FALSE(k.disk_holds(7));
+  CHECK(k.disk_holds(2));
+}
+
 TEST_CASE("kvbm: no host tier is KVBM's bypass, G1 straight to G3", "[dynamo_kvbm]") {
   dynamo_kvbm k(config(5, 0, 4));
   CHECK(run(k, {1, 2, 3}, 56) == 0);
@@ -221,7 +232,7 @@ TEST_CASE("kvbm: equal to a naive model of its rules on random traces", "[dynamo
         const int depth = 1 + static_cast<int>(rng() % 6);
         for (int d = 0; d < depth; ++d) keys.push_back(root * 1000 + (d < 2 ? d : rng() % 5 + 10 * d));
         const std::uint64_t L = 16 * keys.size() + (rng() % 2 ? rng() % 16 : 0);
-        t += static_cast<double>(rng() % 200);
+        t += static_cast<double>(rng() % (r % 50 == 0 ? 5000 : 200));  // some gaps of several ticks
         k.set_time(t);
         m.at(t);
         REQUIRE(k.run_request(keys, L, 16) == m.request(keys, L));

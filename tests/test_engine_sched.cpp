@@ -498,6 +498,31 @@ TEST_CASE("vLLM offload under vllm-v1: a load delays its request's prefill, not 
   CHECK(sim::des::simulate(t, c).requests[3].hit_blocks == 0);
 }
 
+TEST_CASE("vLLM offload under vllm-v1: a load of the whole prompt counts every block as a hit",
+          "[engine_sched][offload]") {
+  // Block-aligned prompts (64 tokens): the fourth finds all 4 blocks in the CPU tier and loads
+  // them; vLLM recomputes its last token, but the hit is 4 blocks and 64 tokens, as replay counts.
+  const auto t = make({{0, {1, 2, 3, 4}, 1},
+                       {1, {11, 12, 13, 14}, 1},
+                       {2, {21, 22, 23, 24}, 1},
+                       {3, {1, 2, 3, 4}, 1}});
+  auto c = engine("vllm-v1", 5, 4096);
+  c.offload = "cpu:100:lru";
+  c.offload_cfg.cpu_chunks = 100;
+  const auto r = sim::des::simulate(t, c);
+  CHECK(r.requests[3].hit_blocks == 4);
+  CHECK(r.requests[3].hit_tokens == 64);
+  CHECK(r.requests[3].dram_blocks == 4);
+  CHECK(r.summary["local_block_hits"] == 0);
+  tier::vllm_offload_config oc;
+  oc.gpu_blocks = 5;
+  oc.cpu_chunks = 100;
+  tier::vllm_offload_index<> idx(oc);
+  const auto want = prefix::replay(t, idx, prefix::partial_block::skip);
+  CHECK(r.summary["block_hits"] == want.block_hits);
+  CHECK(r.summary["token_hits"] == want.token_hits);
+}
+
 TEST_CASE("vLLM offload: configurations simulate cannot run are refused by name",
           "[engine_sched][offload]") {
   const auto t = make({{0, {1, 2}, 3}});
@@ -516,6 +541,9 @@ TEST_CASE("vLLM offload: configurations simulate cannot run are refused by name"
   c.decode_instances = 1;
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances"));
   c.decode_instances = 0;
+  c.sparse.enabled = true;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not combine with sparse"));
+  c.sparse.enabled = false;
   c.offload_cfg.cpu_chunks = 0;
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("offloaded blocks"));
 }

@@ -128,7 +128,8 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
     if (n >= (1ull << 31)) throw usage_error(where + ": the " + what + " size must be below 2^31 blocks");
     return static_cast<std::uint32_t>(n);
   };
-  s.kvbm.host_blocks = f[1] == "0" ? 0 : blocks("host", f[1]);
+  auto zero = [](const std::string& text) { return text.find_first_not_of('0') == std::string::npos; };
+  s.kvbm.host_blocks = zero(f[1]) ? 0 : blocks("host", f[1]);
   s.size_blocks = s.kvbm.host_blocks;
   if (f.size() >= 3 && !f[2].empty() && f[2] != "lru") {
     throw usage_error(where + ": unknown policy '" + f[2] + "' (KVBM's pools reuse their least "
@@ -142,7 +143,7 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
     const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
     if (key == "disk") {
       s.disk_given = value;
-      s.kvbm.disk_blocks = value == "0" ? 0 : blocks("disk", value);
+      s.kvbm.disk_blocks = zero(value) ? 0 : blocks("disk", value);
     } else if (key == "disk_filter") {
       if (value != "on" && value != "off") {
         throw usage_error(where + ": disk_filter='" + value + "' is not on or off");
@@ -156,6 +157,15 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
   if (s.kvbm.host_blocks == 0 && s.kvbm.disk_blocks == 0) {
     throw usage_error(where + ": give a host size of at least one block, or disk=SIZE (KVBM "
                       "needs a tier)");
+  }
+  bool filter_given = false;
+  for (std::size_t i = 1; i < items.size(); ++i) filter_given |= items[i].rfind("disk_filter=", 0) == 0;
+  if (filter_given && (s.kvbm.disk_blocks == 0 || s.kvbm.host_blocks == 0)) {
+    throw usage_error(where + ": disk_filter is the host -> disk filter: it needs a host size and "
+                      "disk=SIZE (without a host, KVBM writes to disk unfiltered)");
+  }
+  if (s.usd_per_gb_month > 0 && s.kvbm.host_blocks == 0) {
+    throw usage_error(where + ": the price is the host tier's rent: give a host size");
   }
   return s;
 }
@@ -588,7 +598,9 @@ nlohmann::json kvbm_report(const offload_spec& s, const kvtk::tier::dynamo_kvbm_
   if (s.kvbm.disk_blocks > 0) {
     lower("disk", s.disk_given, s.kvbm.disk_blocks, c.disk_hit_blocks, c.disk_stored_blocks,
           c.disk_evictions);
-    tiers.back()["filter"] = s.kvbm.disk_filter ? "frequency" : "off";
+    tiers.back()["filter"] = s.kvbm.host_blocks == 0 ? "bypass (unfiltered)"
+                             : s.kvbm.disk_filter  ? "frequency"
+                                                   : "off";
   }
   return {{"engine", "vllm"},
           {"engine_version", kvtk::tier::dynamo_kvbm::engine_version},

@@ -185,7 +185,8 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
     if ((engine == "vllm" && !vllm) || (engine == "sglang" && !sglang)) {
       throw usage_error("--offload '" + spec + "': an engine's offload tier runs under its GPU "
                         "cache: add --engine " + engine + " (cpu: vLLM's OffloadingConnector, "
-                        "host: SGLang's HiCache; LMCache and Dynamo KVBM are not modelled yet)");
+                        "lmcache-cpu: LMCache's CPU backend, kvbm: Dynamo KVBM, under vLLM; host: SGLang's "
+                        "HiCache)");
     }
   }
   for (const auto& e : o.engine) {

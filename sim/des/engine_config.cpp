@@ -132,6 +132,7 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
       refuse_offload("does not combine with dram or pool (kvtk's generic tiers): give one or the other");
     }
     if (c.decode_instances > 0) refuse_offload("does not combine with decode_instances");
+    if (c.sparse.enabled) refuse_offload("does not combine with sparse (both would use the host link)");
     kvtk::tier::validate_cpu(c.offload_cfg);
     check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
                      std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",

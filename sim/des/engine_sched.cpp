@@ -259,6 +259,7 @@ typename engine_sim<KV>::offload_step engine_sim<KV>::admit_offload(std::uint32_
     if (a.ok) {
       const std::uint64_t gpu_hit = q.kv.cached;
       in.offload->load(q.offload, gpu_hit, a.loaded_tokens, bt_);
+      in.offload->hold_load(q.offload);
       q.offload_lookup = gpu_hit * bt_ + a.loaded_tokens;
       q.computed = a.hit_tokens;
       q.scheduled = 0;
@@ -267,8 +268,11 @@ typename engine_sim<KV>::offload_step engine_sim<KV>::admit_offload(std::uint32_
         q.started = true;
         request_outcome& o = w_.out(r);
         o.prefill_start = now_;
-        o.hit_blocks = a.hit_tokens / bt_;
-        o.hit_tokens = a.hit_tokens;
+        // The blocks it did not compute, as replay counts them: a load of the whole prompt
+        // counts its last block too, though vLLM recomputes its last token.
+        const std::uint64_t upto = gpu_hit * bt_ + a.loaded_tokens;
+        o.hit_blocks = upto / bt_;
+        o.hit_tokens = std::min(upto, q.L);
         o.dram_blocks = a.loaded_tokens / bt_;
       }
       // The load queues on the instance's host link behind the loads before it.
@@ -293,6 +297,7 @@ template <class KV>
 void engine_sim<KV>::load_done(std::uint32_t r) {
   engine_request& q = w_.st(r);
   --inst_[q.inst].loads_in_flight;
+  inst_[q.inst].offload->release_load(q.offload);
   if constexpr (requires { kv_[0].loaded(q.kv, 0); }) kv_[q.inst].loaded(q.kv, q.offload_lookup);
   q.load = engine_request::load_phase::ready;
   wake(q.inst);
@@ -432,11 +437,28 @@ void engine_sim<KV>::start(std::uint32_t i) {
                                                          : schedule_sglang(i);
     if (async_) release_finishing(i);
     if (any) break;
-    if (in.waiting.empty() || in.loads_in_flight > 0) {  // a load's end wakes it
+    if (in.waiting.empty()) {
       in.busy = false;
       return;
     }
     if (++empty < 2) continue;
+    if (in.loads_in_flight > 0) {  // a load's end wakes it
+      in.busy = false;
+      return;
+    }
+    // vLLM offload: the head cannot be admitted while a request behind it, its load done, holds
+    // blocks (vLLM would wait forever): that one goes first.
+    if (in.offload && in.running.empty() && !w_.st(in.waiting.front()).kv.admitted) {
+      const auto holder = std::find_if(in.waiting.begin() + 1, in.waiting.end(),
+                                       [&](std::uint32_t r) { return w_.st(r).kv.admitted; });
+      if (holder != in.waiting.end()) {
+        const std::uint32_t r = *holder;
+        in.waiting.erase(holder);
+        in.waiting.push_front(r);
+        empty = 0;
+        continue;
+      }
+    }
     if (!in.running.empty()) {
       throw std::logic_error("engine scheduler stalled with requests running (a kvtk bug)");
     }

@@ -7,8 +7,9 @@ not KVBM's connector (docs/engines/dynamo-kvbm-1.6.1.md). Where both sets of rul
 tier alone) every row must be equal in GPU-reused and host-reused tokens; the script exits 1
 otherwise. With a disk tier the two differ by design and the rows measure by how much: the replay
 stages a G3 hit through G2 (KVBM reads it straight to the GPU), and it has no FrequencyFilter
-(kvtk's rows with disk_filter=off leave it out too; the rows with the filter on show what it
-changes). Compared there: GPU- and host-reused tokens (G2 + G3), G3 hits, blocks written to G3,
+(kvtk's rows with disk_filter=off leave it out too). The rows with the filter on say little: the
+requests here are 1,000 s apart, beyond the filter's 600 s decay, so no count survives to a
+second sight and kvtk writes nothing to disk in them. Compared there: GPU- and host-reused tokens (G2 + G3), G3 hits, blocks written to G3,
 G3 evictions and resident G3 blocks.
 
 Run with the Python of a venv holding ai-dynamo-runtime==1.6.1 and ai-dynamo==1.6.1 (--no-deps):

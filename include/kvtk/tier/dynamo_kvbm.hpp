@@ -44,6 +44,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -130,10 +131,12 @@ class dynamo_kvbm {
       clock_started_ = true;
       next_tick_ = t;
     }
-    while (next_tick_ <= t) {
-      decay();
-      next_tick_ += cfg_.flush_interval_s;
-    }
+    if (next_tick_ > t) return;
+    // d ticks at once: each takes 1 from every count and forgets those at 0, so d of them
+    // take d and forget those at or below d.
+    const double due = std::floor((t - next_tick_) / cfg_.flush_interval_s) + 1;
+    decay(due >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(due));
+    next_tick_ += due * cfg_.flush_interval_s;
   }
 
   /// One request of L tokens in GPU blocks of B tokens whose full blocks have the keys `keys`
@@ -248,14 +251,19 @@ class dynamo_kvbm {
     if (!fresh) it->second = it->second > (~std::uint64_t{0} >> 1) ? ~std::uint64_t{0} : it->second * 2;
     const bool pass = it->second >= cfg_.min_offload_frequency;
     if (counts_.size() > cfg_.max_filter_entries) {
-      while (counts_.size() > cfg_.max_filter_entries) decay();
+      while (counts_.size() > cfg_.max_filter_entries) decay(1);
       next_tick_ = last_time_ + cfg_.flush_interval_s;  // the interval restarts
     }
     return pass;
   }
-  void decay() {
+  void decay(std::uint64_t ticks) {
     for (auto it = counts_.begin(); it != counts_.end();) {
-      it = --it->second == 0 ? counts_.erase(it) : std::next(it);
+      if (it->second <= ticks) {
+        it = counts_.erase(it);
+      } else {
+        it->second -= ticks;
+        ++it;
+      }
     }
   }
 

@@ -217,6 +217,31 @@ class vllm_cpu_offload<type_list<Ps...>> {
     return n;
   }
 
+  /// A load in flight holds its chunks (prepare_load's reference): no store evicts them until
+  /// release_load(). Only a live scheduler, whose loads take time, needs it.
+  /// Requires: load() on this state; release_load() once for each call.  Throws: std::bad_alloc.
+  void hold_load(const vllm_offload_state& s) {
+    for (std::uint64_t i = s.loaded_first; i < s.loaded_end; ++i) {
+      const block_key key = s.chunk_keys[i];
+      if (!cpu_holds(key)) continue;
+      if (arc_) {
+        held_.push_back(key);
+      } else {
+        cpu_.with(1, [&](auto& c) { (void)c.pin(key); });
+      }
+    }
+  }
+  void release_load(const vllm_offload_state& s) noexcept {
+    for (std::uint64_t i = s.loaded_first; i < s.loaded_end; ++i) {
+      const block_key key = s.chunk_keys[i];
+      if (arc_) {
+        if (auto it = std::find(held_.begin(), held_.end(), key); it != held_.end()) held_.erase(it);
+      } else {
+        cpu_.with(1, [&](auto& c) { (void)c.unpin(key); });
+      }
+    }
+  }
+
   /// prepare_store + complete_store of the request's chunks [s.offered_end, to) in one call
   /// (one scheduler step's new full chunks); s.offered_end becomes `to`. out.stored_chunks and
   /// out.store_refused say what it did. Requires: to <= s.chunk_keys.size().
@@ -249,7 +274,13 @@ class vllm_cpu_offload<type_list<Ps...>> {
     const std::size_t need = missing_.size() > free ? missing_.size() - free : 0;
     bool ok = true;
     if (need > 0 && arc_) {
-      ok = arc_->evict(need, std::span<const block_key>(s.chunk_keys).subspan(offered_.front(), offered_.size()));
+      std::span<const block_key> protect = std::span<const block_key>(s.chunk_keys).subspan(offered_.front(), offered_.size());
+      if (!held_.empty()) {  // chunks other requests are loading are protected too
+        protect_.assign(protect.begin(), protect.end());
+        protect_.insert(protect_.end(), held_.begin(), held_.end());
+        protect = protect_;
+      }
+      ok = arc_->evict(need, protect);
     } else if (need > 0) {
       cpu_.with(1, [&](auto& c) {
         for (const std::uint64_t i : offered_) c.pin(s.chunk_keys[i]);
@@ -381,6 +412,7 @@ class vllm_cpu_offload<type_list<Ps...>> {
   std::vector<std::uint32_t> counts_;      // [tracker slot]: offers counted
   std::vector<std::uint64_t> offered_, missing_;  // store()'s scratch
   std::vector<block_key> missing_keys_;    // vLLM's arc: the store misses
+  std::vector<block_key> held_, protect_;  // vLLM's arc: chunks loads hold; evict()'s protection
   std::unique_ptr<vllm_arc> arc_;          // policy "arc": vLLM's own ARC
   vllm_offload_counters totals_;
 };
