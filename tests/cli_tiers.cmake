@@ -157,6 +157,7 @@ expect(2 "unknown[ \n]+knob[ \n]+'min_lfu_count'" replay --trace ${T} --engine v
 expect(2 "disk_filter='maybe'[ \n]+is[ \n]+not[ \n]+on[ \n]+or[ \n]+off" replay --trace ${T} --engine vllm
        --offload kvbm:1000,disk=10,disk_filter=maybe)
 expect(2 "give[ \n]+a[ \n]+host[ \n]+size" replay --trace ${T} --engine vllm --offload kvbm:0)
+expect(2 "the[ \n]+disk[ \n]+size" replay --trace ${T} --engine vllm --offload kvbm:100,disk=)
 expect(2 "disk_filter[ \n]+is[ \n]+the[ \n]+host[ \n]+->[ \n]+disk[ \n]+filter" replay --trace ${T} --engine vllm
        --offload kvbm:1000,disk_filter=off)
 expect(2 "unknown[ \n]+policy[ \n]+'arc'" replay --trace ${T} --engine vllm --offload kvbm:1000:arc)

@@ -54,6 +54,21 @@ void add_bytes(nlohmann::json& tier, double loaded, double stored, double capaci
   if (trace_days > 0) tier["usd_for_trace"] = capacity / 1e9 * usd_per_gb_month / 30.0 * trace_days;
 }
 
+// `vllm serve`'s flags for a KV connector: the block size and the --kv-transfer-config JSON.
+std::string kv_transfer_flags(std::uint32_t block_tokens, const nlohmann::json& cfg) {
+  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
+         "'";
+}
+
+// The GPU tier's row of an offload report (vLLM's pool: what it served itself).
+nlohmann::json gpu_tier(std::uint64_t capacity_blocks, std::uint64_t hit_blocks,
+                        std::uint32_t block_tokens) {
+  return {{"name", "gpu"},
+          {"capacity_blocks", capacity_blocks},
+          {"hit_blocks", hit_blocks},
+          {"hit_tokens", hit_blocks * block_tokens}};
+}
+
 // LMCache under vLLM: lmcache-cpu:SIZE[:POLICY[:usd]][,chunk_size=N].
 offload_spec parse_lmcache(offload_spec s, const std::string& where,
                            const std::vector<std::string>& f,
@@ -128,7 +143,9 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
     if (n >= (1ull << 31)) throw usage_error(where + ": the " + what + " size must be below 2^31 blocks");
     return static_cast<std::uint32_t>(n);
   };
-  auto zero = [](const std::string& text) { return text.find_first_not_of('0') == std::string::npos; };
+  auto zero = [](const std::string& text) {
+    return !text.empty() && text.find_first_not_of('0') == std::string::npos;
+  };
   s.kvbm.host_blocks = zero(f[1]) ? 0 : blocks("host", f[1]);
   s.size_blocks = s.kvbm.host_blocks;
   if (f.size() >= 3 && !f[2].empty() && f[2] != "lru") {
@@ -261,8 +278,7 @@ std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens) {
   const nlohmann::json cfg = {{"kv_connector", "OffloadingConnector"},
                               {"kv_role", "kv_both"},
                               {"kv_connector_extra_config", extra}};
-  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
-         "'";
+  return kv_transfer_flags(block_tokens, cfg);
 }
 
 offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tokens,
@@ -423,10 +439,7 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
                              {"threshold_skips", c.threshold_skips},
                              {"reused_chunks", c.reused_chunks}};
   nlohmann::json tiers = nlohmann::json::array();
-  tiers.push_back({{"name", "gpu"},
-                   {"capacity_blocks", gpu_blocks},
-                   {"hit_blocks", c.gpu_hit_blocks},
-                   {"hit_tokens", c.gpu_hit_blocks * block_tokens}});
+  tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));
   nlohmann::json cpu = {{"name", s.medium},
                         {"policy", s.cfg.policy},
                         {"capacity", s.size_given},
@@ -476,8 +489,7 @@ std::string lmcache_flags(const offload_spec& s, std::uint32_t block_tokens) {
   const nlohmann::json cfg = {{"kv_connector", "LMCacheConnectorV1"},
                               {"kv_role", "kv_both"},
                               {"kv_connector_extra_config", extra}};
-  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
-         "'";
+  return kv_transfer_flags(block_tokens, cfg);
 }
 
 nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_offload_counters& c,
@@ -493,10 +505,7 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
                                    {"chunks_evicted", c.chunks_evicted},
                                    {"cut_stores", c.cut_stores}};
   nlohmann::json tiers = nlohmann::json::array();
-  tiers.push_back({{"name", "gpu"},
-                   {"capacity_blocks", gpu_blocks},
-                   {"hit_blocks", c.gpu_hit_blocks},
-                   {"hit_tokens", c.gpu_hit_blocks * block_tokens}});
+  tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));
   const std::uint64_t k = s.lmcache.blocks_per_chunk;
   nlohmann::json cpu = {{"name", s.medium},
                         {"policy", s.cfg.policy},
@@ -543,8 +552,7 @@ std::string kvbm_flags(std::uint32_t block_tokens) {
   const nlohmann::json cfg = {{"kv_connector", "DynamoConnector"},
                               {"kv_connector_module_path", "kvbm.vllm_integration.connector"},
                               {"kv_role", "kv_both"}};
-  return "--block-size " + std::to_string(block_tokens) + " --kv-transfer-config '" + cfg.dump() +
-         "'";
+  return kv_transfer_flags(block_tokens, cfg);
 }
 
 nlohmann::json kvbm_report(const offload_spec& s, const kvtk::tier::dynamo_kvbm_counters& c,
@@ -567,10 +575,7 @@ nlohmann::json kvbm_report(const offload_spec& s, const kvtk::tier::dynamo_kvbm_
                                    {"disk_dropped_batches", c.disk_dropped_batches},
                                    {"disk_dropped_blocks", c.disk_dropped_blocks}};
   nlohmann::json tiers = nlohmann::json::array();
-  tiers.push_back({{"name", "gpu"},
-                   {"capacity_blocks", gpu_blocks},
-                   {"hit_blocks", c.gpu_hit_blocks},
-                   {"hit_tokens", c.gpu_hit_blocks * block_tokens}});
+  tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));
   const double block = static_cast<double>(s.block_bytes);
   auto lower = [&](const char* name, const std::string& given, std::uint32_t blocks,
                    std::uint64_t hits, std::uint64_t stored, std::uint64_t evictions) {
