@@ -42,6 +42,11 @@ expect(2 "give either" cost)
 expect(2 "unknown price table 'nope'" replay --trace ${T} --pricing nope)
 file(WRITE ${WORK_DIR}/bad.json "{\"hit\": 2, \"miss\": 1, \"output\": 1}")
 expect(2 "a cache hit costs more than a miss" cost --hit-tokens 1 --miss-tokens 1 --pricing ${WORK_DIR}/bad.json)
+# The off-peak window's ends are "HH:MM" strings; a number is refused by name (a fuzz crash once).
+file(WRITE ${WORK_DIR}/offpeak.json "{\"hit\": 0.1, \"miss\": 1, \"output\": 1, \"offpeak_discount\": 0.5, \"offpeak_start_utc\": 0.27}")
+expect(2 "'offpeak_start_utc' must be a string" cost --hit-tokens 1 --miss-tokens 1 --pricing ${WORK_DIR}/offpeak.json)
+file(WRITE ${WORK_DIR}/offpeak.json "{\"hit\": 0.1, \"miss\": 1, \"output\": 1, \"offpeak_discount\": 0.5, \"offpeak_end_utc\": \"25:00\"}")
+expect(2 "offpeak_end_utc: '25:00' is not HH:MM" cost --hit-tokens 1 --miss-tokens 1 --pricing ${WORK_DIR}/offpeak.json)
 
 # --hit-ratio R with --input-tokens N: the same day-6 bill (342/608 = 0.5625).
 expect(0 "\"bill_usd\": 562100" cost --hit-ratio 0.5625 --input-tokens 608e9 --output-tokens 168e9

@@ -11,12 +11,17 @@ namespace {
 
 namespace kc = kvtk::cost;
 
-int minutes_of(const std::string& hhmm, const std::string& what) {
+// The key's "HH:MM" (default 00:00); anything else, a string or not, is refused by name.
+int minutes_of(const nlohmann::json& j, const std::string& what) {
+  if (j.contains(what) && !j[what].is_string()) {
+    throw usage_error("--pricing: '" + what + "' must be a string \"HH:MM\"");
+  }
+  const std::string hhmm = j.contains(what) ? j[what].get<std::string>() : "00:00";
   int h = 0, m = 0;
   char colon = 0;
   std::istringstream in(hhmm);
   if (!(in >> h >> colon >> m) || colon != ':' || h < 0 || h > 23 || m < 0 || m > 59) {
-    throw usage_error(what + ": '" + hhmm + "' is not HH:MM");
+    throw usage_error("--pricing: " + what + ": '" + hhmm + "' is not HH:MM");
   }
   return h * 60 + m;
 }
@@ -57,8 +62,8 @@ kc::price_table load_price_table(const std::string& name_or_file,
   if (j.contains("offpeak_discount")) {
     p.offpeak_discount = price("offpeak_discount");
     if (p.offpeak_discount > 1) throw usage_error("--pricing: offpeak_discount must be <= 1");
-    p.offpeak_start_min = minutes_of(j.value("offpeak_start_utc", "00:00"), "offpeak_start_utc");
-    p.offpeak_end_min = minutes_of(j.value("offpeak_end_utc", "00:00"), "offpeak_end_utc");
+    p.offpeak_start_min = minutes_of(j, "offpeak_start_utc");
+    p.offpeak_end_min = minutes_of(j, "offpeak_end_utc");
   }
   return p;
 }

@@ -247,7 +247,8 @@ des::model_profile model_from_json(const nlohmann::json& m) {
       for (const char* k : {"layers", "hidden", "active_params", "kv_bytes_per_token"}) {
       if (!m.contains(k)) throw usage_error(std::string("config: model lacks '") + k + "'");
     }
-    model.name = m.value("name", "custom");
+    model.name = "custom";
+    read_string(m, "name", model.name);
     model.layers = static_cast<std::uint32_t>(whole(m, "layers", 100000));
     model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
     model.active_params = number(m, "active_params");
@@ -274,7 +275,8 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
       for (const char* k : {"tflops", "hbm_gb_per_s", "hbm_gb", "host_link_gb_per_s"}) {
       if (!g.contains(k)) throw usage_error(std::string("config: gpu lacks '") + k + "'");
     }
-    gpu.name = g.value("name", "custom");
+    gpu.name = "custom";
+    read_string(g, "name", gpu.name);
     gpu.tflops = number(g, "tflops");
     gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;
     gpu.hbm_bytes = number(g, "hbm_gb") * 1e9;
