@@ -98,16 +98,25 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   }
   s.cfg.policy = policy;
   if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
-  std::uint64_t chunk = 256;
+  std::uint64_t chunk = 256, disk_blocks = 0;
   for (std::size_t i = 1; i < items.size(); ++i) {
     const auto eq = items[i].find('=');
     if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
     const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
-    if (key != "chunk_size") {
-      throw usage_error(where + ": unknown knob '" + key + "' (LMCache's modelled: chunk_size; "
-                        "local_disk and save_decode_cache are not modelled)");
+    if (key == "chunk_size") {
+      chunk = whole(where, key, value);
+    } else if (key == "disk") {
+      s.disk_given = value;
+      try {
+        disk_blocks = parse_capacity(value, block_tokens, bytes_per_token);
+      } catch (const usage_error& e) {
+        throw usage_error(where + ": the disk size: " + e.what());
+      }
+    } else {
+      throw usage_error(where + ": unknown knob '" + key + "' (LMCache's modelled: chunk_size, "
+                        "disk (local_disk's max_local_disk_size); save_decode_cache and "
+                        "save_unfull_chunk are not modelled)");
     }
-    chunk = whole(where, key, value);
   }
   if (chunk == 0 || chunk % block_tokens != 0) {
     throw usage_error(where + ": chunk_size=" + std::to_string(chunk) + " is not a positive "
@@ -124,6 +133,18 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   }
   if (chunks >= (1ull << 31)) throw usage_error(where + ": the size must be below 2^31 chunks");
   s.lmcache.cpu_chunks = static_cast<std::uint32_t>(chunks);
+  if (!s.disk_given.empty()) {
+    const std::uint64_t disk_chunks = disk_blocks / s.lmcache.blocks_per_chunk;
+    if (disk_chunks == 0) {
+      throw usage_error(where + ": the disk size " + s.disk_given + " (" +
+                        std::to_string(disk_blocks) + " GPU blocks) is below one chunk of " +
+                        std::to_string(s.lmcache.blocks_per_chunk) + " GPU blocks");
+    }
+    if (disk_chunks >= (1ull << 31)) {
+      throw usage_error(where + ": the disk size must be below 2^31 chunks");
+    }
+    s.lmcache.disk_chunks = static_cast<std::uint32_t>(disk_chunks);
+  }
   return s;
 }
 
@@ -409,6 +430,7 @@ std::string describe(const offload_spec& s) {
   if (s.medium == "lmcache-cpu") {
     std::string out = s.medium + ":" + std::to_string(s.lmcache.cpu_chunks);
     if (s.lmcache.blocks_per_chunk > 1) out += "x" + std::to_string(s.lmcache.blocks_per_chunk);
+    if (s.lmcache.disk_chunks > 0) out += "+disk" + std::to_string(s.lmcache.disk_chunks);
     return out + ":" + s.cfg.policy;
   }
   if (s.engine == "sglang") {
@@ -485,6 +507,18 @@ std::string lmcache_flags(const offload_spec& s, std::uint32_t block_tokens) {
     extra["lmcache.max_local_cpu_size"] = "<GiB: " + std::to_string(s.lmcache.cpu_chunks) +
                                           " chunks x their KV bytes, give --model>";
   }
+  if (s.lmcache.disk_chunks > 0) {
+    extra["lmcache.local_disk"] = "file:///path/to/lmcache-disk/";
+    if (s.block_bytes > 0) {
+      const std::uint64_t chunk = std::uint64_t{s.lmcache.blocks_per_chunk} * s.block_bytes;
+      extra["lmcache.max_local_disk_size"] =
+          static_cast<double>(std::uint64_t{s.lmcache.disk_chunks} * ((chunk + 4095) / 4096 * 4096)) /
+          1073741824.0;
+    } else {
+      extra["lmcache.max_local_disk_size"] = "<GiB: " + std::to_string(s.lmcache.disk_chunks) +
+                                             " chunks x their KV bytes, give --model>";
+    }
+  }
   extra["lmcache.cache_policy"] = kvtk::tier::name_of(s.lmcache.policy);
   const nlohmann::json cfg = {{"kv_connector", "LMCacheConnectorV1"},
                               {"kv_role", "kv_both"},
@@ -504,6 +538,17 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
                                    {"chunks_stored", c.chunks_stored},
                                    {"chunks_evicted", c.chunks_evicted},
                                    {"cut_stores", c.cut_stores}};
+  nlohmann::json all = counters;
+  if (s.lmcache.disk_chunks > 0) {
+    all["disk_hit_blocks"] = c.disk_hit_blocks;
+    all["disk_loaded_tokens"] = c.disk_loaded_tokens;
+    all["disk_lookup_chunks"] = c.disk_lookup_chunks;
+    all["disk_chunks_loaded"] = c.disk_chunks_loaded;
+    all["chunks_promoted"] = c.chunks_promoted;
+    all["disk_chunks_stored"] = c.disk_chunks_stored;
+    all["disk_chunks_evicted"] = c.disk_chunks_evicted;
+    all["stalled_retrievals"] = c.stalled_retrievals;
+  }
   nlohmann::json tiers = nlohmann::json::array();
   tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));
   const std::uint64_t k = s.lmcache.blocks_per_chunk;
@@ -513,17 +558,36 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
                         {"capacity_blocks", std::uint64_t{s.lmcache.cpu_chunks} * k},
                         {"capacity_chunks", s.lmcache.cpu_chunks},
                         {"hit_blocks", c.cpu_hit_blocks},
-                        {"hit_tokens", c.loaded_tokens},
-                        {"chunks_loaded", c.chunks_loaded},
-                        {"chunks_stored", c.chunks_stored},
+                        {"hit_tokens", c.loaded_tokens - c.disk_loaded_tokens},
+                        {"chunks_loaded", c.chunks_loaded - c.disk_chunks_loaded},
+                        {"chunks_stored", c.chunks_stored + c.chunks_promoted},
                         {"evictions", c.chunks_evicted}};
+  const double chunk_bytes = static_cast<double>(s.block_bytes) * static_cast<double>(k);
   if (s.block_bytes > 0) {
-    const double chunk_bytes = static_cast<double>(s.block_bytes) * static_cast<double>(k);
-    add_bytes(cpu, static_cast<double>(c.chunks_loaded) * chunk_bytes,
-              static_cast<double>(c.chunks_stored) * chunk_bytes,
+    add_bytes(cpu, static_cast<double>(c.chunks_loaded - c.disk_chunks_loaded) * chunk_bytes,
+              static_cast<double>(c.chunks_stored + c.chunks_promoted) * chunk_bytes,
               chunk_bytes * static_cast<double>(s.lmcache.cpu_chunks), s.usd_per_gb_month, trace_days);
   }
   tiers.push_back(cpu);
+  if (s.lmcache.disk_chunks > 0) {
+    // The disk is not priced here (the spec's price is the CPU's).
+    nlohmann::json disk = {{"name", "disk"},
+                           {"policy", s.cfg.policy},
+                           {"capacity", s.disk_given},
+                           {"capacity_blocks", std::uint64_t{s.lmcache.disk_chunks} * k},
+                           {"capacity_chunks", s.lmcache.disk_chunks},
+                           {"hit_blocks", c.disk_hit_blocks},
+                           {"hit_tokens", c.disk_loaded_tokens},
+                           {"chunks_loaded", c.disk_chunks_loaded},
+                           {"chunks_stored", c.disk_chunks_stored},
+                           {"evictions", c.disk_chunks_evicted}};
+    if (s.block_bytes > 0) {
+      add_bytes(disk, static_cast<double>(c.disk_chunks_loaded) * chunk_bytes,
+                static_cast<double>(c.disk_chunks_stored) * chunk_bytes,
+                chunk_bytes * static_cast<double>(s.lmcache.disk_chunks), 0, trace_days);
+    }
+    tiers.push_back(disk);
+  }
   return {{"engine", "vllm"},
           {"engine_version", kvtk::tier::lmcache_offload::engine_version},
           {"spec", s.text},
@@ -532,7 +596,7 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
           {"engine_flags", lmcache_flags(s, block_tokens)},
           {"vllm_flags", lmcache_flags(s, block_tokens)},
           {"tiers", tiers},
-          {"counters", counters}};
+          {"counters", all}};
 }
 
 // Dynamo KVBM's environment and `vllm serve` flags (its DynamoConnector) for a spec.

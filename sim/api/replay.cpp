@@ -121,6 +121,7 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
     cfg.gpu_blocks = cap;
     // A CPU tier that can hold every chunk reference never evicts: allocate no more (as caps).
     cfg.cpu_chunks = allocation_capacity(cfg.cpu_chunks, t.view().keys.size());
+    if (cfg.disk_chunks > 0) cfg.disk_chunks = allocation_capacity(cfg.disk_chunks, t.view().keys.size());
     kvtk::tier::lmcache_offload_index idx(cfg);
     o.counts = replay_with_progress(t, idx, p.pb, nullptr, bar);
     o.engine = {{"version", kvtk::tier::lmcache_offload::engine_version},

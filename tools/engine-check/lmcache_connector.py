@@ -18,8 +18,9 @@ Counted: per request the GPU hit vLLM asks the connector with, LMCache's lookup 
 it returns; in total the chunks retrieved, put (new CPU entries) and evicted.
 
 Usage: build/engine-venv/bin/python tools/engine-check/lmcache_connector.py KVTK TRACE
-         [--block-tokens B] [--requests N] [--configs C:N:CHUNK:POLICY;...] [--json OUT]
-   (C GPU blocks, N LMCache CPU chunks, CHUNK chunk_size in tokens, POLICY lru|mru|fifo|lfu)
+         [--block-tokens B] [--requests N] [--configs C:N:CHUNK:POLICY[:D];...] [--json OUT]
+   (C GPU blocks, N LMCache CPU chunks, CHUNK chunk_size in tokens, POLICY lru|mru|fifo|lfu,
+    D LMCache local-disk chunks, 0 or absent: no disk backend)
    Needs lmcache 0.5.6 and its small pure-Python dependencies on PYTHONPATH (lmcache_connector.sh).
 """
 import argparse
@@ -52,7 +53,7 @@ def load_trace(path, limit):
     return rows
 
 
-def run_lmcache(rows, B, C, N, CH, policy, work):
+def run_lmcache(rows, B, C, N, CH, policy, work, D=0):
     import torch
     from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.sampling_params import SamplingParams
@@ -68,7 +69,12 @@ def run_lmcache(rows, B, C, N, CH, policy, work):
     chunk_bytes = -(-(256 * CH) // 4096) * 4096
     extra = {"lmcache.chunk_size": CH, "lmcache.local_cpu": True,
              "lmcache.max_local_cpu_size": N * chunk_bytes / 1024 ** 3,
-             "lmcache.cache_policy": policy.upper(), "lmcache.lmcache_instance_id": f"kvtk{C}-{N}-{CH}-{policy}"}
+             "lmcache.cache_policy": policy.upper(), "lmcache.lmcache_instance_id": f"kvtk{C}-{N}-{CH}-{policy}-{D}"}
+    if D:
+        disk_dir = Path(work) / f"disk-{C}-{N}-{CH}-{policy}-{D}"
+        disk_dir.mkdir(parents=True, exist_ok=True)
+        extra["lmcache.local_disk"] = f"file://{disk_dir}/"
+        extra["lmcache.max_local_disk_size"] = D * chunk_bytes / 1024 ** 3
     max_len = max(int(r["input_length"]) for r in rows) + 16
     scfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=max_len, max_model_len=max_len,
                            enable_chunked_prefill=True, async_scheduling=False,
@@ -99,6 +105,11 @@ def run_lmcache(rows, B, C, N, CH, policy, work):
     from lmcache.v1.gpu_connector.mock_gpu_connector import MockGPUConnector
     cfg = impl.config
     assert cfg.chunk_size == CH and cfg.cache_policy.upper() == policy.upper(), cfg
+    if D:
+        # One disk I/O thread: LMCache's disk dict takes a key when its write finishes, so with
+        # its default 4 threads the LRU order within one store follows write completion (a
+        # race); one thread gives submission order, kvtk's rule.
+        cfg.extra_config = dict(cfg.extra_config or {}, disk_io_threads=1)
     wmeta = dataclasses.replace(impl._manager.lmcache_engine_metadata, role="worker")
     eng = LMCacheEngineBuilder.get_or_create(ENGINE_NAME, cfg, wmeta,
                                              MockGPUConnector(wmeta.kv_shape),
@@ -140,7 +151,47 @@ def run_lmcache(rows, B, C, N, CH, policy, work):
 
     tot = dict(gpu_hit_blocks=0, lookup_hit_tokens=0, loaded_tokens=0, chunks_loaded=0,
                chunks_stored=0, chunks_evicted=0)
+    if D:
+        tot.update(disk_lookup_chunks=0, disk_chunks_loaded=0, chunks_promoted=0,
+                   disk_chunks_stored=0, disk_chunks_evicted=0)
     o_ret, o_rm, o_sub = eng.retrieve, cpu.remove, cpu.submit_put_task
+    sm = eng.storage_manager
+    in_get = [False]  # inside StorageManager.batched_get: a CPU put is a disk read's promotion
+    disk = sm.storage_backends.get("LocalDiskBackend")
+    assert bool(disk) == bool(D), list(sm.storage_backends)
+    if D:
+        o_get, o_dcont, o_dget = sm.batched_get, disk.contains, disk.batched_get_blocking
+        o_drm, o_dins = disk.remove, disk.insert_key
+
+        def batched_get(*a, **k):
+            in_get[0] = True
+            try:
+                return o_get(*a, **k)
+            finally:
+                in_get[0] = False
+
+        def dcontains(key, pin=False):
+            hit = o_dcont(key, pin)
+            if hit and pin:
+                tot["disk_lookup_chunks"] += 1
+            return hit
+
+        def dget(keys):
+            tot["disk_chunks_loaded"] += len(keys)
+            return o_dget(keys)
+
+        def dremove(key, force=True):
+            if not force:
+                tot["disk_chunks_evicted"] += 1
+            return o_drm(key, force)
+
+        def dinsert(key, *a, **k):
+            if key not in disk.dict:
+                tot["disk_chunks_stored"] += 1
+            return o_dins(key, *a, **k)
+
+        sm.batched_get, disk.contains, disk.batched_get_blocking = batched_get, dcontains, dget
+        disk.remove, disk.insert_key = dremove, dinsert
 
     def retrieve(*a, **k):
         m = o_ret(*a, **k)
@@ -154,7 +205,7 @@ def run_lmcache(rows, B, C, N, CH, policy, work):
 
     def submit(key, obj, **k):
         if key not in cpu.hot_cache:
-            tot["chunks_stored"] += 1
+            tot["chunks_promoted" if in_get[0] else "chunks_stored"] += 1
         return o_sub(key, obj, **k)
 
     eng.retrieve, cpu.remove, cpu.submit_put_task = retrieve, remove, submit
@@ -191,6 +242,12 @@ def run_lmcache(rows, B, C, N, CH, policy, work):
             w._parent._connector_metadata = out.kv_connector_metadata
             w.start_load_kv(fwd)
             w.wait_for_save()
+            if D:  # every disk write lands before the next lookup (kvtk's rule)
+                import time
+                t0 = time.monotonic()
+                while disk.disk_worker.put_tasks:
+                    assert time.monotonic() - t0 < 60, "disk writes did not finish"
+                    time.sleep(0.0005)
             ids_ = list(out.num_scheduled_tokens)
             mro = ModelRunnerOutput(req_ids=ids_, req_id_to_index={x: k for k, x in enumerate(ids_)},
                                     sampled_token_ids=[[] if s.requests[x].is_prefill_chunk
@@ -204,13 +261,13 @@ def run_lmcache(rows, B, C, N, CH, policy, work):
     return tot
 
 
-def run_kvtk(kvtk, rows, B, C, N, CH, policy, work):
+def run_kvtk(kvtk, rows, B, C, N, CH, policy, work, D=0):
     path = Path(work) / "trace.jsonl"
     if not path.exists():
         with open(path, "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
-    spec = f"lmcache-cpu:{N * CH // B}:{policy},chunk_size={CH}"
+    spec = f"lmcache-cpu:{N * CH // B}:{policy},chunk_size={CH}" + (f",disk={D * CH // B}" if D else "")
     out = subprocess.run([kvtk, "replay", "--trace", str(path), "--block-tokens", str(B),
                           "--engine", "vllm", "--capacity", str(C), "--offload", spec, "--no-opt",
                           "--json", "-"], check=True, capture_output=True, text=True).stdout
@@ -236,14 +293,14 @@ def main():
         # process.
         import torch
         torch.set_num_threads(1)
-        c, n, ch, policy = a.one.split(":")
-        print(json.dumps(run_lmcache(rows, a.block_tokens, int(c), int(n), int(ch), policy, work)),
-              flush=True)
+        c, n, ch, policy, *d = a.one.split(":")
+        print(json.dumps(run_lmcache(rows, a.block_tokens, int(c), int(n), int(ch), policy, work,
+                                     int(d[0]) if d else 0)), flush=True)
         os._exit(0)  # LMCache's storage-manager thread is not a daemon
     results, bad = [], 0
     for cfg in a.configs.split(";"):
-        c, n, ch, policy = cfg.split(":")
-        C, N, CH = int(c), int(n), int(ch)
+        c, n, ch, policy, *d = cfg.split(":")
+        C, N, CH, D = int(c), int(n), int(ch), int(d[0]) if d else 0
         one = subprocess.run([sys.executable, __file__, a.kvtk, a.trace, "--block-tokens",
                               str(a.block_tokens), "--requests", str(a.requests), "--one", cfg],
                              capture_output=True, text=True)
@@ -251,15 +308,16 @@ def main():
             sys.stderr.write(one.stderr[-4000:])
             sys.exit(2)
         lm = json.loads(one.stdout.strip().splitlines()[-1])
-        k = run_kvtk(a.kvtk, rows, a.block_tokens, C, N, CH, policy, work) if a.kvtk != "-" else {}
+        k = run_kvtk(a.kvtk, rows, a.block_tokens, C, N, CH, policy, work, D) if a.kvtk != "-" else {}
         # unscheduled is the driver's own rule (a prompt longer than the GPU pool is not sent),
         # so it is reported, not compared; gpu_hit_blocks re-checks vLLM's pool model.
         same = all(lm[x] == k.get(x) for x in lm if x != "unscheduled")
         bad += 0 if same else 1
-        results.append({"gpu_blocks": C, "cpu_chunks": N, "chunk_size": CH, "policy": policy,
+        results.append({"gpu_blocks": C, "cpu_chunks": N, "disk_chunks": D, "chunk_size": CH,
+                        "policy": policy,
                         "gpu_block_tokens": a.block_tokens, "requests": len(rows),
                         "lmcache": lm, "kvtk": {x: k.get(x) for x in lm}, "equal": same})
-        print(("equal " if same else "DIFFER") + f" C={C} N={N} chunk={CH} {policy}: "
+        print(("equal " if same else "DIFFER") + f" C={C} N={N} D={D} chunk={CH} {policy}: "
               + ", ".join(f"{x} {lm[x]}" + ("" if lm[x] == k.get(x) else f" (kvtk {k.get(x)})")
                           for x in lm), flush=True)
     if a.json:
