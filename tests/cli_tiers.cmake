@@ -142,10 +142,19 @@ expect(2 "chunk_size=256[ \n]+is[ \n]+not[ \n]+a[ \n]+positive[ \n]+multiple" re
        --offload lmcache-cpu:4000)
 expect(2 "unknown[ \n]+policy[ \n]+'arc'.*lru[ \n]+mru[ \n]+fifo[ \n]+lfu" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:4000:arc,chunk_size=512)
-expect(2 "unknown[ \n]+knob[ \n]+'local_disk'" replay --trace ${T} --engine vllm
+expect(2 "unknown[ \n]+knob[ \n]+'local_disk'.*disk" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:4000:lru,chunk_size=512,local_disk=1)
 expect(2 "below[ \n]+one[ \n]+chunk" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:1:lru,chunk_size=1024)
+# With the local disk (disk=SIZE): a disk row, its hits promoted into the CPU's stores, the
+# disk flags; the same rules checked against LMCache's own disk backend by lmcache_connector.sh.
+expect(0 "lmcache-cpu +lru +400 +14 +14 +264334 +263934.*disk +lru +2000 +3784 +3784 +260550 +258550.*lmcache.local_disk.*lmcache.max_local_disk_size.:54.6875"
+       replay --trace ${T} --engine vllm --capacity 300 --no-opt --model qwen2.5-7b
+       --offload lmcache-cpu:400:lru,chunk_size=512,disk=2000)
+expect(2 "the[ \n]+disk[ \n]+size[ \n]+1[ \n]+.1[ \n]+GPU[ \n]+blocks.[ \n]+is[ \n]+below[ \n]+one[ \n]+chunk" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:400:lru,chunk_size=1024,disk=1)
+expect(2 "the[ \n]+disk[ \n]+size:" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:400:lru,chunk_size=512,disk=lots)
 # Dynamo KVBM 1.6.1 under vLLM's pool (--offload kvbm:HOST[,disk=N][,disk_filter=on|off]):
 # kvtk's own counts on the conversation trace, pinned against regressions (the rules are written
 # from KVBM's code, not run against it: docs/tiers.md), the env and flags, refusals by name.
