@@ -293,16 +293,26 @@ struct naive_tier {
     ++reserved;
     return true;
   }
-  bool put(block_key k) {
+  bool put(block_key k, bool in_flight = false) {
     --reserved;
     if (holds(k)) return false;
     freq[k] = 1;
     if (policy == lmcache_policy::lfu) {
       buckets[1].push_back(k);
-    } else {
-      order.push_back(k);
+    } else if (!in_flight) {
+      order.push_back(k);  // else when the write lands (the dict takes it then)
     }
     return true;
+  }
+  void land(block_key k) {
+    if (policy != lmcache_policy::lfu) order.push_back(k);
+  }
+  // LMCache's LFU scan meets a key still being written before any resident one.
+  bool lfu_scan_meets(const std::set<block_key>& in_flight) const {
+    for (const auto& [f, b] : buckets) {
+      for (const block_key x : b) return in_flight.count(x) != 0;
+    }
+    return false;
   }
 };
 
@@ -313,6 +323,8 @@ struct naive_lmcache {
   bool has_disk;
   tier::lmcache_offload_counters c;
   std::vector<std::uint32_t> held;
+
+  bool policy_lfu() const { return disk.policy == lmcache_policy::lfu; }
 
   naive_lmcache(std::uint32_t gpu, std::uint32_t cpus, std::uint32_t disks, std::uint32_t bpc,
                 lmcache_policy p)
@@ -366,13 +378,24 @@ struct naive_lmcache {
     while (h + allocated < ck.size() && cpu.reserve()) ++allocated;
     if (h + allocated < ck.size()) ++c.cut_stores;
     for (std::size_t j = h; j < h + allocated; ++j) c.chunks_stored += cpu.put(ck[j]);
+    std::set<block_key> in_flight;  // this store's disk writes: no hits, no victims
+    std::vector<block_key> landing;
     for (std::size_t j = h; has_disk && j < h + allocated; ++j) {
       if (disk.holds(ck[j])) {
         disk.hit(ck[j]);
-      } else if (disk.reserve()) {
-        c.disk_chunks_stored += disk.put(ck[j]);
+        continue;
+      }
+      if (policy_lfu() && disk.size() + disk.reserved >= disk.cap && disk.size() > in_flight.size() &&
+          disk.lfu_scan_meets(in_flight)) {
+        ++c.disk_lfu_key_errors;
+      }
+      if (disk.reserve(in_flight) && disk.put(ck[j], true)) {
+        ++c.disk_chunks_stored;
+        in_flight.insert(ck[j]);
+        landing.push_back(ck[j]);
       }
     }
+    for (const block_key x : landing) disk.land(x);
     c.gpu_hit_blocks += gpu;
     c.lookup_hit_tokens += H;
     c.disk_lookup_chunks += disk_hits.size();
@@ -383,7 +406,7 @@ struct naive_lmcache {
 
 TEST_CASE("lmcache disk: equals a naive model of LMCache's lists on random traces",
           "[lmcache][disk]") {
-  std::uint64_t stalls = 0, promoted = 0, cut = 0;
+  std::uint64_t stalls = 0, promoted = 0, cut = 0, key_errors = 0;
   for (const auto policy : {lmcache_policy::lru, lmcache_policy::mru, lmcache_policy::fifo,
                             lmcache_policy::lfu}) {
     for (const auto& [k, cpu, disk] : {std::tuple{1u, 6u, 20u}, std::tuple{2u, 4u, 9u},
@@ -422,6 +445,7 @@ TEST_CASE("lmcache disk: equals a naive model of LMCache's lists on random trace
         REQUIRE(a.disk_chunks_evicted == m.disk.evictions);
         REQUIRE(a.cut_stores == m.c.cut_stores);
         REQUIRE(a.stalled_retrievals == m.c.stalled_retrievals);
+        REQUIRE(a.disk_lfu_key_errors == m.c.disk_lfu_key_errors);
         REQUIRE(o.cpu_resident() == m.cpu.size());
         REQUIRE(o.disk_resident() == m.disk.size());
       }
@@ -430,9 +454,11 @@ TEST_CASE("lmcache disk: equals a naive model of LMCache's lists on random trace
       stalls += o.counters().stalled_retrievals;
       promoted += o.counters().chunks_promoted;
       cut += o.counters().cut_stores;
+      key_errors += o.counters().disk_lfu_key_errors;
     }
   }
-  // Every rule was exercised: stalled staging, promotion, stores cut short.
+  // Every rule was exercised: stalled staging, promotion, stores cut short, LFU's KeyError.
+  CHECK(key_errors > 0);
   CHECK(stalls > 0);
   CHECK(promoted > 0);
   CHECK(cut > 0);

@@ -102,6 +102,14 @@ def test_engine_modes_equal_cli(kvtk_bin):
     assert without_time(py) == without_time(cli)
     assert [t["name"] for t in py[1]["offload"]["tiers"]] == ["gpu", "host", "disk"]
     assert py[1]["offload"]["counters"]["disk_hit_blocks"] > 0
+    # LMCache's CPU and local disk backends under vLLM's pool.
+    spec = "lmcache-cpu:400:lru,chunk_size=512,disk=2000"
+    py = kvtk.replay(CONVERSATION, engine="vllm", capacity=[300], offload=spec, opt=False)
+    cli = cli_json(kvtk_bin, "replay", "--trace", str(CONVERSATION), "--engine", "vllm",
+                   "--capacity", "300", "--offload", spec, "--no-opt")["results"]
+    assert without_time(py) == without_time(cli)
+    assert [t["name"] for t in py[1]["offload"]["tiers"]] == ["gpu", "lmcache-cpu", "disk"]
+    assert py[1]["offload"]["tiers"][2]["hit_blocks"] == 3784
     sim = kvtk.simulate(CONVERSATION, engine="sglang", model="qwen2.5-7b", gpu="h100",
                         max_output_tokens=8)
     assert sim["result"]["scheduler"]["scheduler"] == "sglang"

@@ -548,6 +548,7 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
     all["disk_chunks_stored"] = c.disk_chunks_stored;
     all["disk_chunks_evicted"] = c.disk_chunks_evicted;
     all["stalled_retrievals"] = c.stalled_retrievals;
+    all["disk_lfu_key_errors"] = c.disk_lfu_key_errors;
   }
   nlohmann::json tiers = nlohmann::json::array();
   tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));

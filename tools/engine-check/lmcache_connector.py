@@ -193,6 +193,27 @@ def run_lmcache(rows, B, C, N, CH, policy, work, D=0):
         sm.batched_get, disk.contains, disk.batched_get_blocking = batched_get, dcontains, dget
         disk.remove, disk.insert_key = dremove, dinsert
 
+        # A write takes far longer than submitting one store's chunks: hold every write until the
+        # submission loop has ended (kvtk's rule), so no timing race decides which chunks of the
+        # store are already in the disk's dict (visible, evictable) for the ones after them.
+        import threading
+        gate = threading.Event()
+        gate.set()
+        o_bsub, o_save = disk.batched_submit_put_task, disk.async_save_bytes_to_disk
+
+        def bsubmit(*a, **k):
+            gate.clear()
+            try:
+                return o_bsub(*a, **k)
+            finally:
+                gate.set()
+
+        def save(*a, **k):
+            gate.wait()
+            return o_save(*a, **k)
+
+        disk.batched_submit_put_task, disk.async_save_bytes_to_disk = bsubmit, save
+
     def retrieve(*a, **k):
         m = o_ret(*a, **k)
         tot["chunks_loaded"] += int(m.sum()) // CH
@@ -322,13 +343,26 @@ def main():
                   f"LMCache did not finish in {a.timeout} s; kvtk predicts {stalls} stalled "
                   "retrievals", flush=True)
             continue
+        if one.returncode != 0 and "KeyError" in one.stderr and "lfu.py" in one.stderr:
+            # LMCache 0.5.6's disk LFU meets a key still being written: wait_for_save raises.
+            errs = k.get("disk_lfu_key_errors", 0)
+            same = errs > 0
+            bad += 0 if same else 1
+            results.append({"gpu_blocks": C, "cpu_chunks": N, "disk_chunks": D, "chunk_size": CH,
+                            "policy": policy, "gpu_block_tokens": a.block_tokens,
+                            "requests": len(rows), "lmcache": "KeyError in the disk's LFU",
+                            "kvtk": {"disk_lfu_key_errors": errs}, "equal": same})
+            print(("equal " if same else "DIFFER") + f" C={C} N={N} D={D} chunk={CH} {policy}: "
+                  f"LMCache raised KeyError in its disk LFU; kvtk predicts {errs}", flush=True)
+            continue
         if one.returncode != 0:
             sys.stderr.write(one.stderr[-4000:])
             sys.exit(2)
         lm = json.loads(one.stdout.strip().splitlines()[-1])
-        if k.get("stalled_retrievals", 0) > 0:
+        if k.get("stalled_retrievals", 0) > 0 or k.get("disk_lfu_key_errors", 0) > 0:
             print(f"DIFFER C={C} N={N} D={D}: LMCache finished where kvtk predicts "
-                  f"{k['stalled_retrievals']} stalled retrievals", flush=True)
+                  f"{k.get('stalled_retrievals')} stalled retrievals, "
+                  f"{k.get('disk_lfu_key_errors')} LFU KeyErrors", flush=True)
             bad += 1
             continue
         # unscheduled is the driver's own rule (a prompt longer than the GPU pool is not sent),

@@ -12,7 +12,8 @@
 #      blocks: LMCache's default 256 tokens is 16 of them), each also with LMCache's local disk
 #      backend under the CPU (the last field of a configuration: disk chunks), and one disk
 #      configuration whose CPU is too small to stage its disk reads, where LMCache's retrieve
-#      busy-loops forever and kvtk must predict stalled retrievals.
+#      busy-loops forever and kvtk must predict stalled retrievals (and one LFU configuration
+#      whose disk LFU raises KeyError in LMCache, which kvtk must predict too).
 # Writes build/engine-check/lmcache_connector_{conversation,gen16}.json; exit 1 on any difference. Opt-in
 # (KVTK_ENGINE_TESTS=1 in scripts/test).
 set -euo pipefail
@@ -41,10 +42,10 @@ gen16=build/engine-check/gen16_chat_1500.jsonl
 [ -f "$gen16" ] || "$kvtk" trace gen --profile chat --requests 1500 --block-tokens 16 --to mooncake -o "$gen16" --force 2>/dev/null
 py=(env PYTHONPATH="$PWD/$lm/w056:$PWD/$lm/deps" "$venv/bin/python" tools/engine-check/lmcache_connector.py "$kvtk")
 "${py[@]}" traces/mooncake_fast25_conversation_trace.jsonl --block-tokens 512 --requests 2000 \
-  --configs "300:2000:512:lru;300:1000:1024:lru;1000:3000:512:lfu;300:400:512:lru:2000;300:200:1024:lfu:600" \
+  --configs "300:2000:512:lru;300:1000:1024:lru;1000:3000:512:lfu;300:400:512:lru:2000;300:200:1024:lfu:600;300:200:512:mru:1500" \
   --json build/engine-check/lmcache_connector_conversation.json
 "${py[@]}" "$gen16" --block-tokens 16 \
-  --configs "${KVTK_LMCACHE_CONFIGS:-2000:200:256:lru;2000:800:64:lru;2000:3000:16:lru;1000:200:256:lfu;2000:200:256:fifo;2000:200:256:mru;2000:800:64:lfu;2000:8:256:lru;2000:20:64:mru;2000:6:256:lfu;300:100:64:lru:400;300:40:256:lfu:120;200:30:256:fifo:100;300:100:64:mru:300}" \
+  --configs "${KVTK_LMCACHE_CONFIGS:-2000:200:256:lru;2000:800:64:lru;2000:3000:16:lru;1000:200:256:lfu;2000:200:256:fifo;2000:200:256:mru;2000:800:64:lfu;2000:8:256:lru;2000:20:64:mru;2000:6:256:lfu;300:100:64:lru:400;300:40:256:lfu:1200;300:40:256:lfu:120;200:30:256:fifo:100;300:100:64:mru:300}" \
   --json build/engine-check/lmcache_connector_gen16.json
 "${py[@]}" "$gen16" --block-tokens 16 --requests 300 --timeout 150 --configs "300:20:64:lru:200" \
   --json build/engine-check/lmcache_connector_stall.json

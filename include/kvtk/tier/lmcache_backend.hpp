@@ -124,6 +124,21 @@ class lmcache_backend {
     if (slots_[s].heap_pos == none) heap_.push(s, by_rank{this}, heap_pos{slots_.data()});
   }
 
+  /// Effects: a hidden slot whose disk write has finished joins the eviction order: LRU, MRU
+  /// and FIFO order by LMCache's dict, which takes a key when its write finishes (the newest
+  /// now); LFU ranked it when the write was submitted (update_on_put).
+  void land(std::uint32_t s) noexcept {
+    if (policy_ != lmcache_policy::lfu) set_rank(s, ++clock_);
+    show(s);
+  }
+
+  /// Whether the next reserve() must evict.
+  [[nodiscard]] bool full() const noexcept { return reserved_ + table_.size() >= slots_.size(); }
+  /// Whether some slot is evictable.
+  [[nodiscard]] bool any_evictable() const noexcept { return !heap_.empty(); }
+  /// The next victim's frequency (LFU; 1 for the other policies). Requires: any_evictable().
+  [[nodiscard]] std::uint32_t victim_frequency() const noexcept { return slots_[heap_.top()].freq; }
+
   /// Checks the invariants (tests): "" or a violation.
   [[nodiscard]] const char* audit() const noexcept {
     if (table_.size() + reserved_ + free_.size() != slots_.size()) return "slots do not add up";

@@ -32,8 +32,13 @@
 //    already resident dropping its copy without touching the entry. So a store can evict a chunk
 //    of its own request that sits behind the first miss, and put it back as new. With a disk
 //    tier the same allocated chunks then go to disk in order (write-through): a resident chunk is
-//    touched, a new one evicts one disk victim while the disk is full, then is put. Every disk
-//    write has finished before the next request (the disk's entries become visible only then).
+//    touched, a new one evicts one disk victim while the disk is full, then is put; when nothing
+//    is evictable the put is refused. All of one store's writes are submitted before any
+//    finishes, so its chunks are neither hits nor victims for each other; they land (join the
+//    disk's LRU/MRU/FIFO order, as LMCache's dict takes a key when its write finishes) in order,
+//    before the next request. LFU ranks a chunk at submission, and LMCache 0.5.6's disk LFU
+//    raises KeyError when an eviction reaches a chunk still being written (no resident chunk of
+//    frequency 1 left): kvtk counts disk_lfu_key_errors and evicts the resident victim.
 //  * Policies (cache_policy): LRU (a hit moves to the MRU end; evict the LRU end), MRU (the same
 //    order; evict the MRU end), FIFO (hits ignored; evict the oldest put), LFU (a put starts at
 //    frequency 1, a hit adds 1; evict the lowest frequency, the first to reach it). Only lookups
@@ -101,6 +106,7 @@ struct lmcache_offload_counters {
   std::uint64_t disk_chunks_loaded = 0, chunks_promoted = 0;  ///< disk reads; their CPU puts
   std::uint64_t disk_chunks_stored = 0, disk_chunks_evicted = 0;
   std::uint64_t stalled_retrievals = 0;  ///< LMCache would wait forever for CPU staging memory
+  std::uint64_t disk_lfu_key_errors = 0;  ///< stores where LMCache 0.5.6's disk LFU raises KeyError
 };
 
 /// Thread safety: as block_cache: one per thread.
@@ -250,17 +256,37 @@ class lmcache_offload {
     if (from + allocated < to) ++totals_.cut_stores;
     std::uint32_t put = 0;
     for (std::uint64_t i = from; i < from + allocated; ++i) put += cpu_.put(chunk_keys_[i]);
-    if (disk_) {
-      for (std::uint64_t i = from; i < from + allocated; ++i) {
-        const std::uint32_t d = disk_->find(chunk_keys_[i]);
-        if (d != lmcache_backend::none) {
-          disk_->hit(d);
-        } else if (disk_->reserve()) {
-          totals_.disk_chunks_stored += disk_->put(chunk_keys_[i]);
-        }
+    if (disk_) write_through(from, from + allocated);
+    return put;
+  }
+
+  // The disk's share of a store: every chunk's write is submitted before any finishes (a write
+  // takes far longer than the submission loop), so a chunk of this store is neither a hit nor a
+  // victim for the chunks after it; all land, in order, before the next request.
+  void write_through(std::uint64_t from, std::uint64_t to) noexcept {
+    landing_.clear();
+    for (std::uint64_t i = from; i < to; ++i) {
+      const std::uint32_t d = disk_->find(chunk_keys_[i]);
+      if (d != lmcache_backend::none) {
+        disk_->hit(d);
+        continue;
+      }
+      // LMCache 0.5.6's LFU keeps a submitted key in its frequency buckets before the key is in
+      // the disk's dict: an eviction that reaches it (no resident key of frequency 1 left)
+      // raises KeyError in wait_for_save. kvtk counts it and evicts the resident victim.
+      if (cfg_.policy == lmcache_policy::lfu && !landing_.empty() && disk_->full() &&
+          disk_->any_evictable() && disk_->victim_frequency() > 1) {
+        ++totals_.disk_lfu_key_errors;
+      }
+      if (!disk_->reserve()) continue;  // nothing evictable: the put is refused
+      if (disk_->put(chunk_keys_[i])) {
+        ++totals_.disk_chunks_stored;
+        const std::uint32_t s = disk_->find(chunk_keys_[i]);
+        disk_->hide(s);
+        landing_.push_back(s);
       }
     }
-    return put;
+    for (const std::uint32_t s : landing_) disk_->land(s);
   }
 
   lmcache_offload_config cfg_;
@@ -269,6 +295,7 @@ class lmcache_offload {
   std::unique_ptr<lmcache_backend> disk_;
   std::vector<block_key> chunk_keys_;  // the request's chunk keys
   std::vector<std::uint32_t> held_;    // the pool's scratch
+  std::vector<std::uint32_t> landing_;  // disk slots whose writes this store submitted
   lmcache_offload_counters totals_;
 };
 
