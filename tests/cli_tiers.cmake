@@ -155,6 +155,10 @@ expect(2 "the[ \n]+disk[ \n]+size[ \n]+1[ \n]+.1[ \n]+GPU[ \n]+blocks.[ \n]+is[ 
        --offload lmcache-cpu:400:lru,chunk_size=1024,disk=1)
 expect(2 "the[ \n]+disk[ \n]+size:" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:400:lru,chunk_size=512,disk=lots)
+expect(2 "disk_usd[ \n]+prices[ \n]+the[ \n]+disk[ \n]+tier" replay --trace ${T} --engine vllm
+       --offload lmcache-cpu:400:lru,chunk_size=512,disk_usd=0.1)
+expect(0 "\"name\": \"disk\",[^}]*\"usd_per_month\": 5.87" replay --trace ${T} --engine vllm --capacity 300
+       --no-opt --model qwen2.5-7b --offload lmcache-cpu:400:lru,chunk_size=512,disk=2000,disk_usd=0.1 --json -)
 # Dynamo KVBM 1.6.1 under vLLM's pool (--offload kvbm:HOST[,disk=N][,disk_filter=on|off]):
 # kvtk's own counts on the conversation trace, pinned against regressions (the rules are written
 # from KVBM's code, not run against it: docs/tiers.md), the env and flags, refusals by name.

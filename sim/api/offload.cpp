@@ -112,10 +112,12 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
       } catch (const usage_error& e) {
         throw usage_error(where + ": the disk size: " + e.what());
       }
+    } else if (key == "disk_usd") {
+      s.disk_usd_per_gb_month = parse_usd_per_gb_month(where, value);
     } else {
       throw usage_error(where + ": unknown knob '" + key + "' (LMCache's modelled: chunk_size, "
-                        "disk (local_disk's max_local_disk_size); save_decode_cache and "
-                        "save_unfull_chunk are not modelled)");
+                        "disk (local_disk's max_local_disk_size), disk_usd; save_decode_cache "
+                        "and save_unfull_chunk are not modelled)");
     }
   }
   if (chunk == 0 || chunk % block_tokens != 0) {
@@ -133,6 +135,9 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   }
   if (chunks >= (1ull << 31)) throw usage_error(where + ": the size must be below 2^31 chunks");
   s.lmcache.cpu_chunks = static_cast<std::uint32_t>(chunks);
+  if (s.disk_usd_per_gb_month > 0 && s.disk_given.empty()) {
+    throw usage_error(where + ": disk_usd prices the disk tier: give disk=SIZE too");
+  }
   if (!s.disk_given.empty()) {
     const std::uint64_t disk_chunks = disk_blocks / s.lmcache.blocks_per_chunk;
     if (disk_chunks == 0) {
@@ -187,10 +192,16 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
         throw usage_error(where + ": disk_filter='" + value + "' is not on or off");
       }
       s.kvbm.disk_filter = value == "on";
+    } else if (key == "disk_usd") {
+      s.disk_usd_per_gb_month = parse_usd_per_gb_month(where, value);
     } else {
       throw usage_error(where + ": unknown knob '" + key + "' (KVBM 1.6.1's modelled: disk "
-                        "disk_filter; offload priorities and the v2 policies are not modelled)");
+                        "disk_filter disk_usd; offload priorities and the v2 policies are not "
+                        "modelled)");
     }
+  }
+  if (s.disk_usd_per_gb_month > 0 && s.kvbm.disk_blocks == 0) {
+    throw usage_error(where + ": disk_usd prices the disk tier: give disk=SIZE too");
   }
   if (s.kvbm.host_blocks == 0 && s.kvbm.disk_blocks == 0) {
     throw usage_error(where + ": give a host size of at least one block, or disk=SIZE (KVBM "
@@ -571,7 +582,7 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
   }
   tiers.push_back(cpu);
   if (s.lmcache.disk_chunks > 0) {
-    // The disk is not priced here (the spec's price is the CPU's).
+    // The disk's rent is disk_usd's (the spec's price is the CPU's).
     nlohmann::json disk = {{"name", "disk"},
                            {"policy", s.cfg.policy},
                            {"capacity", s.disk_given},
@@ -585,7 +596,8 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
     if (s.block_bytes > 0) {
       add_bytes(disk, static_cast<double>(c.disk_chunks_loaded) * chunk_bytes,
                 static_cast<double>(c.disk_chunks_stored) * chunk_bytes,
-                chunk_bytes * static_cast<double>(s.lmcache.disk_chunks), 0, trace_days);
+                chunk_bytes * static_cast<double>(s.lmcache.disk_chunks), s.disk_usd_per_gb_month,
+                trace_days);
     }
     tiers.push_back(disk);
   }
@@ -653,10 +665,11 @@ nlohmann::json kvbm_report(const offload_spec& s, const kvtk::tier::dynamo_kvbm_
                         {"blocks_loaded", hits},
                         {"blocks_stored", stored},
                         {"evictions", evictions}};
-    // The host's rent is the spec's price; the disk is not priced here (its own medium).
+    // The host's rent is the spec's price; the disk's is disk_usd's.
     if (s.block_bytes > 0) {
       add_bytes(t, static_cast<double>(hits) * block, static_cast<double>(stored) * block,
-                static_cast<double>(blocks) * block, name == std::string("host") ? s.usd_per_gb_month : 0,
+                static_cast<double>(blocks) * block,
+                name == std::string("host") ? s.usd_per_gb_month : s.disk_usd_per_gb_month,
                 trace_days);
     }
     tiers.push_back(t);

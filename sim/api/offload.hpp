@@ -31,7 +31,8 @@ struct offload_spec {
   double hicache_ratio = 0;         ///< sglang: the size as "Nx" (--hicache-ratio), else 0
   kvtk::tier::lmcache_offload_config lmcache;  ///< lmcache-cpu: gpu_blocks unset
   kvtk::tier::dynamo_kvbm_config kvbm;  ///< kvbm: gpu_blocks unset
-  std::string disk_given;               ///< kvbm: the disk size as written ("" = none)
+  std::string disk_given;               ///< kvbm, lmcache-cpu: the disk size as written ("" = none)
+  double disk_usd_per_gb_month = 0;     ///< kvbm, lmcache-cpu: the disk's rent (disk_usd=; 0: not priced)
   std::uint64_t block_bytes = 0;    ///< bytes of one GPU block (0 without --model)
 };
 
