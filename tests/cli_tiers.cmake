@@ -155,6 +155,10 @@ expect(2 "the[ \n]+disk[ \n]+size[ \n]+1[ \n]+.1[ \n]+GPU[ \n]+blocks.[ \n]+is[ 
        --offload lmcache-cpu:400:lru,chunk_size=1024,disk=1)
 expect(2 "the[ \n]+disk[ \n]+size:" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:400:lru,chunk_size=512,disk=lots)
+# Where LMCache itself would not go on, the text says so (its retrieve's busy loop; its disk
+# LFU's KeyError), as the engine check saw on these sizes.
+expect(0 "warning:[ \n]+[0-9]+[ \n]+loads[ \n]+need[ \n]+CPU[ \n]+staging" replay --trace ${T} --engine vllm
+       --capacity 300 --no-opt --offload lmcache-cpu:5:lru,chunk_size=512,disk=400)
 expect(2 "disk_usd[ \n]+prices[ \n]+the[ \n]+disk[ \n]+tier" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:400:lru,chunk_size=512,disk_usd=0.1)
 expect(0 "\"name\": \"disk\",[^}]*\"usd_per_month\": 5.87" replay --trace ${T} --engine vllm --capacity 300

@@ -99,6 +99,18 @@ std::string offload_text(const nlohmann::json& row) {
                 lower ? number(t, "chunks_stored", "blocks_stored").c_str() : "-",
                 t.contains("evictions") ? std::to_string(t["evictions"].get<unsigned long long>()).c_str() : "-");
   }
+  // Where the engine itself would not go on (LMCache 0.5.6 with a disk): say so beside the counts.
+  const auto& c = rep["counters"];
+  if (c.value("stalled_retrievals", 0ull) > 0) {
+    s += format("  warning: %llu loads need CPU staging memory that nothing can free: LMCache's "
+                "retrieve would wait forever there (give the CPU tier more room than the longest "
+                "load's chunks)\n", c["stalled_retrievals"].get<unsigned long long>());
+  }
+  if (c.value("disk_lfu_key_errors", 0ull) > 0) {
+    s += format("  warning: %llu stores reach a disk chunk still being written in LMCache 0.5.6's "
+                "disk LFU, which raises KeyError and stops the vLLM worker (use another "
+                "cache_policy or a larger disk)\n", c["disk_lfu_key_errors"].get<unsigned long long>());
+  }
   return s;
 }
 
