@@ -317,8 +317,15 @@ def main():
         import torch
         torch.set_num_threads(1)
         c, n, ch, policy, *d = a.one.split(":")
-        print(json.dumps(run_lmcache(rows, a.block_tokens, int(c), int(n), int(ch), policy, work,
-                                     int(d[0]) if d else 0)), flush=True)
+        try:
+            out = run_lmcache(rows, a.block_tokens, int(c), int(n), int(ch), policy, work,
+                              int(d[0]) if d else 0)
+        except BaseException:  # noqa: BLE001 - reported to the parent, which decides
+            import traceback
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(3)  # LMCache's threads are not daemons: a plain raise would hang here
+        print(json.dumps(out), flush=True)
         os._exit(0)  # LMCache's storage-manager thread is not a daemon
     results, bad = [], 0
     for cfg in a.configs.split(";"):
