@@ -505,30 +505,21 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
 // The `vllm serve` flags of an LMCache spec: the connector and LMCache's settings as lmcache.*
 // extras (LMCache 0.5.6 applies them to its config), max_local_cpu_size in GiB of 2^30 bytes.
 std::string lmcache_flags(const offload_spec& s, std::uint32_t block_tokens) {
+  // A tier of n chunks in LMCache's GiB (2^30 bytes), each chunk's buffer aligned to 4,096 bytes.
+  auto gib = [&](std::uint32_t n) -> nlohmann::json {
+    if (s.block_bytes == 0) {
+      return "<GiB: " + std::to_string(n) + " chunks x their KV bytes, give --model>";
+    }
+    const std::uint64_t chunk = std::uint64_t{s.lmcache.blocks_per_chunk} * s.block_bytes;
+    return static_cast<double>(std::uint64_t{n} * ((chunk + 4095) / 4096 * 4096)) / 1073741824.0;
+  };
   nlohmann::json extra;
   extra["lmcache.chunk_size"] = std::uint64_t{s.lmcache.blocks_per_chunk} * block_tokens;
   extra["lmcache.local_cpu"] = true;
-  if (s.block_bytes > 0) {
-    // LMCache aligns each chunk's buffer to 4,096 bytes.
-    const std::uint64_t chunk = std::uint64_t{s.lmcache.blocks_per_chunk} * s.block_bytes;
-    extra["lmcache.max_local_cpu_size"] =
-        static_cast<double>(std::uint64_t{s.lmcache.cpu_chunks} * ((chunk + 4095) / 4096 * 4096)) /
-        1073741824.0;
-  } else {
-    extra["lmcache.max_local_cpu_size"] = "<GiB: " + std::to_string(s.lmcache.cpu_chunks) +
-                                          " chunks x their KV bytes, give --model>";
-  }
+  extra["lmcache.max_local_cpu_size"] = gib(s.lmcache.cpu_chunks);
   if (s.lmcache.disk_chunks > 0) {
     extra["lmcache.local_disk"] = "file:///path/to/lmcache-disk/";
-    if (s.block_bytes > 0) {
-      const std::uint64_t chunk = std::uint64_t{s.lmcache.blocks_per_chunk} * s.block_bytes;
-      extra["lmcache.max_local_disk_size"] =
-          static_cast<double>(std::uint64_t{s.lmcache.disk_chunks} * ((chunk + 4095) / 4096 * 4096)) /
-          1073741824.0;
-    } else {
-      extra["lmcache.max_local_disk_size"] = "<GiB: " + std::to_string(s.lmcache.disk_chunks) +
-                                             " chunks x their KV bytes, give --model>";
-    }
+    extra["lmcache.max_local_disk_size"] = gib(s.lmcache.disk_chunks);
   }
   extra["lmcache.cache_policy"] = kvtk::tier::name_of(s.lmcache.policy);
   const nlohmann::json cfg = {{"kv_connector", "LMCacheConnectorV1"},
