@@ -148,7 +148,7 @@ expect(2 "below[ \n]+one[ \n]+chunk" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:1:lru,chunk_size=1024)
 # With the local disk (disk=SIZE): a disk row, its hits promoted into the CPU's stores, the
 # disk flags; the same rules checked against LMCache's own disk backend by lmcache_connector.sh.
-expect(0 "lmcache-cpu +lru +400 +14 +14 +264334 +263934.*disk +lru +2000 +3784 +3784 +260550 +258550.*lmcache.local_disk.*lmcache.max_local_disk_size.:54.6875"
+expect(0 "lmcache-cpu +lru +400 +14 +14 +260550 +263934.*disk +lru +2000 +3784 +3784 +260550 +258550.*lmcache.local_disk.*lmcache.max_local_disk_size.:54.6875"
        replay --trace ${T} --engine vllm --capacity 300 --no-opt --model qwen2.5-7b
        --offload lmcache-cpu:400:lru,chunk_size=512,disk=2000)
 expect(2 "the[ \n]+disk[ \n]+size[ \n]+1[ \n]+.1[ \n]+GPU[ \n]+blocks.[ \n]+is[ \n]+below[ \n]+one[ \n]+chunk" replay --trace ${T} --engine vllm

@@ -356,17 +356,25 @@ struct naive_lmcache {
       const std::uint64_t s = G / ch;
       std::vector<block_key> from_disk;
       std::set<block_key> pinned(cpu_hits.begin(), cpu_hits.end());
+      std::uint64_t e = h;  // the first chunk read from disk
       if (disk_hits.empty()) {
       } else if (cpu_hits.empty()) {
-        from_disk.assign(ck.begin() + static_cast<std::ptrdiff_t>(s), ck.begin() + static_cast<std::ptrdiff_t>(h));
+        e = s;
       } else {
-        std::uint64_t e = s;
-        for (; e < h && cpu.holds(ck[e]); ++e) pinned.insert(ck[e]);
-        from_disk.assign(ck.begin() + static_cast<std::ptrdiff_t>(e), ck.begin() + static_cast<std::ptrdiff_t>(h));
+        for (e = s; e < h && cpu.holds(ck[e]); ++e) pinned.insert(ck[e]);
       }
+      from_disk.assign(ck.begin() + static_cast<std::ptrdiff_t>(e), ck.begin() + static_cast<std::ptrdiff_t>(h));
+      // The loaded tokens [G, G + need) split at the first disk chunk's start.
+      const std::uint64_t first_disk = std::max(G, e * ch), end = G + need;
+      const std::uint64_t disk_blocks = end / B > first_disk / B ? end / B - first_disk / B : 0;
+      c.disk_loaded_tokens += end > first_disk ? end - first_disk : 0;
+      c.disk_hit_blocks += disk_blocks;
+      c.cpu_hit_blocks += need / B - disk_blocks;
       std::size_t staged = 0;
       while (staged < from_disk.size() && cpu.reserve(pinned)) ++staged;
-      if (staged < from_disk.size()) ++c.stalled_retrievals;
+      if (staged < from_disk.size()) {
+        if (c.stalled_retrievals++ == 0) c.first_stall_request = c.requests - 1;
+      }
       for (const block_key x : from_disk) disk.hit(x);
       for (std::size_t j = 0; j < staged; ++j) c.chunks_promoted += cpu.put(from_disk[j]);
       c.chunks_loaded += h - s;
@@ -380,14 +388,15 @@ struct naive_lmcache {
     for (std::size_t j = h; j < h + allocated; ++j) c.chunks_stored += cpu.put(ck[j]);
     std::set<block_key> in_flight;  // this store's disk writes: no hits, no victims
     std::vector<block_key> landing;
+    bool key_error = false;
     for (std::size_t j = h; has_disk && j < h + allocated; ++j) {
       if (disk.holds(ck[j])) {
-        disk.hit(ck[j]);
+        if (!in_flight.count(ck[j])) disk.hit(ck[j]);
         continue;
       }
       if (policy_lfu() && disk.size() + disk.reserved >= disk.cap && disk.size() > in_flight.size() &&
           disk.lfu_scan_meets(in_flight)) {
-        ++c.disk_lfu_key_errors;
+        key_error = true;
       }
       if (disk.reserve(in_flight) && disk.put(ck[j], true)) {
         ++c.disk_chunks_stored;
@@ -396,6 +405,7 @@ struct naive_lmcache {
       }
     }
     for (const block_key x : landing) disk.land(x);
+    if (key_error && c.disk_lfu_key_errors++ == 0) c.first_key_error_request = c.requests - 1;
     c.gpu_hit_blocks += gpu;
     c.lookup_hit_tokens += H;
     c.disk_lookup_chunks += disk_hits.size();
@@ -446,6 +456,11 @@ TEST_CASE("lmcache disk: equals a naive model of LMCache's lists on random trace
         REQUIRE(a.cut_stores == m.c.cut_stores);
         REQUIRE(a.stalled_retrievals == m.c.stalled_retrievals);
         REQUIRE(a.disk_lfu_key_errors == m.c.disk_lfu_key_errors);
+        REQUIRE(a.first_stall_request == m.c.first_stall_request);
+        REQUIRE(a.first_key_error_request == m.c.first_key_error_request);
+        REQUIRE(a.cpu_hit_blocks == m.c.cpu_hit_blocks);
+        REQUIRE(a.disk_hit_blocks == m.c.disk_hit_blocks);
+        REQUIRE(a.disk_loaded_tokens == m.c.disk_loaded_tokens);
         REQUIRE(o.cpu_resident() == m.cpu.size());
         REQUIRE(o.disk_resident() == m.disk.size());
       }

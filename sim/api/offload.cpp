@@ -60,6 +60,12 @@ std::string kv_transfer_flags(std::uint32_t block_tokens, const nlohmann::json& 
          "'";
 }
 
+// parse_capacity's reason without its "--capacity: " prefix (a spec's size is not --capacity).
+std::string without_option(const std::string& message) {
+  const std::string prefix = "--capacity: ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 // The GPU tier's row of an offload report (vLLM's pool: what it served itself).
 nlohmann::json gpu_tier(std::uint64_t capacity_blocks, std::uint64_t hit_blocks,
                         std::uint32_t block_tokens) {
@@ -69,7 +75,7 @@ nlohmann::json gpu_tier(std::uint64_t capacity_blocks, std::uint64_t hit_blocks,
           {"hit_tokens", hit_blocks * block_tokens}};
 }
 
-// LMCache under vLLM: lmcache-cpu:SIZE[:POLICY[:usd]][,chunk_size=N].
+// LMCache under vLLM: lmcache-cpu:SIZE[:POLICY[:usd]][,chunk_size=N][,disk=SIZE][,disk_usd=X].
 offload_spec parse_lmcache(offload_spec s, const std::string& where,
                            const std::vector<std::string>& f,
                            const std::vector<std::string>& items, std::uint32_t block_tokens,
@@ -79,7 +85,7 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   try {
     s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
   } catch (const usage_error& e) {
-    throw usage_error(where + ": the size: " + e.what());
+    throw usage_error(where + ": the size: " + without_option(e.what()));
   }
   std::string policy = f.size() >= 3 && !f[2].empty() ? f[2] : "lru";
   for (char& ch : policy) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -99,6 +105,7 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   s.cfg.policy = policy;
   if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
   std::uint64_t chunk = 256, disk_blocks = 0;
+  bool disk_usd_given = false;
   for (std::size_t i = 1; i < items.size(); ++i) {
     const auto eq = items[i].find('=');
     if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
@@ -110,10 +117,11 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
       try {
         disk_blocks = parse_capacity(value, block_tokens, bytes_per_token);
       } catch (const usage_error& e) {
-        throw usage_error(where + ": the disk size: " + e.what());
+        throw usage_error(where + ": the disk size: " + without_option(e.what()));
       }
     } else if (key == "disk_usd") {
       s.disk_usd_per_gb_month = parse_usd_per_gb_month(where, value);
+      disk_usd_given = true;
     } else {
       throw usage_error(where + ": unknown knob '" + key + "' (LMCache's modelled: chunk_size, "
                         "disk (local_disk's max_local_disk_size), disk_usd; save_decode_cache "
@@ -135,7 +143,7 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   }
   if (chunks >= (1ull << 31)) throw usage_error(where + ": the size must be below 2^31 chunks");
   s.lmcache.cpu_chunks = static_cast<std::uint32_t>(chunks);
-  if (s.disk_usd_per_gb_month > 0 && s.disk_given.empty()) {
+  if (disk_usd_given && s.disk_given.empty()) {
     throw usage_error(where + ": disk_usd prices the disk tier: give disk=SIZE too");
   }
   if (!s.disk_given.empty()) {
@@ -164,7 +172,7 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
     try {
       n = parse_capacity(text, block_tokens, bytes_per_token);
     } catch (const usage_error& e) {
-      throw usage_error(where + ": the " + what + " size: " + e.what());
+      throw usage_error(where + ": the " + what + " size: " + without_option(e.what()));
     }
     if (n >= (1ull << 31)) throw usage_error(where + ": the " + what + " size must be below 2^31 blocks");
     return static_cast<std::uint32_t>(n);
@@ -172,6 +180,7 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
   auto zero = [](const std::string& text) {
     return !text.empty() && text.find_first_not_of('0') == std::string::npos;
   };
+  bool disk_usd_given = false;
   s.kvbm.host_blocks = zero(f[1]) ? 0 : blocks("host", f[1]);
   s.size_blocks = s.kvbm.host_blocks;
   if (f.size() >= 3 && !f[2].empty() && f[2] != "lru") {
@@ -194,13 +203,14 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
       s.kvbm.disk_filter = value == "on";
     } else if (key == "disk_usd") {
       s.disk_usd_per_gb_month = parse_usd_per_gb_month(where, value);
+      disk_usd_given = true;
     } else {
       throw usage_error(where + ": unknown knob '" + key + "' (KVBM 1.6.1's modelled: disk "
                         "disk_filter disk_usd; offload priorities and the v2 policies are not "
                         "modelled)");
     }
   }
-  if (s.disk_usd_per_gb_month > 0 && s.kvbm.disk_blocks == 0) {
+  if (disk_usd_given && s.kvbm.disk_blocks == 0) {
     throw usage_error(where + ": disk_usd prices the disk tier: give disk=SIZE too");
   }
   if (s.kvbm.host_blocks == 0 && s.kvbm.disk_blocks == 0) {
@@ -245,7 +255,7 @@ offload_spec parse_hicache(offload_spec s, const std::string& where,
     try {
       s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
     } catch (const usage_error& e) {
-      throw usage_error(where + ": the size: " + e.what());
+      throw usage_error(where + ": the size: " + without_option(e.what()));
     }
     if (s.size_blocks == 0) throw usage_error(where + ": the size is below one page");
     if (s.size_blocks >= (1ull << 30)) throw usage_error(where + ": the size must be below 2^30 pages");
@@ -340,7 +350,7 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   try {
     s.size_blocks = parse_capacity(f[1], block_tokens, bytes_per_token);
   } catch (const usage_error& e) {
-    throw usage_error(where + ": the size: " + e.what());
+    throw usage_error(where + ": the size: " + without_option(e.what()));
   }
   if (f.size() >= 3 && !f[2].empty()) s.cfg.policy = f[2];
   if (f.size() == 4) s.usd_per_gb_month = parse_usd_per_gb_month(where, f[3]);
@@ -551,6 +561,8 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
     all["disk_chunks_evicted"] = c.disk_chunks_evicted;
     all["stalled_retrievals"] = c.stalled_retrievals;
     all["disk_lfu_key_errors"] = c.disk_lfu_key_errors;
+    if (c.stalled_retrievals > 0) all["first_stall_request"] = c.first_stall_request;
+    if (c.disk_lfu_key_errors > 0) all["first_key_error_request"] = c.first_key_error_request;
   }
   nlohmann::json tiers = nlohmann::json::array();
   tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));
@@ -563,8 +575,9 @@ nlohmann::json lmcache_report(const offload_spec& s, const kvtk::tier::lmcache_o
                         {"hit_blocks", c.cpu_hit_blocks},
                         {"hit_tokens", c.loaded_tokens - c.disk_loaded_tokens},
                         {"chunks_loaded", c.chunks_loaded - c.disk_chunks_loaded},
-                        {"chunks_stored", c.chunks_stored + c.chunks_promoted},
+                        {"chunks_stored", c.chunks_stored},
                         {"evictions", c.chunks_evicted}};
+  if (s.lmcache.disk_chunks > 0) cpu["chunks_promoted"] = c.chunks_promoted;
   const double chunk_bytes = static_cast<double>(s.block_bytes) * static_cast<double>(k);
   if (s.block_bytes > 0) {
     add_bytes(cpu, static_cast<double>(c.chunks_loaded - c.disk_chunks_loaded) * chunk_bytes,

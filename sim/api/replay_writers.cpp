@@ -103,13 +103,17 @@ std::string offload_text(const nlohmann::json& row) {
   const auto& c = rep["counters"];
   if (c.value("stalled_retrievals", 0ull) > 0) {
     s += format("  warning: %llu loads need CPU staging memory that nothing can free: LMCache's "
-                "retrieve would wait forever there (give the CPU tier more room than the longest "
-                "load's chunks)\n", c["stalled_retrievals"].get<unsigned long long>());
+                "retrieve would wait forever there, first at request %llu (give the CPU tier more "
+                "room than the longest load's chunks); the counts after it are what-ifs\n",
+                c["stalled_retrievals"].get<unsigned long long>(),
+                c["first_stall_request"].get<unsigned long long>());
   }
   if (c.value("disk_lfu_key_errors", 0ull) > 0) {
     s += format("  warning: %llu stores reach a disk chunk still being written in LMCache 0.5.6's "
-                "disk LFU, which raises KeyError and stops the vLLM worker (use another "
-                "cache_policy or a larger disk)\n", c["disk_lfu_key_errors"].get<unsigned long long>());
+                "disk LFU, which raises KeyError and stops the vLLM worker, first at request %llu "
+                "(use another cache_policy or a larger disk)\n",
+                c["disk_lfu_key_errors"].get<unsigned long long>(),
+                c["first_key_error_request"].get<unsigned long long>());
   }
   return s;
 }
@@ -171,6 +175,9 @@ std::string to_text(const replay_result& r) {
     if (row.contains("tiers")) s += tier_text(row["tiers"]);
     if (!row.contains("offload")) continue;
     s += offload_text(row);
+    // A configuration the engine cannot run (LMCache would hang or raise) is never recommended.
+    const auto& oc = row["offload"]["counters"];
+    if (oc.value("stalled_retrievals", 0ull) > 0 || oc.value("disk_lfu_key_errors", 0ull) > 0) continue;
     const nlohmann::json*& b = best[row["offload"].value("engine", "vllm") == "vllm" ? 0 : 1];
     if (b == nullptr || row["block_hits"].get<std::uint64_t>() > (*b)["block_hits"].get<std::uint64_t>()) {
       b = &row;

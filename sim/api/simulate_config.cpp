@@ -248,6 +248,9 @@ des::model_profile model_from_json(const nlohmann::json& m) {
       if (!m.contains(k)) throw usage_error(std::string("config: model lacks '") + k + "'");
     }
     model.name = "custom";
+    if (m.contains("name") && !m["name"].is_string()) {
+      throw usage_error("config: the model's 'name' must be a string");
+    }
     read_string(m, "name", model.name);
     model.layers = static_cast<std::uint32_t>(whole(m, "layers", 100000));
     model.hidden = static_cast<std::uint32_t>(whole(m, "hidden", 1u << 24));
@@ -276,6 +279,9 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
       if (!g.contains(k)) throw usage_error(std::string("config: gpu lacks '") + k + "'");
     }
     gpu.name = "custom";
+    if (g.contains("name") && !g["name"].is_string()) {
+      throw usage_error("config: the gpu's 'name' must be a string");
+    }
     read_string(g, "name", gpu.name);
     gpu.tflops = number(g, "tflops");
     gpu.hbm_bytes_per_s = number(g, "hbm_gb_per_s") * 1e9;

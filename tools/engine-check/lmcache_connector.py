@@ -53,7 +53,7 @@ def load_trace(path, limit):
     return rows
 
 
-def run_lmcache(rows, B, C, N, CH, policy, work, D=0):
+def run_lmcache(rows, B, C, N, CH, policy, work, D=0, progress=None):
     import torch
     from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.sampling_params import SamplingParams
@@ -243,6 +243,8 @@ def run_lmcache(rows, B, C, N, CH, policy, work, D=0):
 
     dense, unsched = {}, 0
     for i, r in enumerate(rows):
+        if progress:  # the request under way, for the parent when LMCache stops (hang, raise)
+            Path(progress).write_text(str(i))
         L, ids = int(r["input_length"]), r["hash_ids"]
         assert len(ids) == -(-L // B), (i, L, len(ids))  # else vLLM would see a shorter prompt
         if -(-L // B) > C:
@@ -308,6 +310,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800,
                     help="seconds before a configuration counts as hung (LMCache's busy loop)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # one configuration, in its own process
+    ap.add_argument("--progress", help=argparse.SUPPRESS)  # where --one writes its request index
     a = ap.parse_args()
     rows = load_trace(a.trace, a.requests)
     work = tempfile.mkdtemp(prefix="kvtk-lmcache-")
@@ -319,7 +322,7 @@ def main():
         c, n, ch, policy, *d = a.one.split(":")
         try:
             out = run_lmcache(rows, a.block_tokens, int(c), int(n), int(ch), policy, work,
-                              int(d[0]) if d else 0)
+                              int(d[0]) if d else 0, a.progress)
         except BaseException:  # noqa: BLE001 - reported to the parent, which decides
             import traceback
             traceback.print_exc()
@@ -332,35 +335,34 @@ def main():
         c, n, ch, policy, *d = cfg.split(":")
         C, N, CH, D = int(c), int(n), int(ch), int(d[0]) if d else 0
         k = run_kvtk(a.kvtk, rows, a.block_tokens, C, N, CH, policy, work, D) if a.kvtk != "-" else {}
+        progress = Path(work) / "progress"
+        progress.write_text("-1")
+        base = {"gpu_blocks": C, "cpu_chunks": N, "disk_chunks": D, "chunk_size": CH,
+                "policy": policy, "gpu_block_tokens": a.block_tokens, "requests": len(rows)}
+
+        def stopped(what, counter, first):
+            # LMCache stopped (its retrieve's busy loop, or its disk LFU's KeyError): equal when
+            # kvtk predicts that stop first at the very request LMCache stopped in.
+            nonlocal bad
+            at = int(progress.read_text() or -1)
+            same = k.get(counter, 0) > 0 and k.get(first) == at
+            bad += 0 if same else 1
+            results.append(dict(base, lmcache=f"{what} at request {at}",
+                                kvtk={counter: k.get(counter), first: k.get(first)}, equal=same))
+            print(("equal " if same else "DIFFER") + f" C={C} N={N} D={D} chunk={CH} {policy}: "
+                  f"LMCache: {what} at request {at}; kvtk: {k.get(counter)} {counter}, first at "
+                  f"request {k.get(first)}", flush=True)
+
         try:
             one = subprocess.run([sys.executable, __file__, a.kvtk, a.trace, "--block-tokens",
-                                  str(a.block_tokens), "--requests", str(a.requests), "--one", cfg],
+                                  str(a.block_tokens), "--requests", str(a.requests), "--one", cfg,
+                                  "--progress", str(progress)],
                                  capture_output=True, text=True, timeout=a.timeout)
         except subprocess.TimeoutExpired:
-            # LMCache's retrieve busy-loops for CPU staging memory that nothing can free: kvtk
-            # predicts it as stalled_retrievals. A hang where kvtk predicts none is a difference.
-            stalls = k.get("stalled_retrievals", 0)
-            same = stalls > 0
-            bad += 0 if same else 1
-            results.append({"gpu_blocks": C, "cpu_chunks": N, "disk_chunks": D, "chunk_size": CH,
-                            "policy": policy, "gpu_block_tokens": a.block_tokens,
-                            "requests": len(rows), "lmcache": f"no end in {a.timeout} s",
-                            "kvtk": {"stalled_retrievals": stalls}, "equal": same})
-            print(("equal " if same else "DIFFER") + f" C={C} N={N} D={D} chunk={CH} {policy}: "
-                  f"LMCache did not finish in {a.timeout} s; kvtk predicts {stalls} stalled "
-                  "retrievals", flush=True)
+            stopped(f"no end in {a.timeout} s", "stalled_retrievals", "first_stall_request")
             continue
         if one.returncode != 0 and "KeyError" in one.stderr and "lfu.py" in one.stderr:
-            # LMCache 0.5.6's disk LFU meets a key still being written: wait_for_save raises.
-            errs = k.get("disk_lfu_key_errors", 0)
-            same = errs > 0
-            bad += 0 if same else 1
-            results.append({"gpu_blocks": C, "cpu_chunks": N, "disk_chunks": D, "chunk_size": CH,
-                            "policy": policy, "gpu_block_tokens": a.block_tokens,
-                            "requests": len(rows), "lmcache": "KeyError in the disk's LFU",
-                            "kvtk": {"disk_lfu_key_errors": errs}, "equal": same})
-            print(("equal " if same else "DIFFER") + f" C={C} N={N} D={D} chunk={CH} {policy}: "
-                  f"LMCache raised KeyError in its disk LFU; kvtk predicts {errs}", flush=True)
+            stopped("KeyError in its disk LFU", "disk_lfu_key_errors", "first_key_error_request")
             continue
         if one.returncode != 0:
             sys.stderr.write(one.stderr[-4000:])
@@ -370,6 +372,7 @@ def main():
             print(f"DIFFER C={C} N={N} D={D}: LMCache finished where kvtk predicts "
                   f"{k.get('stalled_retrievals')} stalled retrievals, "
                   f"{k.get('disk_lfu_key_errors')} LFU KeyErrors", flush=True)
+            results.append(dict(base, lmcache=lm, kvtk=k, equal=False))
             bad += 1
             continue
         # unscheduled is the driver's own rule (a prompt longer than the GPU pool is not sent),

@@ -7,8 +7,8 @@
 // the table and, unless hidden, in the heap), reserved (an allocation not yet put: counted, not
 // keyed) or free.
 //
-// Invariants: resident + reserved + free = capacity; the heap holds the resident slots that are
-// not hidden. Hiding takes a slot out of the heap without changing its rank, so a pinned or
+// Invariants: resident + free = capacity, reserved <= free (a reservation takes its slot from
+// the free list only when put); the heap holds the resident slots that are not hidden. Hiding takes a slot out of the heap without changing its rank, so a pinned or
 // in-use chunk (LMCache's can_evict false) is skipped by eviction and, once shown again, sits
 // where its rank puts it.
 #pragma once
@@ -132,6 +132,8 @@ class lmcache_backend {
     show(s);
   }
 
+  /// Whether resident slot s is hidden (pinned, or its write in flight).
+  [[nodiscard]] bool hidden(std::uint32_t s) const noexcept { return slots_[s].heap_pos == none; }
   /// Whether the next reserve() must evict.
   [[nodiscard]] bool full() const noexcept { return reserved_ + table_.size() >= slots_.size(); }
   /// Whether some slot is evictable.
@@ -141,7 +143,8 @@ class lmcache_backend {
 
   /// Checks the invariants (tests): "" or a violation.
   [[nodiscard]] const char* audit() const noexcept {
-    if (table_.size() + reserved_ + free_.size() != slots_.size()) return "slots do not add up";
+    if (table_.size() + free_.size() != slots_.size()) return "slots do not add up";
+    if (reserved_ > free_.size()) return "more reservations than free slots";
     if (heap_.size() != table_.size()) return "heap size (a slot left hidden?)";
     for (const std::uint32_t s : heap_.ids()) {
       if (table_.find(slots_[s].key) != s) return "a heap entry not in the table";

@@ -54,7 +54,9 @@
 // chunks can evict its earlier ones), local_cpu=False (the disk alone, the CPU only staging),
 // save_unfull_chunk, save_decode_cache (a trace has no keys for generated tokens), disk writes
 // still in flight when the next request looks up, and tensor parallelism (each rank has its own
-// backends of the configured sizes).
+// backends of the configured sizes), and requests that overlap: a disk write in flight holds its
+// CPU chunk (ref_count 2), which LMCache then cannot evict, so back-to-back requests see more cut
+// stores and stalls than this sequential model.
 #pragma once
 
 #include <algorithm>
@@ -107,6 +109,8 @@ struct lmcache_offload_counters {
   std::uint64_t disk_chunks_stored = 0, disk_chunks_evicted = 0;
   std::uint64_t stalled_retrievals = 0;  ///< LMCache would wait forever for CPU staging memory
   std::uint64_t disk_lfu_key_errors = 0;  ///< stores where LMCache 0.5.6's disk LFU raises KeyError
+  /// The first request (0-based, in trace order, unscheduled ones counted) of each; ~0 if none.
+  std::uint64_t first_stall_request = ~std::uint64_t{0}, first_key_error_request = ~std::uint64_t{0};
 };
 
 /// Thread safety: as block_cache: one per thread.
@@ -240,7 +244,10 @@ class lmcache_offload {
     for (std::uint64_t i = s; i < e; ++i) cpu_.hide(cpu_.find(chunk_keys_[i]));
     std::uint64_t staged = 0;
     while (e + staged < h && cpu_.reserve()) ++staged;
-    if (e + staged < h) ++totals_.stalled_retrievals;
+    if (e + staged < h) {
+      ++totals_.stalled_retrievals;
+      totals_.first_stall_request = std::min(totals_.first_stall_request, totals_.requests - 1);
+    }
     for (std::uint64_t i = 0; i < hc; ++i) cpu_.show(cpu_.find(chunk_keys_[i]));
     for (std::uint64_t i = s; i < e; ++i) cpu_.show(cpu_.find(chunk_keys_[i]));
     for (std::uint64_t i = e; i < h; ++i) disk_->hit(disk_->find(chunk_keys_[i]));
@@ -265,10 +272,13 @@ class lmcache_offload {
   // victim for the chunks after it; all land, in order, before the next request.
   void write_through(std::uint64_t from, std::uint64_t to) noexcept {
     landing_.clear();
+    bool key_error = false;
     for (std::uint64_t i = from; i < to; ++i) {
       const std::uint32_t d = disk_->find(chunk_keys_[i]);
       if (d != lmcache_backend::none) {
-        disk_->hit(d);
+        // A write of this store (a key repeated in one request) is skipped ("already in
+        // progress"); a resident chunk is touched.
+        if (!disk_->hidden(d)) disk_->hit(d);
         continue;
       }
       // LMCache 0.5.6's LFU keeps a submitted key in its frequency buckets before the key is in
@@ -276,7 +286,7 @@ class lmcache_offload {
       // raises KeyError in wait_for_save. kvtk counts it and evicts the resident victim.
       if (cfg_.policy == lmcache_policy::lfu && !landing_.empty() && disk_->full() &&
           disk_->any_evictable() && disk_->victim_frequency() > 1) {
-        ++totals_.disk_lfu_key_errors;
+        key_error = true;
       }
       if (!disk_->reserve()) continue;  // nothing evictable: the put is refused
       if (disk_->put(chunk_keys_[i])) {
@@ -287,6 +297,10 @@ class lmcache_offload {
       }
     }
     for (const std::uint32_t s : landing_) disk_->land(s);
+    if (key_error) {
+      ++totals_.disk_lfu_key_errors;
+      totals_.first_key_error_request = std::min(totals_.first_key_error_request, totals_.requests - 1);
+    }
   }
 
   lmcache_offload_config cfg_;
