@@ -166,6 +166,10 @@ execute_process(COMMAND ${KVTK} trace gen --profile chat --requests 600 --block-
 expect(0 "lmcache-cpu:640:lfu.*warning:[ \n]+7[ \n]+stores.*KeyError.*first[ \n]+at[ \n]+request[ \n]+172.*best[ \n]+offload[ \n]+row[ \n]+.lmcache-cpu:640:lru"
        replay --trace ${WORK_DIR}/chat16.jsonl --block-tokens 16 --engine vllm --capacity 300 --no-opt
        --offload lmcache-cpu:640:lfu,chunk_size=256,disk=1920 --offload lmcache-cpu:640:lru,chunk_size=256)
+expect(0 "\"name\": \"disk\",[^}]*\"usd_per_month\": 93.95" replay --trace ${T} --engine vllm --capacity 2000
+       --no-opt --model qwen2.5-7b --offload kvbm:16000,disk=64000,disk_usd=0.05 --json -)
+expect(2 "disk_usd[ \n]+prices[ \n]+the[ \n]+disk[ \n]+tier" replay --trace ${T} --engine vllm
+       --offload kvbm:16000,disk_usd=0)
 expect(2 "disk_usd[ \n]+prices[ \n]+the[ \n]+disk[ \n]+tier" replay --trace ${T} --engine vllm
        --offload lmcache-cpu:400:lru,chunk_size=512,disk_usd=0.1)
 expect(0 "\"name\": \"disk\",[^}]*\"usd_per_month\": 5.87" replay --trace ${T} --engine vllm --capacity 300
