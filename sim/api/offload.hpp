@@ -2,7 +2,9 @@
 // cache, parsed from "medium:size[:policy[:usd_per_gb_month]][,key=value...]" and reported per
 // tier. The medium names the engine: `cpu` is vLLM 0.33's OffloadingConnector with the CPU spec
 // (kvtk/tier/vllm_offload.hpp), `host` SGLang 0.5.23's HiCache host pool
-// (kvtk/tier/sglang_hicache.hpp).
+// (kvtk/tier/sglang_hicache.hpp), `lmcache-cpu` LMCache 0.5.6's CPU (and, with disk=SIZE, local
+// disk) backend behind vLLM (kvtk/tier/lmcache_offload.hpp), `kvbm` Dynamo KVBM 1.6.1's host and
+// disk tiers behind vLLM (kvtk/tier/dynamo_kvbm.hpp).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,8 @@ namespace kvtk::sim {
 struct offload_spec {
   std::string text;                 ///< as given
   std::string medium = "cpu";       ///< cpu (vLLM's CPU spec), lmcache-cpu (LMCache's local CPU
-                                    ///< backend under vLLM) or host (SGLang's HiCache)
+                                    ///< backend under vLLM), kvbm (Dynamo KVBM) or host (SGLang's
+                                    ///< HiCache)
   std::string engine = "vllm";      ///< vllm (medium cpu) or sglang (medium host)
   std::string size_given;           ///< the size as written ("20000", "64GiB", "3Mtok")
   std::uint64_t size_blocks = 0;    ///< the size in GPU blocks
