@@ -124,7 +124,11 @@ expect(0 "\"prefill_to_decode\": [1-9]" simulate --trace ${T} ${Q} --engine sgla
 # counts of the conversation trace (deterministic), and specs simulate cannot run refused by name.
 expect(0 "\"offload\": {[^}]*\"chunks_stored\": 191835,[^}]*\"cpu_hit_blocks\": 71729,[^}]*\"loads\": 3685,"
        simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=cpu:20000:lru --json -)
-expect(2 "'offload'[ \n]+'host:2x':[ \n]+simulate[ \n]+models[ \n]+vLLM's" simulate --trace ${T} ${Q} --engine vllm --set offload=host:2x)
+expect(2 "'host:2x'[ \n]+\\(SGLang's[ \n]+HiCache\\)[ \n]+needs[ \n]+scheduler[ \n]+sglang" simulate --trace ${T} ${Q} --engine vllm --set offload=host:2x)
+expect(2 "lmcache-cpu[ \n]+is[ \n]+kvtk[ \n]+replay's[ \n]+only" simulate --trace ${T} ${Q} --engine vllm --set offload=lmcache-cpu:100,chunk_size=512)
+# SGLang's HiCache under the sglang scheduler (docs/simulate.md "SGLang's HiCache"): pinned counts.
+expect(0 "\"offload\": {[^}]*\"host_hit_blocks\": 63840,[^}]*\"host_stored_blocks\": 192348,"
+       simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:20000 --json -)
 expect(2 "needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang --set offload=cpu:100)
 expect(2 "unknown[ \n]+knob[ \n]+'sync_load_budget_bytes'" simulate --trace ${T} ${Q} --engine vllm
        --set offload=cpu:100,sync_load_budget_bytes=5)

@@ -14,58 +14,11 @@
 #include "des/engine_sched.hpp"
 #include "des/simulator.hpp"
 #include "des/timing.hpp"
-
-namespace {
+#include "engine_sched_fixture.hpp"
 
 using namespace kvtk;
+using namespace engine_sched_fixture;
 using sim::des::cluster_config;
-
-struct req {
-  double at;
-  std::vector<block_key> keys;  // full 16-token blocks; L = 16 x keys unless given
-  std::uint64_t out;
-  std::uint64_t L = 0;
-};
-
-prefix::prefix_trace make(const std::vector<req>& rs) {
-  prefix::prefix_trace t;
-  t.block_tokens = 16;
-  for (const req& r : rs) {
-    t.add(r.keys, r.L ? r.L : 16 * r.keys.size());
-    t.arrival_s.push_back(r.at);
-    t.output_length.push_back(r.out);
-  }
-  return t;
-}
-
-cluster_config engine(const std::string& scheduler, std::uint64_t kv_blocks,
-                      std::uint64_t budget) {
-  cluster_config c;
-  c.sched.scheduler = scheduler;
-  c.sched.max_num_batched_tokens = budget;
-  c.local_cache_blocks = kv_blocks;
-  // Constant rows: any prefill iteration 10 ms, any decode iteration 5 ms.
-  std::string csv = "kind,batch,tokens_per_request,context_tokens,ms\n";
-  for (int b : {1, 8}) {
-    for (int tok : {1, 4096}) {
-      for (int ctx : {0, 4096}) {
-        csv += "prefill," + std::to_string(b) + "," + std::to_string(tok) + "," +
-               std::to_string(ctx) + ",10\n";
-      }
-    }
-    for (int ctx : {0, 4096}) csv += "decode," + std::to_string(b) + ",1," + std::to_string(ctx) + ",5\n";
-  }
-  c.timing = std::make_shared<const sim::des::timing_table>(
-      sim::des::timing_table::parse(csv, "constant.csv"));
-  return c;
-}
-
-void check(const sim::des::request_outcome& o, double first, double done) {
-  CHECK(o.first_token == Approx(first).margin(1e-12));
-  CHECK(o.done == Approx(done).margin(1e-12));
-}
-
-}  // namespace
 
 TEST_CASE("vllm-v1: decodes first, then chunks of waiting prompts within the budget", "[engine_sched]") {
   // Budget 40 tokens. A (32 tokens, 3 outputs) and B (48 tokens, 2 outputs) arrive at 0, both
@@ -198,36 +151,6 @@ TEST_CASE("engine schedulers: bad configs are refused by name", "[engine_sched]"
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("does not go with scheduler"));
 }
 
-namespace {
-
-// Requests sharing prefixes (a few conversations growing turn by turn, and one-off prompts), of
-// at most 18 blocks, one second apart, 16-token blocks, some with a partial last block.
-prefix::prefix_trace shared_prefix_trace(std::uint64_t seed, std::size_t n) {
-  std::mt19937_64 rng(seed);
-  prefix::prefix_trace t;
-  t.block_tokens = 16;
-  std::vector<std::vector<block_key>> conversations(4);
-  block_key next = 1;
-  for (std::size_t r = 0; r < n; ++r) {
-    std::vector<block_key> raw;
-    if (rng() % 3 != 0) {
-      auto& c = conversations[rng() % conversations.size()];
-      if (c.size() > 12) c.clear();  // a new conversation: requests stay within 18 blocks
-      for (std::uint64_t k = 1 + rng() % 6; k > 0; --k) c.push_back(next++);
-      raw = c;
-    } else {
-      for (std::uint64_t k = 1 + rng() % 8; k > 0; --k) raw.push_back(next++);
-    }
-    std::vector<block_key> keys(raw.size());
-    prefix::chain_keys(std::span<const block_key>(raw), std::span<block_key>(keys));
-    t.add(keys, 16 * keys.size() - (rng() % 2 ? 5 : 0));
-    t.arrival_s.push_back(static_cast<double>(r));
-    t.output_length.push_back(1 + rng() % 4);
-  }
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("engine schedulers with free compute and one output token equal replay --engine",
           "[engine_sched]") {

@@ -294,8 +294,9 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
   return gpu;
 }
 
-// "offload": vLLM 0.33's OffloadingConnector (CPU spec) under each instance's KV cache, in
-// `replay --offload`'s syntax; the other engines' tiers are replay's only, for now.
+// "offload": vLLM 0.33's OffloadingConnector (CPU spec) or SGLang 0.5.23's HiCache host pool
+// under each instance's KV cache, in `replay --offload`'s syntax; LMCache and KVBM are replay's
+// only, for now.
 void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::cluster_config& c) {
   if (!j.contains("offload") || j["offload"].is_null()) return;
   if (!j["offload"].is_string()) {
@@ -308,12 +309,16 @@ void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::clus
   } catch (const usage_error& e) {
     throw usage_error(std::string("config: 'offload': ") + e.what());
   }
-  if (s.medium != "cpu") {
+  if (s.medium != "cpu" && s.medium != "host") {
     throw usage_error("config: 'offload' '" + text + "': simulate models vLLM's OffloadingConnector "
-                      "(medium cpu) only; " + s.medium + " is kvtk replay's");
+                      "(medium cpu) and SGLang's HiCache (medium host); " + s.medium +
+                      " is kvtk replay's only");
   }
   c.offload = text;
+  c.offload_medium = s.medium;
   c.offload_cfg = s.cfg;
+  c.hicache_cfg = s.hicache;
+  c.hicache_ratio = s.hicache_ratio;
 }
 
 // "calibration" (+ "calibration_mechanism"): the DRAM tier's host link from a measured

@@ -6,6 +6,7 @@
 
 #include "des/cluster.hpp"
 #include "des/engine_sched.hpp"
+#include "des/outcomes.hpp"
 #include "des/router.hpp"
 #include "des/sparse_decode.hpp"
 #include "kvtk/prefix/engine_index.hpp"
@@ -100,6 +101,31 @@ std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const c
   return static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
 }
 
+kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trace_view& t,
+                                                 const cluster_config& c, std::uint32_t device_pages) {
+  kvtk::tier::sglang_hicache_config h = c.hicache_cfg;
+  h.device_pages = device_pages;
+  std::uint64_t host = h.host_pages;
+  if (c.hicache_ratio > 0) {  // Python's int(D * ratio) on doubles, then SGLang's padding page
+    const double tokens = std::floor(static_cast<double>(device_pages) * t.block_tokens * c.hicache_ratio);
+    host = tokens / t.block_tokens < 2147483648.0
+               ? static_cast<std::uint64_t>(tokens) / t.block_tokens + 1
+               : std::uint64_t{1} << 31;
+  }
+  if (host + device_pages >= (std::uint64_t{1} << 31)) {
+    throw std::invalid_argument("offload '" + c.offload + "': " + std::to_string(device_pages) +
+                                " device + " + std::to_string(host) +
+                                " host pages is 2^31 or more (SGLang HiCache's tree)");
+  }
+  h.host_pages = static_cast<std::uint32_t>(host);
+  // The tree never holds two pages with one key: the prompts' block references and every
+  // request's generated pages bound it.
+  std::uint64_t names = t.keys.size();
+  for (std::size_t r = 0; r < t.requests(); ++r) names += output_tokens_of(t, c, r) / t.block_tokens + 2;
+  h.max_tree_pages = static_cast<std::uint32_t>(std::min<std::uint64_t>(names, host + device_pages));
+  return h;
+}
+
 void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
   c.sched.validate();
   auto refuse = [&](const std::string& what) {
@@ -124,19 +150,24 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
                 static_cast<double>(pool)) *
                    cache_entry_bytes);
   if (!c.offload.empty()) {
+    const bool host = c.offload_medium == "host";
     auto refuse_offload = [&](const std::string& why) {
-      throw std::invalid_argument("offload '" + c.offload + "' (vLLM's OffloadingConnector) " + why);
+      throw std::invalid_argument("offload '" + c.offload + "' (" +
+                                  (host ? "SGLang's HiCache" : "vLLM's OffloadingConnector") + ") " + why);
     };
-    if (c.sched.kind() != scheduler_kind::vllm_v1) refuse_offload("needs scheduler vllm-v1");
+    if (!host && c.sched.kind() != scheduler_kind::vllm_v1) refuse_offload("needs scheduler vllm-v1");
+    if (host && c.sched.kind() != scheduler_kind::sglang) refuse_offload("needs scheduler sglang");
     if (c.dram_blocks > 0 || c.pool_blocks > 0) {
       refuse_offload("does not combine with dram or pool (kvtk's generic tiers): give one or the other");
     }
     if (c.decode_instances > 0) refuse_offload("does not combine with decode_instances");
     if (c.sparse.enabled) refuse_offload("does not combine with sparse (both would use the host link)");
-    kvtk::tier::validate_cpu(c.offload_cfg);
-    check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
-                     std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",
-                 static_cast<double>(c.prefill_instances) * c.offload_cfg.cpu_chunks * cache_entry_bytes);
+    if (!host) {
+      kvtk::tier::validate_cpu(c.offload_cfg);
+      check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
+                       std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",
+                   static_cast<double>(c.prefill_instances) * c.offload_cfg.cpu_chunks * cache_entry_bytes);
+    }
   }
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");

@@ -24,6 +24,8 @@ struct kv_request {
   std::uint32_t cached = 0;                      ///< vllm: blocks already cached
   std::uint32_t matched = 0, node = 0;           ///< sglang: pages matched, the locked node
   std::uint64_t own = 0;                         ///< sglang: pages it allocated
+  std::uint64_t inserted = 0;                    ///< sglang HiCache: pages it inserted (checkpoints)
+  std::uint32_t load_pages = 0;                  ///< sglang HiCache: pages loaded back, not yet acked
   bool admitted = false;
 };
 

@@ -71,6 +71,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 #include "des/engine_sim.hpp"
 #include "des/summary.hpp"
@@ -90,7 +91,12 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
       lpm_(schedule_policy_names.parse(c.sched.schedule_policy) == schedule_policy_kind::lpm) {
   bt_ = t.block_tokens;
   block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
-  for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(kv_blocks, bt_);
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    const kvtk::tier::sglang_hicache_config h = hicache_config(t, c, kv_blocks);
+    for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(h, bt_);
+  } else {
+    for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(kv_blocks, bt_);
+  }
   // A DRAM tier never holds more blocks than the trace references (as kvtk's scheduler's).
   const std::uint64_t dram = std::min<std::uint64_t>(c.dram_blocks, std::max<std::size_t>(t.keys.size(), 1));
   for (std::uint32_t i = 0; i < c.prefill_instances && dram > 0; ++i) {
@@ -104,7 +110,7 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   prefill_n_ = c.prefill_instances;
   async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
   if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c, t.requests(), host_link_);
-  for (std::uint32_t i = 0; i < c.prefill_instances && !c.offload.empty(); ++i) {
+  for (std::uint32_t i = 0; i < c.prefill_instances && !c.offload.empty() && c.offload_medium != "host"; ++i) {
     inst_[i].offload = std::make_unique<kvtk::tier::vllm_cpu_offload<>>(c.offload_cfg);
   }
 }
@@ -218,6 +224,7 @@ bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budge
     q.loading = q.pool_loading = 0;
     return false;
   }
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) q.loading = a.loaded_tokens / bt_;  // H2D
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
   if (!q.started) {  // the first admission decides the reported hit
@@ -621,7 +628,8 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
   if (sparse_) j["sparse"] = sparse_->summary();
-  if (!c_.offload.empty()) j["offload"] = offload_summary();
+  if (!c_.offload.empty() && c_.offload_medium != "host") j["offload"] = offload_summary();
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) j["offload"] = hicache_summary();
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
   return res;
@@ -666,10 +674,45 @@ nlohmann::json engine_sim<KV>::offload_summary() const {
           {"load_wait_s_mean", offload_loads_ ? offload_wait_s_ / static_cast<double>(offload_loads_) : 0.0}};
 }
 
-// Every member defined here, for both accountings (engine_schedule.cpp instantiates the
+template <class KV>
+nlohmann::json engine_sim<KV>::hicache_summary() const {
+  kvtk::tier::sglang_hicache_counters t;
+  std::uint64_t host_pages = 0;
+  for (const auto& kv : kv_) {
+    if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+      const auto& c = kv.tree().counters();
+      host_pages = kv.tree().config().host_pages;
+      t.requests += c.requests;
+      t.device_hit_blocks += c.device_hit_blocks;
+      t.host_hit_blocks += c.host_hit_blocks;
+      t.host_stored_blocks += c.host_stored_blocks;
+      t.host_evicted_blocks += c.host_evicted_blocks;
+      t.device_evicted_blocks += c.device_evicted_blocks;
+      t.declined_loads += c.declined_loads;
+      t.failed_backups += c.failed_backups;
+    }
+  }
+  return {{"spec", c_.offload},
+          {"engine", "SGLang 0.5.23 HiCache (host pool)"},
+          {"write_policy", kvtk::tier::name_of(c_.hicache_cfg.policy)},
+          {"host_pages_per_instance", host_pages},
+          {"admissions", t.requests},
+          {"device_hit_blocks", t.device_hit_blocks},
+          {"host_hit_blocks", t.host_hit_blocks},
+          {"host_stored_blocks", t.host_stored_blocks},
+          {"host_evicted_blocks", t.host_evicted_blocks},
+          {"device_evicted_blocks", t.device_evicted_blocks},
+          {"declined_loads", t.declined_loads},
+          {"failed_backups", t.failed_backups},
+          {"bytes_loaded", static_cast<double>(t.host_hit_blocks) * block_bytes_},
+          {"bytes_stored", static_cast<double>(t.host_stored_blocks) * block_bytes_}};
+}
+
+// Every member defined here, for the three accountings (engine_schedule.cpp instantiates the
 // scheduling rules, which call admit and preempt).
 template class engine_sim<vllm_kv>;
 template class engine_sim<sglang_kv>;
+template class engine_sim<sglang_hicache_kv>;
 
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
                                   const simulation_hooks& hooks) {
@@ -677,6 +720,10 @@ simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, cons
   const std::uint32_t blocks = engine_kv_blocks(t, c);
   if (c.sched.accounting() == "vllm") {
     engine_sim<vllm_kv> sim(t, c, blocks);
+    return run_events(sim, t, c, hooks);
+  }
+  if (c.offload_medium == "host") {
+    engine_sim<sglang_hicache_kv> sim(t, c, blocks);
     return run_events(sim, t, c, hooks);
   }
   engine_sim<sglang_kv> sim(t, c, blocks);

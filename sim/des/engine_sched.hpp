@@ -10,6 +10,7 @@
 
 #include "kvtk/names.hpp"
 #include "kvtk/prefix/replay.hpp"
+#include "kvtk/tier/sglang_hicache.hpp"
 
 namespace kvtk::sim::des {
 
@@ -64,6 +65,11 @@ namespace detail {
 /// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
 /// less the bf16 weights. Throws std::invalid_argument when nothing is left.
 std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
+/// SGLang HiCache (`offload` "host:..."): the tree over a device pool of device_pages pages, its
+/// host pages as given or int(device tokens x ratio) / page + 1 (SGLang's HostKVCache), its
+/// slots capped at the pages the run can name. Throws std::invalid_argument for 2^31 pages or more.
+kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trace_view& t,
+                                                 const cluster_config& c, std::uint32_t device_pages);
 /// Throws std::invalid_argument for what the engine schedulers do not model (by name).
 void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// The simulation with an engine scheduler (cfg.sched.engine_scheduler()).

@@ -166,5 +166,8 @@ template bool engine_sim<vllm_kv>::schedule_sglang(std::uint32_t);
 template bool engine_sim<sglang_kv>::schedule_v1(std::uint32_t);
 template bool engine_sim<sglang_kv>::schedule_v0(std::uint32_t);
 template bool engine_sim<sglang_kv>::schedule_sglang(std::uint32_t);
+template bool engine_sim<sglang_hicache_kv>::schedule_v1(std::uint32_t);
+template bool engine_sim<sglang_hicache_kv>::schedule_v0(std::uint32_t);
+template bool engine_sim<sglang_hicache_kv>::schedule_sglang(std::uint32_t);
 
 }  // namespace kvtk::sim::des::detail

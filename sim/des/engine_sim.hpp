@@ -22,6 +22,7 @@
 
 #include "des/cluster.hpp"
 #include "des/engine_kv.hpp"
+#include "des/engine_kv_hicache.hpp"
 #include "des/event_loop.hpp"
 #include "des/router.hpp"
 #include "des/sparse_decode.hpp"
@@ -149,6 +150,7 @@ class engine_sim {
   }
   std::uint32_t take_waiting(std::uint32_t i, std::size_t pos);
   [[nodiscard]] nlohmann::json offload_summary() const;
+  [[nodiscard]] nlohmann::json hicache_summary() const;
   // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens); the
   // blocks from the DRAM tier and the pool are counted in q.loading and q.pool_loading.
   std::uint64_t external_tokens(std::uint32_t i, engine_request& q, std::uint64_t hit_tokens,

@@ -22,8 +22,9 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
                              c.iteration_overhead_s, c.timing);
   check_timing_table();
   if (!c.offload.empty()) {
-    throw std::invalid_argument("offload '" + c.offload + "' is vLLM's OffloadingConnector: it needs "
-                                "scheduler vllm-v1 (kvtk's scheduler has dram and pool)");
+    throw std::invalid_argument("offload '" + c.offload + "' is an engine's own tier: it needs the "
+                                "engine's scheduler (cpu: vllm-v1, host: sglang; kvtk's scheduler "
+                                "has dram and pool)");
   }
   p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                              : kvtk::prefix::partial_block::skip;

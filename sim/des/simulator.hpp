@@ -60,6 +60,7 @@
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
+#include "kvtk/tier/sglang_hicache.hpp"
 #include "kvtk/tier/vllm_offload.hpp"
 
 namespace kvtk::sim::des {
@@ -101,10 +102,15 @@ struct cluster_config {
   std::uint64_t dram_blocks = 0;         ///< per-instance host DRAM tier (LRU, write-through,
                                          ///< read over the GPU's host link); 0 = none
   std::uint64_t pool_blocks = 0;         ///< global pool shared by all instances; 0 = none
-  /// vLLM 0.33's OffloadingConnector (CPU spec) under each instance's engine KV cache (scheduler
-  /// vllm-v1 only; engine_sched.cpp): the config's `offload`, in `replay --offload`'s syntax.
+  /// An engine's own offload tier under each instance's engine KV cache (engine_sched.cpp): the
+  /// config's `offload`, in `replay --offload`'s syntax: vLLM 0.33's OffloadingConnector (medium
+  /// cpu, scheduler vllm-v1) or SGLang 0.5.23's HiCache host pool (medium host, scheduler sglang).
   std::string offload;                   ///< the spec as given; empty = none
-  kvtk::tier::vllm_offload_config offload_cfg;  ///< parsed (gpu_blocks unused)
+  std::string offload_medium;            ///< cpu | host ("" = none)
+  kvtk::tier::vllm_offload_config offload_cfg;  ///< cpu: parsed (gpu_blocks unused)
+  kvtk::tier::sglang_hicache_config hicache_cfg;  ///< host: parsed (device_pages unset; host
+                                                  ///< pages unless given as a ratio)
+  double hicache_ratio = 0;              ///< host: the size as "Nx" of the device pool, else 0
   double host_link_latency_s = 0;        ///< DRAM-tier load: fixed cost per request's load
   double host_link_per_block_s = 0;      ///< DRAM-tier load: cost per block (calibration beta)
   double pool_bytes_per_s = 25e9;        ///< 0 = not a bottleneck

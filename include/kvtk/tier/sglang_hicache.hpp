@@ -219,6 +219,7 @@ class sglang_hicache {
     }
     if (in_nodes != table_.size()) return "pages outside nodes";
     if (dev + free_device_ != cfg_.device_pages) return "device pages do not add up";
+    if (dev != tree_device_ || locked_device_ != 0) return "the device page counts";
     if (host + free_host_ != cfg_.host_pages) return "host pages do not add up";
     for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
       const node& x = nodes_[i];
@@ -249,10 +250,83 @@ class sglang_hicache {
 
  private:
   static constexpr std::uint32_t root = none;
+
+ public:
+  /// What match() found: device pages, then host-only pages after them; the deepest matched
+  /// node (`best`) and the deepest device one (`last_device`; root = `no_node` when none).
   struct match_result {
     std::uint32_t device = 0, host = 0;   // pages
     std::uint32_t best = root, last_device = root;
   };
+  static constexpr std::uint32_t no_node = none;
+
+  // The steps of run_request, public for a scheduler that holds several requests' pages at
+  // once (kvtk simulate's SGLang scheduler, sim/des/engine_kv_hicache.hpp): match ->
+  // load_back (or not) -> lock the path -> take pages -> insert at each checkpoint and at the
+  // end (give back the request's copies of pages the tree already had) -> loaded() once the load
+  // is acknowledged -> unlock. None allocates or throws.
+
+  /// Free device pages plus the tree's unlocked device pages (SGLang's evictable size): what an
+  /// admission may count on.
+  [[nodiscard]] std::uint64_t available() const noexcept {
+    return free_device_ + tree_device_ - locked_device_;
+  }
+  /// Takes `pages` free device pages for a request, first evicting when fewer than pages +
+  /// spare are free. Returns false, taking nothing, when even then fewer than `pages` are free.
+  bool take(std::uint64_t pages, std::uint64_t spare) noexcept {
+    if (free_device_ < pages + spare) evict_device(pages + spare - free_device_);
+    if (free_device_ < pages) return false;
+    free_device_ -= pages;
+    return true;
+  }
+  /// Pages a request held go back to the allocator.
+  void give_back(std::uint64_t pages) noexcept { free_device_ += pages; }
+  /// The device pages match() would give, touching nothing (the lpm order; SGLang sorts on
+  /// the device prefix).
+  [[nodiscard]] std::uint32_t peek_device(std::span<const block_key> keys) const noexcept {
+    std::uint32_t i = 0;
+    for (std::uint32_t at = root; i < keys.size();) {
+      const std::uint32_t x = child_at(at, keys[i]);
+      if (x == none || !nodes_[x].device) break;
+      const std::uint32_t j = run_in(x, keys, i);
+      i += j;
+      if (j < nodes_[x].len) break;
+      at = x;
+    }
+    return i;
+  }
+  /// Device pages held by the tree (the rest are free or a request's own).
+  [[nodiscard]] std::uint64_t tree_device_pages() const noexcept { return tree_device_; }
+  /// An admission's hits and declined load into counters() (run_request counts its own);
+  /// `admitted` false: only the pages it loaded (an admission that failed after its load).
+  void record(std::uint64_t device_hit, std::uint64_t loaded, bool declined, bool admitted = true) noexcept {
+    totals_.host_hit_blocks += loaded;
+    if (!admitted) return;
+    ++totals_.requests;
+    totals_.device_hit_blocks += device_hit;
+    totals_.declined_loads += declined ? 1 : 0;
+  }
+  /// _match_prefix_helper over both tiers (run_request's match): touches the path, may split.
+  match_result match_prefix(std::span<const block_key> keys) noexcept { return match(keys); }
+  /// Inserts a request's full pages (keys from its first page). Nodes ending past `inserted`
+  /// pages (what the request inserted before: SGLang's cache_inserted_len) count a hit and may
+  /// be backed up. Returns the pages the tree took from the request (a new leaf, host-only nodes
+  /// re-adopted); the request frees its copies of the others past its match.
+  std::uint64_t insert_pages(std::span<const block_key> keys, std::uint64_t inserted) noexcept {
+    return insert(keys, inserted);
+  }
+  /// init_load_back of `pages` host pages ending at node `best`: all or nothing (see the header
+  /// comment); the loaded nodes' host copies stay pinned until loaded(best, pages).
+  bool load_back_pages(std::uint32_t best, std::uint32_t pages, std::uint32_t B) noexcept {
+    return load_back(best, pages, B);
+  }
+  /// The load acknowledged (loading_check): the pin on the loaded host copies goes.
+  void loaded(std::uint32_t best, std::uint32_t pages) noexcept { register_loaded(best, pages); }
+  /// inc_lock_ref / dec_lock_ref on x and its ancestors.
+  void lock_path(std::uint32_t x) noexcept { lock(x); }
+  void unlock_path(std::uint32_t x) noexcept { unlock(x); }
+
+ private:
 
   static std::size_t slots_for(const sglang_hicache_config& c) {
     const std::uint64_t all = std::uint64_t{c.device_pages} + c.host_pages;
@@ -325,6 +399,7 @@ class sglang_hicache {
     head.hits = tail.hits;
     head.device = tail.device;
     head.host = tail.host;
+    head.loading = tail.loading;
     head.time = t;
     replace_child(x, h);
     head.first_child = x;
@@ -343,7 +418,7 @@ class sglang_hicache {
 
   // Walks keys like match, adopting host-only nodes with the request's pages and counting hits;
   // hangs the rest below as a new leaf. Returns the request's pages the tree took.
-  std::uint64_t insert(std::span<const block_key> keys) noexcept {
+  std::uint64_t insert(std::span<const block_key> keys, std::uint64_t inserted = 0) noexcept {
     const std::uint64_t t = ++clock_;
     std::uint64_t taken = 0;
     std::size_t i = 0;
@@ -358,7 +433,7 @@ class sglang_hicache {
         adopt(x);
         taken += nodes_[x].len;
       }
-      count_hit(x);
+      if (i + j > inserted) count_hit(x);
       i += j;
       at = x;
     }
@@ -366,7 +441,7 @@ class sglang_hicache {
       const std::uint32_t leaf = add_leaf(at, keys.subspan(i), t);
       if (leaf != none) {
         taken += nodes_[leaf].len;
-        count_hit(leaf);
+        if (i + nodes_[leaf].len > inserted) count_hit(leaf);
       }
     }
     return taken;
@@ -406,6 +481,7 @@ class sglang_hicache {
   void adopt(std::uint32_t x) noexcept {
     node& n = nodes_[x];
     n.device = true;
+    count_device(n, true);
     if (n.parent != root) {
       ++nodes_[n.parent].device_children;
       refresh(n.parent);
@@ -443,6 +519,7 @@ class sglang_hicache {
       prev = p;
     }
     link_child(parent, x);
+    count_device(leaf, true);
     if (parent != root) {
       ++nodes_[parent].children;
       ++nodes_[parent].device_children;
@@ -455,7 +532,10 @@ class sglang_hicache {
   // Deletes a leaf (no children), freeing its pages on the tiers it is on.
   void remove_leaf(std::uint32_t x) noexcept {
     node& n = nodes_[x];
-    if (n.device) free_device_ += n.len;
+    if (n.device) {
+      free_device_ += n.len;
+      count_device(n, false);
+    }
     if (n.host) {
       free_host_ += n.len;
       totals_.host_freed_blocks += n.len;
@@ -502,6 +582,7 @@ class sglang_hicache {
   void adopt_loaded(std::uint32_t x) noexcept {
     node& n = nodes_[x];
     n.device = true;
+    count_device(n, true);
     n.loading = true;
     if (n.parent != root) {
       ++nodes_[n.parent].device_children;
@@ -556,6 +637,7 @@ class sglang_hicache {
   void demote(std::uint32_t x) noexcept {
     node& n = nodes_[x];
     n.device = false;
+    count_device(n, false);
     free_device_ += n.len;
     if (n.parent != root) {
       --nodes_[n.parent].device_children;
@@ -646,12 +728,27 @@ class sglang_hicache {
   // ---- locks, heaps, duplicates
   void lock(std::uint32_t x) noexcept {
     for (; x != root; x = nodes_[x].parent) {
-      if (nodes_[x].locks++ == 0) refresh(x);
+      if (nodes_[x].locks++ != 0) continue;
+      refresh(x);
+      if (nodes_[x].device) locked_device_ += nodes_[x].len;
     }
   }
   void unlock(std::uint32_t x) noexcept {
     for (; x != root; x = nodes_[x].parent) {
-      if (--nodes_[x].locks == 0) refresh(x);
+      if (--nodes_[x].locks != 0) continue;
+      refresh(x);
+      if (nodes_[x].device) locked_device_ -= nodes_[x].len;
+    }
+  }
+  // A node joins or leaves the device: the tree's device pages (and locked ones) follow.
+  void count_device(const node& n, bool joins) noexcept {
+    const std::uint64_t locked = n.locks > 0 ? n.len : 0;
+    if (joins) {
+      tree_device_ += n.len;
+      locked_device_ += locked;
+    } else {
+      tree_device_ -= n.len;
+      locked_device_ -= locked;
     }
   }
   bool is_device_leaf(std::uint32_t x) const noexcept {
@@ -722,6 +819,7 @@ class sglang_hicache {
   std::vector<std::uint32_t> chain_, subtree_, page_stack_, node_stack_;
   std::uint32_t dup_head_ = none, dup_tail_ = none;
   std::uint64_t free_device_, free_host_, clock_ = 0;
+  std::uint64_t tree_device_ = 0, locked_device_ = 0;  // device pages in the tree; locked ones
   sglang_hicache_counters totals_;
 };
 

@@ -1,0 +1,168 @@
+// SGLang HiCache under kvtk simulate's sglang scheduler (sim/des/engine_kv_hicache.hpp): one
+// request at a time it counts exactly as `kvtk replay --engine sglang --offload host:...`
+// (kvtk::tier::sglang_hicache, checked against SGLang's own code); hand-computed cases pin the
+// load's time on the host link and the hit counting across a request's checkpoints.
+#include <catch2/catch.hpp>
+#include <kvtk/kvtk.hpp>
+#include <string>
+
+#include "des/engine_sched.hpp"
+#include "des/simulator.hpp"
+#include "engine_sched_fixture.hpp"
+
+using namespace kvtk;
+using namespace engine_sched_fixture;
+using sim::des::cluster_config;
+
+namespace {
+
+cluster_config hicache(std::uint64_t device_pages, std::uint32_t host_pages,
+                       tier::hicache_write_policy p = tier::hicache_write_policy::write_through) {
+  auto c = engine("sglang", device_pages, 4096);
+  c.sched.schedule_policy = "fcfs";
+  c.offload = "host:" + std::to_string(host_pages) + ",write_policy=" + tier::name_of(p);
+  c.offload_medium = "host";
+  c.hicache_cfg.host_pages = host_pages;
+  c.hicache_cfg.policy = p;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("HiCache under sglang with free compute and one output token equals replay --engine "
+          "sglang --offload host", "[engine_sched][hicache]") {
+  // One request at a time to completion: match, load back, insert and the backups happen in
+  // the order sglang_hicache's run_request runs them, so every count must agree.
+  for (std::uint64_t seed : {1, 2, 3}) {
+    const auto t = shared_prefix_trace(seed, 300);
+    for (const std::uint32_t device : {24u, 60u}) {
+      for (const std::uint32_t host : {10u, 40u, 400u}) {
+        for (const auto p : {tier::hicache_write_policy::write_through,
+                             tier::hicache_write_policy::write_through_selective,
+                             tier::hicache_write_policy::write_back}) {
+          INFO("seed " << seed << ", " << device << " device pages, " << host << " host, " << tier::name_of(p));
+          tier::sglang_hicache_config hc;
+          hc.device_pages = device;
+          hc.host_pages = host;
+          hc.policy = p;
+          tier::sglang_hicache_index idx(hc);
+          const auto want = prefix::replay(t, idx, prefix::partial_block::skip);
+          auto c = hicache(device, host, p);
+          c.timing = nullptr;
+          c.time_scale = 0;
+          c.max_output_tokens = 1;
+          c.gpu.host_link_bytes_per_s = 0;
+          const auto r = sim::des::simulate(t, c);
+          CHECK(r.summary["block_hits"] == want.block_hits);
+          CHECK(r.summary["token_hits"] == want.token_hits);
+          const auto& o = r.summary["offload"];
+          const auto& w = idx.counters();
+          REQUIRE(w.unscheduled == 0);
+          CHECK(o["admissions"] == w.requests);
+          CHECK(o["device_hit_blocks"] == w.device_hit_blocks);
+          CHECK(o["host_hit_blocks"] == w.host_hit_blocks);
+          CHECK(r.summary["dram_block_hits"] == w.host_hit_blocks);
+          CHECK(o["host_stored_blocks"] == w.host_stored_blocks);
+          CHECK(o["host_evicted_blocks"] == w.host_evicted_blocks);
+          CHECK(o["device_evicted_blocks"] == w.device_evicted_blocks);
+          CHECK(o["declined_loads"] == w.declined_loads);
+          CHECK(o["failed_backups"] == w.failed_backups);
+          if (host >= 40 && p != tier::hicache_write_policy::write_back) CHECK(w.host_hit_blocks > 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("HiCache under sglang: a host hit is loaded back on the host link, overlapping the "
+          "prefill", "[engine_sched][hicache]") {
+  // Prompts of 4 full pages and a partial one (72 tokens: at most 4 pages hit); the device holds
+  // 7 pages. write_through backs every prompt up to the host as it is inserted; each new prompt
+  // evicts the one before from the device (demoted: it stays on the host). The fourth repeats
+  // the first: its 4 pages are a host hit, loaded back (evicting the third prompt's).
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72},
+                       {1, {11, 12, 13, 14}, 1, 72},
+                       {2, {21, 22, 23, 24}, 1, 72},
+                       {3, {1, 2, 3, 4}, 1, 72}});
+  auto c = hicache(7, 100);
+  c.host_link_latency_s = 0.5;
+  c.host_link_per_block_s = 0.1;
+  const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+  const double load = 0.5 + 0.4 + 4 * block_bytes / c.gpu.host_link_bytes_per_s;
+  auto r = sim::des::simulate(t, c);
+  const auto& o = r.requests[3];
+  CHECK(o.hit_blocks == 4);
+  CHECK(o.hit_tokens == 64);
+  CHECK(o.dram_blocks == 4);
+  check(o, 3 + load, 3 + load);  // the load (longer than the 10-ms prefill) hides it
+  const auto& s = r.summary["offload"];
+  CHECK(s["host_hit_blocks"] == 4);
+  CHECK(s["device_hit_blocks"] == 0);
+  CHECK(s["host_stored_blocks"] == 12);  // three distinct prompts, backed up once each
+  CHECK(s["device_evicted_blocks"] == 12);  // prompts 0, 1 and 2, each demoted whole
+  CHECK(s["bytes_loaded"].get<double>() == Approx(4 * block_bytes));
+  CHECK(r.summary["local_block_hits"] == 0);
+  c.overlap_load = false;  // the load, then the prefill
+  r = sim::des::simulate(t, c);
+  check(r.requests[3], 3 + load + 0.010, 3 + load + 0.010);
+  // Without HiCache the fourth request recomputes everything.
+  c.offload.clear();
+  c.offload_medium.clear();
+  CHECK(sim::des::simulate(t, c).requests[3].hit_blocks == 0);
+}
+
+TEST_CASE("HiCache under sglang: a request counts one hit per node across its checkpoints",
+          "[engine_sched][hicache]") {
+  // write_through_selective backs a node up at its second hit. Request 0 (3 outputs) inserts its
+  // prompt after the prefill and again, with its generated page, at the end: SGLang counts the
+  // prompt's node once (cache_inserted_len), so nothing is backed up; request 1, a repeat,
+  // counts the second hit and backs the prompt up.
+  const auto t = make({{0, {1, 2, 3, 4}, 20}, {10, {1, 2, 3, 4, 5}, 1}});
+  auto c = hicache(100, 100, tier::hicache_write_policy::write_through_selective);
+  auto r = sim::des::simulate(make({{0, {1, 2, 3, 4}, 20}}), c);
+  CHECK(r.summary["offload"]["host_stored_blocks"] == 0);
+  r = sim::des::simulate(t, c);
+  CHECK(r.requests[1].hit_blocks == 4);
+  CHECK(r.summary["offload"]["host_stored_blocks"] == 4);
+  // write_through backs up every insert at its first hit: the prompt after its prefill, then
+  // the page holding its last 16 generated tokens, then request 1's new page.
+  c = hicache(100, 100, tier::hicache_write_policy::write_through);
+  r = sim::des::simulate(t, c);
+  CHECK(r.summary["offload"]["host_stored_blocks"] == 4 + 1 + 1);
+}
+
+TEST_CASE("HiCache under load: every request ends and the hits add up", "[engine_sched][hicache]") {
+  // Arrivals 20 ms apart against 10-ms prefills and 5-ms decodes: requests overlap, chunked
+  // prefills and retractions happen on a small device pool.
+  for (const auto p : {tier::hicache_write_policy::write_through,
+                       tier::hicache_write_policy::write_through_selective,
+                       tier::hicache_write_policy::write_back}) {
+    INFO(tier::name_of(p));
+    auto t = shared_prefix_trace(7, 400);
+    for (std::size_t r = 0; r < t.arrival_s.size(); ++r) t.arrival_s[r] = 0.02 * static_cast<double>(r);
+    auto c = hicache(40, 60, p);
+    c.sched.max_num_batched_tokens = 64;
+    c.sched.schedule_policy = "lpm";
+    const auto r = sim::des::simulate(t, c);
+    const auto& s = r.summary;
+    CHECK(s["requests"] == 400);
+    CHECK(s["dram_block_hits"].get<std::uint64_t>() + s["local_block_hits"].get<std::uint64_t>() ==
+          s["block_hits"].get<std::uint64_t>());
+    if (p != tier::hicache_write_policy::write_back) CHECK(s["dram_block_hits"].get<std::uint64_t>() > 0);
+  }
+}
+
+TEST_CASE("HiCache: configurations simulate cannot run are refused by name", "[engine_sched][hicache]") {
+  const auto t = make({{0, {1, 2}, 3}});
+  for (const char* s : {"vllm-v0", "vllm-v1", "kvtk"}) {
+    auto c = hicache(100, 10);
+    c.sched.scheduler = s;
+    CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("sglang"));
+  }
+  auto c = hicache(100, 10);
+  c.dram_blocks = 50;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("SGLang's HiCache") && Catch::Contains("dram"));
+  c.dram_blocks = 0;
+  c.decode_instances = 1;
+  CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances"));
+}
