@@ -58,13 +58,16 @@
 //             iteration's recalls and prefetches stall it on the instance's host link, as the
 //             cluster's decode step (simulator.hpp; the iteration's whole compute hides the
 //             previous prefetch). A preempted request's pages go with its blocks.
-//  offload    vllm-v1 only: vLLM 0.33's OffloadingConnector (CPU) under each instance's KV cache
+//  offload    vllm-v1: vLLM 0.33's OffloadingConnector (CPU) under each instance's KV cache
 //             (kvtk::tier::vllm_cpu_offload, the code replay --offload runs). A waiting request's
 //             lookup past its GPU hit starts an asynchronous load: its blocks are allocated, it
 //             keeps its place in the queue but is skipped until the load, queued on the
 //             instance's host link, is done (WAITING_FOR_REMOTE_KVS); then it is scheduled from
 //             its loaded tokens. An iteration's computed prompt chunks are offered for store
 //             when it ends; the request's end is the connector's on_request_finished.
+//             sglang: SGLang 0.5.23's HiCache (`offload` "host:..."): the KV accounting is the
+//             device tree over a host pool (engine_kv_hicache.hpp); a host hit is loaded back at
+//             admission over the host link, overlapping the admitting iteration's compute.
 // Refused by name: chunk_tokens and reject_over_slo (kvtk's scheduler's one-prefill-at-a-time
 // knobs).
 #include "des/engine_sched.hpp"
