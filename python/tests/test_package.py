@@ -156,18 +156,22 @@ def test_simulate_equals_cli_and_has_request_columns(kvtk_bin):
     assert inline["result"] == s["result"]
 
 
-def test_simulate_with_vllm_offload_equals_cli(kvtk_bin):
-    opts = dict(engine="vllm", model="qwen2.5-7b", gpu="h100", local_cache=1000,
-                max_output_tokens=4, offload="cpu:8000:lru")
+@pytest.mark.parametrize("engine,spec,hits", [("vllm", "cpu:8000:lru", "cpu_hit_blocks"),
+                                               ("sglang", "host:8000", "host_hit_blocks")])
+def test_simulate_with_engine_offload_equals_cli(kvtk_bin, engine, spec, hits):
+    opts = dict(engine=engine, model="qwen2.5-7b", gpu="h100", local_cache=1000,
+                max_output_tokens=4, offload=spec)
     s = kvtk.simulate(CONVERSATION, requests=False, **opts)
     cli = cli_json(kvtk_bin, "simulate", "--trace", str(CONVERSATION),
                    *[a for k, v in opts.items() for a in ("--set", f"{k}={v}")])
     assert s["result"] == cli["result"]
     off = s["result"]["offload"]
-    assert off["spec"] == "cpu:8000:lru" and off["cpu_hit_blocks"] > 0
+    assert off["spec"] == spec and off[hits] > 0
     assert s["result"]["dram_block_hits"] > 0
     with pytest.raises(ValueError, match="needs scheduler vllm-v1"):
         kvtk.simulate(CONVERSATION, engine="sglang", offload="cpu:100")
+    with pytest.raises(ValueError, match="needs scheduler sglang"):
+        kvtk.simulate(CONVERSATION, engine="vllm", offload="host:100")
 
 
 def test_bad_options_raise_value_error_with_the_cli_message():
