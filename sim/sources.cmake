@@ -33,6 +33,7 @@ set(KVTK_DES_SOURCES
   des/sparse_decode.cpp
   des/engine_sched.cpp
   des/engine_schedule.cpp
+  des/engine_hicache_l3.cpp
   des/engine_config.cpp)
 set(KVTK_MOVE_SOURCES
   move/host_move.cpp

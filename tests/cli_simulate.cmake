@@ -129,6 +129,17 @@ expect(2 "lmcache-cpu[ \n]+is[ \n]+kvtk[ \n]+replay's[ \n]+only" simulate --trac
 # SGLang's HiCache under the sglang scheduler (docs/simulate.md "SGLang's HiCache"): pinned counts.
 expect(0 "\"offload\": {[^}]*\"host_hit_blocks\": 63840,[^}]*\"host_stored_blocks\": 192348,"
        simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:20000 --json -)
+# Its L3 storage (storage=file) and prefetch: pinned counts, and what only simulate runs.
+expect(0 "\"l3\": {[^}]*\"inserted_host_pages\": 7456,[^}]*\"pages_written\": 171228,"
+       simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:4000,storage=file --json -)
+expect(2 "runs[ \n]+in[ \n]+kvtk[ \n]+simulate[ \n]+only" replay --trace ${T} --engine sglang --capacity 300
+       --offload host:2x,storage=file)
+expect(2 "the[ \n]+L3[ \n]+knobs[ \n]+need[ \n]+storage=file" simulate --trace ${T} ${Q} --engine sglang
+       --set offload=host:100,prefetch_policy=timeout)
+expect(2 "unknown[ \n]+prefetch_policy[ \n]+'fast'" simulate --trace ${T} ${Q} --engine sglang
+       --set offload=host:100,storage=file,prefetch_policy=fast)
+expect(2 "only[ \n]+SGLang's[ \n]+`file`[ \n]+backend" simulate --trace ${T} ${Q} --engine sglang
+       --set offload=host:100,storage=s3)
 expect(2 "needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang --set offload=cpu:100)
 expect(2 "unknown[ \n]+knob[ \n]+'sync_load_budget_bytes'" simulate --trace ${T} ${Q} --engine vllm
        --set offload=cpu:100,sync_load_budget_bytes=5)

@@ -166,3 +166,90 @@ TEST_CASE("HiCache: configurations simulate cannot run are refused by name", "[e
   c.decode_instances = 1;
   CHECK_THROWS_WITH(sim::des::simulate(t, c), Catch::Contains("decode_instances"));
 }
+
+namespace {
+
+// Three prompts of 4 full pages (and a partial one) pass through a 7-page device and a 10-page
+// host, so that the first prompt survives only in L3 (unbounded): the third one's backup evicts
+// it from the host. The fourth request repeats it; a fifth (2 pages), arriving with it, is
+// admitted at once and backed up, filling the host, so that the prefetched pages land by
+// evicting the second prompt's host-only leaf. Storage: 1 ms per operation, 4 pages read in
+// 0.2 s. Requests 0-2 find nothing in L3: their prefetches are revoked when the query ends.
+struct l3_case {
+  prefix::prefix_trace t = make({{0, {1, 2, 3, 4}, 1, 72},
+                                 {1, {11, 12, 13, 14}, 1, 72},
+                                 {2, {21, 22, 23, 24}, 1, 72},
+                                 {3, {1, 2, 3, 4}, 1, 72},
+                                 {3, {31, 32}, 1, 32}});
+  cluster_config c = hicache(7, 10);
+  double page_bytes = 0, read_s = 0;
+  explicit l3_case(tier::hicache_prefetch_policy p) {
+    page_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+    c.hicache_l3.enabled = true;
+    c.hicache_l3.policy = p;
+    c.hicache_l3.prefetch_threshold_tokens = 32;
+    c.hicache_l3.latency_s = 0.001;
+    c.hicache_l3.bytes_per_s = 4 * page_bytes / 0.2;
+    c.hicache_l3.timeout_base_s = 0.05;
+    c.hicache_l3.timeout_per_ki_token_s = 0.001;
+    c.gpu.host_link_bytes_per_s = 0;  // load-back free: the prefill's 10 ms shows
+    read_s = 0.001 + 0.001 + 0.2;     // the query, then one 128-page batch
+  }
+};
+
+}  // namespace
+
+TEST_CASE("HiCache L3 under sglang: wait_complete holds a request until its prefetch is read, "
+          "and lets the next one go first", "[engine_sched][hicache][l3]") {
+  l3_case k(tier::hicache_prefetch_policy::wait_complete);
+  const auto r = sim::des::simulate(k.t, k.c);
+  // Read at 3 + read_s; the pages land in the host, load back, and the prefill takes 10 ms.
+  CHECK(r.requests[3].hit_blocks == 4);
+  CHECK(r.requests[3].dram_blocks == 4);
+  check(r.requests[3], 3 + k.read_s + 0.010, 3 + k.read_s + 0.010);
+  check(r.requests[4], 3.010, 3.010);  // admitted while request 3 waits
+  const auto& l3 = r.summary["offload"]["l3"];
+  CHECK(l3["prefetches"] == 4);  // request 4's span (1 page) is below the 32-token threshold
+  CHECK(l3["declined_below_threshold"] == 1);
+  CHECK(l3["revoked_below_threshold"] == 3);
+  CHECK(l3["completed"] == 1);
+  CHECK(l3["read_pages"] == 4);
+  CHECK(l3["inserted_host_pages"] == 4);
+  // Requests 0-2 wait for their query (1 ms) to be revoked, request 3 for its read.
+  CHECK(l3["gated_requests"] == 4);
+  CHECK(l3["gate_wait_s_mean"].get<double>() == Approx((3 * 0.001 + k.read_s) / 4));
+  check(r.requests[0], 0.011, 0.011);
+  // Four distinct prompts backed up, each written once (request 3's came from L3: not again).
+  CHECK(l3["pages_written"] == 4 + 4 + 4 + 2);
+}
+
+TEST_CASE("HiCache L3 under sglang: best_effort cuts at the first poll, timeout at its deadline",
+          "[engine_sched][hicache][l3]") {
+  {  // best_effort: polled at arrival, before the query is drained: nothing used, recomputed
+    l3_case k(tier::hicache_prefetch_policy::best_effort);
+    const auto r = sim::des::simulate(k.t, k.c);
+    CHECK(r.requests[3].hit_blocks == 0);
+    check(r.requests[3], 3.010, 3.010);
+    CHECK(r.summary["offload"]["l3"]["cut_best_effort"] == 4);
+    check(r.requests[0], 0.010, 0.010);
+    CHECK(r.summary["offload"]["l3"]["read_pages"] == 0);
+  }
+  {  // timeout: 0.05 + 0.001 x 64 / 1024 s after the first poll, before the read ends
+    l3_case k(tier::hicache_prefetch_policy::timeout);
+    const double deadline = 0.05 + 0.001 * 64 / 1024.0;
+    const auto r = sim::des::simulate(k.t, k.c);
+    CHECK(r.requests[3].hit_blocks == 0);
+    check(r.requests[3], 3 + deadline + 0.010, 3 + deadline + 0.010);
+    CHECK(r.summary["offload"]["l3"]["cut_timeout"] == 1);
+    // A longer deadline lets the read finish: as wait_complete.
+    k.c.hicache_l3.timeout_base_s = 1.0;
+    const auto w = sim::des::simulate(k.t, k.c);
+    CHECK(w.requests[3].hit_blocks == 4);
+    check(w.requests[3], 3 + k.read_s + 0.010, 3 + k.read_s + 0.010);
+  }
+  {  // without L3 the first prompt is gone from both tiers
+    l3_case k(tier::hicache_prefetch_policy::wait_complete);
+    k.c.hicache_l3.enabled = false;
+    CHECK(sim::des::simulate(k.t, k.c).requests[3].hit_blocks == 0);
+  }
+}

@@ -234,3 +234,66 @@ TEST_CASE("sglang hicache: refused configurations", "[sglang_hicache]") {
   CHECK(h.run_request(edge, 58, 16).scheduled);
   CHECK(h.counters().unscheduled == 2);
 }
+
+TEST_CASE("sglang hicache: a prefetch lands host-only under a backed-up anchor", "[sglang_hicache][l3]") {
+  auto h = make(8, 16, hicache_write_policy::write_through);
+  run(h, {1, 2});  // {1,2} on both tiers (write_through)
+  // The prefetched prefix {1,2,3,4,5}: {1,2} overlap, {3,4,5} become one host-only leaf.
+  const std::vector<block_key> keys{1, 2, 3, 4, 5};
+  CHECK(h.insert_host(keys, 2, 1) == 3);
+  CHECK(h.free_host_pages() == 16 - 2 - 3);
+  CHECK(std::string(h.audit()).empty());
+  auto r = run(h, {1, 2, 3, 4, 5});  // device {1,2}, host {3,4,5} loaded back
+  CHECK(r.device_hit_blocks == 2);
+  CHECK(r.loaded_blocks == 3);
+  CHECK(h.insert_host(keys, 2, 1) == 0);  // all there now
+  // The anchor is gone (not in the tree): nothing lands.
+  const std::vector<block_key> other{7, 8, 9};
+  CHECK(h.insert_host(other, 1, 1) == 0);
+  CHECK(std::string(h.audit()).empty());
+}
+
+TEST_CASE("sglang hicache: a prefetch under an unbacked device node is dropped, except under "
+          "write_back", "[sglang_hicache][l3]") {
+  for (const auto p : {hicache_write_policy::write_through_selective, hicache_write_policy::write_back}) {
+    INFO(tier::name_of(p));
+    auto h = make(8, 16, p);
+    run(h, {1, 2});  // one insert: not backed up under either policy
+    const std::vector<block_key> keys{1, 2, 3, 4};
+    CHECK(h.insert_host(keys, 2, 1) == (p == hicache_write_policy::write_back ? 2u : 0u));
+    CHECK(std::string(h.audit()).empty());
+  }
+}
+
+TEST_CASE("sglang hicache: a prefetch evicts host leaves for room, or takes what is free",
+          "[sglang_hicache][l3]") {
+  auto h = make(4, 6, hicache_write_policy::write_through);
+  run(h, {1, 2, 3});  // backed up: host 3 of 6
+  run(h, {4, 5});     // {1,2,3} demoted (host-only leaf); host 5 of 6
+  // 4 pages to land at the root: short by 3, so the host evicts 4 pages' worth (the whole
+  // {1,2,3} leaf) and then has room.
+  const std::vector<block_key> keys{11, 12, 13, 14};
+  CHECK(h.insert_host(keys, 0, 1) == 4);
+  CHECK(h.counters().host_evicted_blocks == 3);
+  CHECK(std::string(h.audit()).empty());
+  // Nothing evictable (every host-only leaf but the new one is gone; {4,5} is on the device):
+  // 2 pages free of 3 wanted -> 2 land when min_pages <= 2, none when 3.
+  auto g = make(4, 4, hicache_write_policy::write_through);
+  run(g, {4, 5});
+  const std::vector<block_key> three{21, 22, 23};
+  CHECK(g.insert_host(three, 0, 3) == 0);
+  CHECK(g.insert_host(three, 0, 2) == 2);
+  CHECK(std::string(g.audit()).empty());
+}
+
+TEST_CASE("sglang hicache: backed-up pages are logged for L3 in order", "[sglang_hicache][l3]") {
+  auto h = make(4, 8, hicache_write_policy::write_through);
+  h.log_backups();
+  run(h, {1, 2});
+  run(h, {1, 2, 3});
+  std::vector<block_key> logged;
+  h.drain_backups([&](block_key k) { logged.push_back(k); });
+  CHECK(logged == std::vector<block_key>{1, 2, 3});
+  h.drain_backups([&](block_key k) { logged.push_back(k); });
+  CHECK(logged.size() == 3);
+}

@@ -29,6 +29,71 @@ std::uint64_t whole(const std::string& where, const std::string& key, const std:
   return n;
 }
 
+// A positive finite number below 1e6 (seconds, GB/s, microseconds).
+double positive(const std::string& where, const std::string& key, const std::string& v) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !(x > 0) || !(x < 1e6)) {
+    throw usage_error(where + ": " + key + "='" + v + "' is not a number in (0, 1e6)");
+  }
+  return x;
+}
+
+std::string without_option(const std::string& message);
+
+// HiCache's L3 knobs (storage=file and the prefetch's): true when `key` is one of them.
+bool hicache_l3_knob(offload_spec& s, const std::string& where, const std::string& key,
+                     const std::string& value, std::uint32_t block_tokens, std::uint64_t bytes_per_token) {
+  auto& l3 = s.hicache_l3;
+  using kvtk::tier::hicache_prefetch_policy;
+  if (key == "storage") {
+    if (value != "file") {
+      throw usage_error(where + ": storage='" + value + "': only SGLang's `file` backend is modelled "
+                        "(--hicache-storage-backend file)");
+    }
+    l3.enabled = true;
+  } else if (key == "storage_size") {
+    std::uint64_t pages = 0;
+    try {
+      pages = parse_capacity(value, block_tokens, bytes_per_token);
+    } catch (const usage_error& e) {
+      throw usage_error(where + ": the storage size: " + without_option(e.what()));
+    }
+    if (pages == 0) throw usage_error(where + ": storage_size is below one page");
+    s.storage_pages = pages;
+  } else if (key == "prefetch_policy") {
+    if (value == "best_effort") {
+      l3.policy = hicache_prefetch_policy::best_effort;
+    } else if (value == "wait_complete") {
+      l3.policy = hicache_prefetch_policy::wait_complete;
+    } else if (value == "timeout") {
+      l3.policy = hicache_prefetch_policy::timeout;
+    } else {
+      throw usage_error(where + ": unknown prefetch_policy '" + value +
+                        "' (best_effort wait_complete timeout)");
+    }
+  } else if (key == "prefetch_threshold") {
+    l3.prefetch_threshold_tokens = whole(where, key, value);
+  } else if (key == "prefetch_timeout_base") {
+    l3.timeout_base_s = positive(where, key, value);
+  } else if (key == "prefetch_timeout_per_ki_token") {
+    l3.timeout_per_ki_token_s = positive(where, key, value);
+  } else if (key == "storage_gb_per_s") {
+    l3.bytes_per_s = positive(where, key, value) * 1e9;
+  } else if (key == "storage_latency_us") {
+    l3.latency_s = positive(where, key, value) * 1e-6;
+  } else {
+    return false;
+  }
+  s.l3_knobs_given = true;
+  return true;
+}
+
 // The kvtk.integrations.vllm class of a kvtk policy, or "" when the module has none by name.
 std::string adapter_class(const std::string& policy) {
   static const std::pair<const char*, const char*> classes[] = {
@@ -271,8 +336,12 @@ offload_spec parse_hicache(offload_spec s, const std::string& where,
     const auto eq = items[i].find('=');
     if (eq == std::string::npos) throw usage_error(where + ": '" + items[i] + "' is not key=value");
     const std::string key = items[i].substr(0, eq), value = items[i].substr(eq + 1);
+    if (hicache_l3_knob(s, where, key, value, block_tokens, bytes_per_token)) continue;
     if (key != "write_policy") {
-      throw usage_error(where + ": unknown knob '" + key + "' (SGLang HiCache's: write_policy)");
+      throw usage_error(where + ": unknown knob '" + key + "' (SGLang HiCache's: write_policy; "
+                        "L3: storage=file, storage_size, prefetch_policy, prefetch_threshold, "
+                        "prefetch_timeout_base, prefetch_timeout_per_ki_token, storage_gb_per_s, "
+                        "storage_latency_us)");
     }
     using kvtk::tier::hicache_write_policy;
     if (value == "write_through") {
@@ -285,6 +354,9 @@ offload_spec parse_hicache(offload_spec s, const std::string& where,
       throw usage_error(where + ": unknown write_policy '" + value +
                         "' (write_through write_through_selective write_back)");
     }
+  }
+  if (s.l3_knobs_given && !s.hicache_l3.enabled) {
+    throw usage_error(where + ": the L3 knobs need storage=file (--hicache-storage-backend file)");
   }
   return s;
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kvtk/tier/dynamo_kvbm.hpp"
+#include "kvtk/tier/hicache_storage.hpp"
 #include "kvtk/tier/lmcache_offload.hpp"
 #include "kvtk/tier/sglang_hicache.hpp"
 #include "kvtk/tier/vllm_offload.hpp"
@@ -32,6 +33,9 @@ struct offload_spec {
   kvtk::tier::sglang_hicache_config hicache;  ///< sglang: device_pages unset; host_pages unless
                                               ///< given as a ratio
   double hicache_ratio = 0;         ///< sglang: the size as "Nx" (--hicache-ratio), else 0
+  kvtk::tier::hicache_l3_config hicache_l3;  ///< sglang: the L3 tier (storage=file; simulate only)
+  std::uint64_t storage_pages = 0;  ///< sglang: storage_size in pages (0 = unbounded)
+  bool l3_knobs_given = false;      ///< sglang: any L3 knob was given
   kvtk::tier::lmcache_offload_config lmcache;  ///< lmcache-cpu: gpu_blocks unset
   kvtk::tier::dynamo_kvbm_config kvbm;  ///< kvbm: gpu_blocks unset
   std::string disk_given;               ///< kvbm, lmcache-cpu: the disk size as written ("" = none)

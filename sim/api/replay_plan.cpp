@@ -182,6 +182,10 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
   for (const auto& spec : o.offload) {
     p.offloads.push_back(parse_offload_spec(spec, o.block_tokens, bytes_per_token));
     const std::string& engine = p.offloads.back().engine;
+    if (p.offloads.back().hicache_l3.enabled) {
+      throw usage_error("--offload '" + spec + "': HiCache's L3 storage (storage=file) runs in kvtk "
+                        "simulate only: its prefetch policies are about time (--set offload=...)");
+    }
     if ((engine == "vllm" && !vllm) || (engine == "sglang" && !sglang)) {
       throw usage_error("--offload '" + spec + "': an engine's offload tier runs under its GPU "
                         "cache: add --engine " + engine + " (cpu: vLLM's OffloadingConnector, "

@@ -319,6 +319,10 @@ void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::clus
   c.offload_cfg = s.cfg;
   c.hicache_cfg = s.hicache;
   c.hicache_ratio = s.hicache_ratio;
+  c.hicache_l3 = s.hicache_l3;
+  if (s.storage_pages > 0) {
+    c.hicache_l3.max_bytes = s.storage_pages * std::uint64_t{block_tokens} * c.model.kv_bytes_per_token;
+  }
 }
 
 // "calibration" (+ "calibration_mechanism"): the DRAM tier's host link from a measured

@@ -101,6 +101,12 @@ std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const c
   return static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
 }
 
+std::uint64_t distinct_pages(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  std::uint64_t names = t.keys.size();
+  for (std::size_t r = 0; r < t.requests(); ++r) names += output_tokens_of(t, c, r) / t.block_tokens + 2;
+  return names;
+}
+
 kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trace_view& t,
                                                  const cluster_config& c, std::uint32_t device_pages) {
   kvtk::tier::sglang_hicache_config h = c.hicache_cfg;
@@ -118,11 +124,8 @@ kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trac
                                 " host pages is 2^31 or more (SGLang HiCache's tree)");
   }
   h.host_pages = static_cast<std::uint32_t>(host);
-  // The tree never holds two pages with one key: the prompts' block references and every
-  // request's generated pages bound it.
-  std::uint64_t names = t.keys.size();
-  for (std::size_t r = 0; r < t.requests(); ++r) names += output_tokens_of(t, c, r) / t.block_tokens + 2;
-  h.max_tree_pages = static_cast<std::uint32_t>(std::min<std::uint64_t>(names, host + device_pages));
+  // The tree never holds two pages with one key.
+  h.max_tree_pages = static_cast<std::uint32_t>(std::min<std::uint64_t>(distinct_pages(t, c), host + device_pages));
   return h;
 }
 

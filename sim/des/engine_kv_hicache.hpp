@@ -40,7 +40,11 @@ class sglang_hicache_kv {
  public:
   static constexpr const char* engine = "sglang";
   static constexpr bool has_host_tier = true;
-  sglang_hicache_kv(const kvtk::tier::sglang_hicache_config& c, std::uint32_t bt) : h_(c), bt_(bt) {}
+  /// `log_backups`: keep every page backed up to the host for an L3 writer (take_backups).
+  sglang_hicache_kv(const kvtk::tier::sglang_hicache_config& c, std::uint32_t bt, bool log_backups = false)
+      : h_(c), bt_(bt), logging_(log_backups) {
+    if (logging_) h_.log_backups();
+  }
 
   /// As sglang_kv::admit, with the host tier (the header comment). `external` is unused: the host
   /// hit is the tree's own; a.loaded_tokens are the tokens loaded back.
@@ -75,9 +79,11 @@ class sglang_hicache_kv {
       h_.unlock_path(node);
       if (loaded > 0) h_.loaded(node, loaded);  // the loaded pages stay in the tree
       h_.record(m.device, loaded, false, false);
+      collect();
       return {};
     }
     h_.record(m.device, loaded, m.host > 0 && loaded == 0);
+    collect();
     q.matched = matched;
     q.node = node;
     q.own = pages;
@@ -107,12 +113,15 @@ class sglang_hicache_kv {
     h_.unlock_path(q.node);
     q.node = m.best;
     q.matched = m.device + m.host;
+    collect();
   }
   bool grow(kv_request& q, std::uint64_t upto) {
     const std::uint64_t need = blocks_for(upto, bt_);
     const std::uint64_t have = q.matched + q.own;
     if (need <= have) return true;
-    if (!h_.take(need - have, 0)) return false;
+    const bool ok = h_.take(need - have, 0);
+    collect();  // its evictions may have backed pages up (write_back)
+    if (!ok) return false;
     q.own += need - have;
     return true;
   }
@@ -125,6 +134,7 @@ class sglang_hicache_kv {
     settle_load(q);
     h_.give_back(q.own - taken);
     drop(q);
+    collect();
   }
   /// Retraction: every page it allocated back, unlock.
   void preempt(kv_request& q) {
@@ -138,6 +148,36 @@ class sglang_hicache_kv {
   [[nodiscard]] std::uint64_t evictions() const { return h_.counters().device_evicted_blocks; }
   [[nodiscard]] const hicache& tree() const { return h_; }
 
+  // L3 storage and prefetch (engine_hicache_l3.cpp).
+
+  /// What a prefetch at arrival sees: the match over both tiers (touching, as SGLang's
+  /// _prefetch_kvcache matches), and whether its deepest node is backed up or the root.
+  struct prefetch_view {
+    std::uint32_t matched = 0;  ///< pages on the device or the host
+    bool anchor_backed_up = false;
+  };
+  prefetch_view prefetch_match(const kv_request& q, std::uint64_t seq) {
+    const auto cap = static_cast<std::uint32_t>((seq - 1) / bt_);
+    keys_.clear();
+    for (std::uint32_t k = 0; k < cap; ++k) keys_.push_back(key_at(q, k));
+    const hicache::match_result m = h_.match_prefix(keys_);
+    return {m.device + m.host, h_.backed_up(m.best)};
+  }
+  /// A prefetch's pages [0, upto) land in the host under the anchor's `anchor` pages
+  /// (sglang_hicache::insert_host). Returns the pages added.
+  std::uint32_t insert_prefetched(const kv_request& q, std::uint32_t anchor, std::uint32_t upto,
+                                  std::uint32_t min_pages) {
+    keys_.clear();
+    for (std::uint32_t k = 0; k < upto; ++k) keys_.push_back(key_at(q, k));
+    return h_.insert_host(keys_, anchor, min_pages);
+  }
+  /// Calls f(key) for every page backed up to the host since the last call, in order.
+  template <class F>
+  void take_backups(F&& f) {
+    for (const kvtk::block_key k : backups_) f(k);
+    backups_.clear();
+  }
+
  private:
   // The load's acknowledgement: before q.node moves (it is the loaded path's end).
   void settle_load(kv_request& q) {
@@ -149,6 +189,9 @@ class sglang_hicache_kv {
     keys_.clear();
     for (std::uint64_t i = 0; i < computed / bt_; ++i) keys_.push_back(key_at(q, i));
   }
+  void collect() {
+    if (logging_) h_.drain_backups([this](kvtk::block_key k) { backups_.push_back(k); });
+  }
   void drop(kv_request& q) {
     h_.unlock_path(q.node);
     q.own = 0;
@@ -159,6 +202,8 @@ class sglang_hicache_kv {
   hicache h_;
   std::uint32_t bt_;
   std::vector<kvtk::block_key> keys_;  // scratch: grows to the longest request
+  std::vector<kvtk::block_key> backups_;  // pages backed up, not yet taken by the L3 writer
+  bool logging_ = false;
 };
 
 }  // namespace kvtk::sim::des::detail

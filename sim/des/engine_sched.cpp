@@ -96,7 +96,14 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   block_bytes_ = static_cast<double>(c.model.kv_bytes_per_token) * bt_;
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
     const kvtk::tier::sglang_hicache_config h = hicache_config(t, c, kv_blocks);
-    for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(h, bt_);
+    for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(h, bt_, c.hicache_l3.enabled);
+    kvtk::tier::hicache_storage_config sc;
+    sc.max_bytes = c.hicache_l3.max_bytes;
+    sc.page_bytes = std::max<std::uint64_t>(std::uint64_t{c.model.kv_bytes_per_token} * bt_, 1);
+    sc.max_pages = static_cast<std::uint32_t>(std::min<std::uint64_t>(distinct_pages(t, c), (1u << 31) - 1));
+    for (std::uint32_t i = 0; i < c.prefill_instances && c.hicache_l3.enabled; ++i) {
+      inst_[i].l3 = std::make_unique<kvtk::tier::hicache_storage>(sc);
+    }
   } else {
     for (std::size_t i = 0; i < inst_.size(); ++i) kv_.emplace_back(kv_blocks, bt_);
   }
@@ -134,6 +141,9 @@ void engine_sim<KV>::handle(const event& e) {
     case engine_event::load_done:
       load_done(e.request);
       break;
+    case engine_event::prefetch_wake:
+      wake(e.instance);
+      break;
     case engine_event::instance_start:
       start(e.instance);
       break;
@@ -156,6 +166,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   o.input_tokens = q.L;
   o.blocks = q.kv.prompt_keys.size();
   push_waiting(i, r);
+  l3_prefetch(i, r);
   wake(i);
 }
 
@@ -360,6 +371,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   run.erase(std::find(run.begin(), run.end(), r));
   if (sched_ == scheduler_kind::sglang) {
     push_waiting(i, r);  // _add_request_to_queue: a retracted request queues again
+    l3_prefetch(i, r);   // and prefetches again
   } else {
     push_waiting(i, r, true);
   }
@@ -437,6 +449,7 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
 template <class KV>
 void engine_sim<KV>::start(std::uint32_t i) {
   engine_instance& in = inst_[i];
+  l3_land(i);  // storage writes acknowledged by this step's start
   // A schedule can come back empty after preempting everything that ran (vLLM schedules again
   // at once); twice empty with nothing running means the queue's head does not fit even an
   // empty cache: it is refused (counted as unschedulable, as an engine would abort it).
@@ -452,7 +465,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
       return;
     }
     if (++empty < 2) continue;
-    if (in.loads_in_flight > 0) {  // a load's end wakes it
+    if (in.loads_in_flight > 0 || in.l3_wake_until > now_) {  // a load's end or a prefetch wakes it
       in.busy = false;
       return;
     }
@@ -474,6 +487,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
     }
     const std::uint32_t r = pop_waiting(i);
     if (w_.st(r).kv.admitted) kv_[i].preempt(w_.st(r).kv);  // a loaded request's blocks
+    if (w_.st(r).pf.open) l3_close(i, w_.st(r), 0);
     w_.out(r).rejected = true;
     w_.end(r);
     ++unschedulable_;
@@ -567,6 +581,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
     }
     finished(r);
   }
+  l3_flush(i);  // the iteration's backups go to the L3 writer (the D2H acks)
   inst_[i].busy = false;
   wake(i);
 }
@@ -708,7 +723,8 @@ nlohmann::json engine_sim<KV>::hicache_summary() const {
           {"declined_loads", t.declined_loads},
           {"failed_backups", t.failed_backups},
           {"bytes_loaded", static_cast<double>(t.host_hit_blocks) * block_bytes_},
-          {"bytes_stored", static_cast<double>(t.host_stored_blocks) * block_bytes_}};
+          {"bytes_stored", static_cast<double>(t.host_stored_blocks) * block_bytes_},
+          {"l3", c_.hicache_l3.enabled ? l3_summary() : nlohmann::json(nullptr)}};
 }
 
 // Every member defined here, for the three accountings (engine_schedule.cpp instantiates the

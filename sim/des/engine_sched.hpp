@@ -70,6 +70,9 @@ std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const c
 /// slots capped at the pages the run can name. Throws std::invalid_argument for 2^31 pages or more.
 kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trace_view& t,
                                                  const cluster_config& c, std::uint32_t device_pages);
+/// The distinct pages a run can name: the prompts' block references and every request's
+/// generated pages (a bound for the caches sized by keys).
+std::uint64_t distinct_pages(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// Throws std::invalid_argument for what the engine schedulers do not model (by name).
 void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// The simulation with an engine scheduler (cfg.sched.engine_scheduler()).

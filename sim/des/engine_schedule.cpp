@@ -123,11 +123,15 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
       });
     }
   }
-  while (in.chunked < 0 && budget > 0 && !in.waiting.empty() &&
-         in.running.size() < c_.sched.max_num_seqs) {
-    const std::uint32_t r = in.waiting.front();
+  for (std::size_t pos = 0; in.chunked < 0 && budget > 0 && pos < in.waiting.size() &&
+                           in.running.size() < c_.sched.max_num_seqs;) {
+    const std::uint32_t r = in.waiting[pos];
+    if (!l3_gate(i, r)) {  // HiCache L3: its prefetch holds it; the requests behind may go
+      ++pos;
+      continue;
+    }
     if (!admit(i, r, budget, false, held)) break;
-    pop_waiting(i);
+    take_waiting(i, pos);
     in.running.push_back(r);
     in.batch.push_back(r);
     engine_request& q = w_.st(r);

@@ -28,6 +28,7 @@
 #include "des/sparse_decode.hpp"
 #include "des/timing.hpp"
 #include "kvtk/move/timing_fit.hpp"
+#include "kvtk/tier/hicache_storage.hpp"
 #include "kvtk/tier/tier_hierarchy.hpp"
 
 namespace kvtk::sim::des::detail {
@@ -47,6 +48,16 @@ struct engine_request {
   kvtk::tier::vllm_offload_state offload;
   std::uint64_t offload_lookup = 0;  // the lookup's H (tokens) at this admission attempt
   enum class load_phase : std::uint8_t { none, loading, ready } load = load_phase::none;
+  // HiCache L3 (`storage=file`): its prefetch from storage, issued when it was queued.
+  struct prefetch_state {
+    bool open = false;
+    std::uint32_t from = 0;  // pages the match held at issue (the anchor's depth)
+    std::uint32_t span = 0;  // pages asked for (to the prompt's last token, page-aligned)
+    std::uint32_t hit = 0;   // pages L3 held from `from` on (0: revoked, below the threshold)
+    double query_done = 0, read_start = 0, read_done = 0;
+    double first_poll = -1;  // the first admission poll it blocked (-1: none yet)
+    double deadline = 0;     // timeout: when it is cut (first_poll + the policy's timeout)
+  } pf;
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
   [[nodiscard]] std::uint64_t seq() const { return L + out_done; }
@@ -71,6 +82,15 @@ struct engine_instance {
   std::unique_ptr<kvtk::tier::vllm_cpu_offload<>> offload;  // null without `offload`
   double load_link_free = 0;     // vLLM offload: when the host link's last queued load ends
   std::uint32_t loads_in_flight = 0;
+  // HiCache L3 (`storage=file`): the storage, its reader's and writer's queues, and the prefetches.
+  std::unique_ptr<kvtk::tier::hicache_storage> l3;  // null without storage=file
+  double l3_read_free = 0, l3_write_free = 0;  // when the I/O thread's last read, the writer's last write end
+  double l3_wake_until = 0;     // the latest wake-up a prefetch asked for (the idle instance waits)
+  std::uint64_t prefetch_occupied = 0;  // tokens asked for by open prefetches (SGLang's rate limit)
+  std::uint32_t prefetches_open = 0;
+  std::vector<kvtk::block_key> l3_writing;  // pages being written, in order
+  std::vector<std::pair<double, std::size_t>> l3_jobs;  // write jobs: end time, pages
+  std::size_t l3_writing_head = 0, l3_jobs_head = 0;
 };
 
 // At one instant: iterations end, then transferred KV lands, then requests arrive, then idle
@@ -81,6 +101,7 @@ enum class engine_event : std::uint8_t {
   iteration_end,
   transfer_done,
   load_done,
+  prefetch_wake,
   arrival,
   instance_start
 };
@@ -151,6 +172,17 @@ class engine_sim {
   std::uint32_t take_waiting(std::uint32_t i, std::size_t pos);
   [[nodiscard]] nlohmann::json offload_summary() const;
   [[nodiscard]] nlohmann::json hicache_summary() const;
+  // HiCache L3 (engine_hicache_l3.cpp; no-ops for the other accountings).
+  void l3_prefetch(std::uint32_t i, std::uint32_t r);     // when r is queued
+  bool l3_gate(std::uint32_t i, std::uint32_t r);         // may r be admitted now?
+  void l3_close(std::uint32_t i, engine_request& q, std::uint32_t pages);  // lands `pages` read
+  void l3_land(std::uint32_t i);                          // writes done by now become visible
+  void l3_flush(std::uint32_t i);                         // the iteration's backups go to the writer
+  void l3_wake(std::uint32_t i, double t) {
+    inst_[i].l3_wake_until = std::max(inst_[i].l3_wake_until, t);
+    push(t, engine_event::prefetch_wake, i);
+  }
+  [[nodiscard]] nlohmann::json l3_summary() const;
   // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens); the
   // blocks from the DRAM tier and the pool are counted in q.loading and q.pool_loading.
   std::uint64_t external_tokens(std::uint32_t i, engine_request& q, std::uint64_t hit_tokens,
@@ -198,6 +230,14 @@ class engine_sim {
   std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0, unschedulable_ = 0;
   std::uint64_t dram_read_blocks_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   double offload_load_bytes_ = 0, offload_store_bytes_ = 0, offload_wait_s_ = 0;
+  struct l3_totals {
+    std::uint64_t issued = 0, below_threshold = 0, anchor_not_backed_up = 0, rate_limited = 0;
+    std::uint64_t revoked = 0, completed = 0, cut_best_effort = 0, cut_timeout = 0;
+    std::uint64_t hit_pages = 0, read_pages = 0, inserted_pages = 0, gated = 0;
+    std::uint64_t written_pages = 0;
+    double gate_wait_s = 0;
+  } l3_;
+  std::vector<kvtk::block_key> l3_keys_;  // scratch
   std::uint64_t offload_loads_ = 0;
   std::uint32_t bt_ = 1, kv_blocks_ = 0, prefill_n_ = 1;
   bool async_ = false;  // vllm-v1 with async_scheduling

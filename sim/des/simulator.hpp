@@ -60,6 +60,7 @@
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
+#include "kvtk/tier/hicache_storage.hpp"
 #include "kvtk/tier/sglang_hicache.hpp"
 #include "kvtk/tier/vllm_offload.hpp"
 
@@ -111,6 +112,7 @@ struct cluster_config {
   kvtk::tier::sglang_hicache_config hicache_cfg;  ///< host: parsed (device_pages unset; host
                                                   ///< pages unless given as a ratio)
   double hicache_ratio = 0;              ///< host: the size as "Nx" of the device pool, else 0
+  kvtk::tier::hicache_l3_config hicache_l3;  ///< host: the L3 tier and its prefetch (storage=file)
   double host_link_latency_s = 0;        ///< DRAM-tier load: fixed cost per request's load
   double host_link_per_block_s = 0;      ///< DRAM-tier load: cost per block (calibration beta)
   double pool_bytes_per_s = 25e9;        ///< 0 = not a bottleneck

@@ -325,6 +325,60 @@ class sglang_hicache {
   /// inc_lock_ref / dec_lock_ref on x and its ancestors.
   void lock_path(std::uint32_t x) noexcept { lock(x); }
   void unlock_path(std::uint32_t x) noexcept { unlock(x); }
+  /// Whether node x has a host copy (SGLang's `backuped`); the root counts as backed up.
+  [[nodiscard]] bool backed_up(std::uint32_t x) const noexcept { return x == root || nodes_[x].host; }
+
+  // L3 storage (sim/des's HiCache with `storage=file`): what the host gains is written below.
+
+  /// Effects: from now on every page backed up to the host (write-through backups, write_back's
+  /// eviction copies) is logged until drain_backups(): SGLang writes exactly those to L3.
+  /// Complexity: O(slots) once.  Throws: std::bad_alloc.
+  void log_backups() {
+    backup_log_.reserve(pages_.size());
+    logging_ = true;
+  }
+  /// Effects: calls f(key) for every page backed up since the last call, in order, and forgets
+  /// them.  Throws: nothing (f must not throw).
+  template <class F>
+  void drain_backups(F&& f) noexcept {
+    for (const block_key k : backup_log_) f(k);
+    backup_log_.clear();
+  }
+  /// A prefetch's pages land in the host (_handle_prefetch_result -> insert_host): `keys` are the
+  /// request's pages from its first, the fetched ones last. The walk from the root passes the
+  /// pages the tree holds (on either tier: overlap, not copied; a split where it leaves a node)
+  /// and the rest become one host-only leaf, with a fresh time and no hits, under the last
+  /// walked node, unless that node is neither the root nor backed up (write_through and
+  /// selective drop the pages then). Room: the host evicts the whole remainder's worth first
+  /// when short, then takes what is free if that is at least min_pages. The prefetch hangs under
+  /// its anchor (the first `anchor_pages` pages): when the tree no longer holds them all, nothing
+  /// is added.
+  /// Returns the pages added.  Complexity: O(pages + evicted x log nodes).  Throws: nothing.
+  std::uint32_t insert_host(std::span<const block_key> keys, std::uint32_t anchor_pages,
+                            std::uint32_t min_pages) noexcept {
+    const std::uint64_t t = ++clock_;
+    std::size_t i = 0;
+    std::uint32_t at = root;
+    while (i < keys.size()) {
+      const std::uint32_t x0 = child_at(at, keys[i]);
+      if (x0 == none) break;
+      const std::uint32_t j = run_in(x0, keys, i);
+      i += j;
+      if (i == keys.size()) return 0;  // all there (it may end inside a node)
+      at = j < nodes_[x0].len ? split(x0, j, nodes_[x0].time) : x0;
+    }
+    if (i < anchor_pages || i == keys.size() || (!write_back() && !backed_up(at))) return 0;
+    std::uint64_t want = keys.size() - i;
+    if (at != root) lock(at);  // the anchor's host pin: host eviction must not take it
+    if (free_host_ < want) (void)evict_host(want);
+    if (at != root) unlock(at);
+    want = std::min<std::uint64_t>(want, free_host_);
+    if (want == 0 || want < min_pages) return 0;
+    const std::uint32_t leaf = add_leaf(at, keys.subspan(i, want), t, false);
+    if (leaf == none) return 0;
+    free_host_ -= nodes_[leaf].len;
+    return nodes_[leaf].len;
+  }
 
  private:
 
@@ -474,7 +528,17 @@ class sglang_hicache {
     totals_.host_stored_blocks += n.len;
     n.host = true;
     refresh(x);
+    log_backup(x);
     return true;
+  }
+  // The pages of a node just copied to the host, for the caller's L3 writer (log_backups()).
+  void log_backup(std::uint32_t x) noexcept {
+    if (!logging_) return;
+    std::uint32_t p = nodes_[x].first;
+    for (std::uint32_t j = 0; j < nodes_[x].len && backup_log_.size() < backup_log_.capacity(); ++j) {
+      backup_log_.push_back(pages_[p].key);
+      p = pages_[p].next;
+    }
   }
 
   // A host-only node takes device pages again (from the request or a load): on both tiers.
@@ -491,7 +555,7 @@ class sglang_hicache {
   }
 
   std::uint32_t add_leaf(std::uint32_t parent, std::span<const block_key> keys,
-                         std::uint64_t t) noexcept {
+                         std::uint64_t t, bool on_device = true) noexcept {
     // Stop before a key the tree holds elsewhere, or earlier in this leaf (a malformed trace).
     std::size_t fresh = 0;
     while (fresh < keys.size() && table_.find(keys[fresh]) == none &&
@@ -507,7 +571,8 @@ class sglang_hicache {
     leaf = node{};
     leaf.len = static_cast<std::uint32_t>(keys.size());
     leaf.parent = parent;
-    leaf.device = true;
+    leaf.device = on_device;
+    leaf.host = !on_device;
     leaf.time = t;
     std::uint32_t prev = none;
     for (const block_key k : keys) {
@@ -519,10 +584,10 @@ class sglang_hicache {
       prev = p;
     }
     link_child(parent, x);
-    count_device(leaf, true);
+    if (on_device) count_device(leaf, true);
     if (parent != root) {
       ++nodes_[parent].children;
-      ++nodes_[parent].device_children;
+      if (on_device) ++nodes_[parent].device_children;
       refresh(parent);
     }
     refresh(x);
@@ -620,6 +685,7 @@ class sglang_hicache {
           free_host_ -= len;
           totals_.host_stored_blocks += len;
           nodes_[x].host = true;
+          log_backup(x);
           dup_push(x);  // the blocking ack registers it on both tiers; the demotion leaves it stale
         } else {
           ++totals_.failed_backups;
@@ -820,6 +886,8 @@ class sglang_hicache {
   std::uint32_t dup_head_ = none, dup_tail_ = none;
   std::uint64_t free_device_, free_host_, clock_ = 0;
   std::uint64_t tree_device_ = 0, locked_device_ = 0;  // device pages in the tree; locked ones
+  std::vector<block_key> backup_log_;  // log_backups(): pages backed up since the last drain
+  bool logging_ = false;
   sglang_hicache_counters totals_;
 };
 

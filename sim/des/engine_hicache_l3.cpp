@@ -1,0 +1,237 @@
+// sim/des/engine_hicache_l3.cpp — SGLang 0.5.23 HiCache's L3 storage (`file` backend) and its
+// prefetch under kvtk simulate's sglang scheduler (`offload` "host:...,storage=file"). The rules,
+// from SGLang's code (docs/engines/sglang-0.5.23-hicache.md section 11; docs/simulate.md):
+//  * Writes: every page the tree backs up to the host (write-through backups, write_back's
+//    eviction copies) is written to L3 by one FIFO writer, per iteration's batch, after the
+//    iteration ends (the D2H ack); the pages become readable when the write ends. A page already
+//    stored is touched, not written; prefetched pages are never written back.
+//  * Prefetch, when a request is queued (arrival, re-queue after retraction): a touching match;
+//    issued when the deepest matched node is backed up (or the root), the span (from the match
+//    to the prompt's last token, whole pages) is at least prefetch_threshold tokens and the open
+//    prefetches ask for less than half the host pool. The query (one storage operation) finds
+//    the leading pages L3 holds; fewer than the threshold revokes it. Otherwise the I/O thread
+//    (FIFO) reads them in 128-page batches.
+//  * Admission: each time the scheduler reaches a request whose prefetch is open: done (read or
+//    revoked) -> the pages read land in the host as host-only nodes under the anchor and it goes
+//    on; else best_effort cuts it now (the batches read so far land, the rest is dropped),
+//    wait_complete skips it (the requests behind it may go first), timeout skips it until
+//    prefetch_timeout_base + prefetch_timeout_per_ki_token x span / 1,024 s have passed since the
+//    first poll it blocked, then cuts it. The admission's host hit then loads the pages back.
+// Simplifications (docs/simulate.md): the query sees L3 as it is at issue; the retries SGLang
+// arms after a miss are not modelled; the anchor's host pin and the storage write's host pin
+// are not held (a lost anchor drops the prefetch); one storage speed for reads and writes.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "des/engine_sim.hpp"
+
+namespace kvtk::sim::des::detail {
+
+namespace {
+
+// Seconds to move `pages` pages of `page_bytes` in 128-page batches, one operation each.
+double storage_s(const kvtk::tier::hicache_l3_config& c, std::uint64_t pages, double page_bytes) {
+  const double batches = std::ceil(static_cast<double>(pages) / 128.0);
+  return batches * c.latency_s + static_cast<double>(pages) * page_bytes / c.bytes_per_s;
+}
+
+}  // namespace
+
+template <class KV>
+void engine_sim<KV>::l3_prefetch(std::uint32_t i, std::uint32_t r) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    engine_request& q = w_.st(r);
+    if (!in.l3 || q.pf.open) return;
+    const auto& c = c_.hicache_l3;
+    const auto v = kv_[i].prefetch_match(q.kv, q.seq());
+    const auto cap = static_cast<std::uint32_t>((q.seq() - 1) / bt_);
+    const std::uint32_t span = cap > v.matched ? cap - v.matched : 0;
+    if (std::uint64_t{span} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
+      ++l3_.below_threshold;
+      return;
+    }
+    if (!v.anchor_backed_up) {
+      ++l3_.anchor_not_backed_up;
+      return;
+    }
+    const std::uint64_t host_tokens = std::uint64_t{kv_[i].tree().config().host_pages} * bt_;
+    if (2 * in.prefetch_occupied >= host_tokens) {
+      ++l3_.rate_limited;
+      return;
+    }
+    ++l3_.issued;
+    ++in.prefetches_open;
+    in.prefetch_occupied += std::uint64_t{span} * bt_;
+    l3_keys_.clear();
+    for (std::uint32_t k = v.matched; k < cap; ++k) l3_keys_.push_back(key_at(q.kv, k));
+    auto& p = q.pf;
+    p = {};
+    p.open = true;
+    p.from = v.matched;
+    p.span = span;
+    p.hit = in.l3->leading(l3_keys_);
+    p.query_done = now_ + c.latency_s;
+    if (std::uint64_t{p.hit} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
+      p.hit = 0;  // revoked at the next step start after the query
+      ++l3_.revoked;
+      p.read_start = p.read_done = p.query_done;
+    } else {
+      l3_.hit_pages += p.hit;
+      p.read_start = std::max(p.query_done, in.l3_read_free);
+      p.read_done = p.read_start + storage_s(c, p.hit, block_bytes_);
+      in.l3_read_free = p.read_done;
+    }
+    l3_wake(i, p.read_done);
+  }
+}
+
+template <class KV>
+bool engine_sim<KV>::l3_gate(std::uint32_t i, std::uint32_t r) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_request& q = w_.st(r);
+    auto& p = q.pf;
+    if (!inst_[i].l3 || !p.open) return true;
+    if (now_ >= p.read_done) {  // read (or revoked) before this step started
+      if (p.hit > 0) ++l3_.completed;
+      l3_close(i, q, p.hit);
+      return true;
+    }
+    using kvtk::tier::hicache_prefetch_policy;
+    const auto& c = c_.hicache_l3;
+    if (p.first_poll < 0) {
+      p.first_poll = now_;
+      ++l3_.gated;
+      // SGLang's timer starts at the first poll it blocks: base + per 1,024 tokens of the span.
+      p.deadline = now_ + c.timeout_base_s + c.timeout_per_ki_token_s * p.span * bt_ / 1024.0;
+      if (c.policy == hicache_prefetch_policy::timeout) l3_wake(i, p.deadline);
+    }
+    const bool cut = c.policy == hicache_prefetch_policy::best_effort ||
+                     (c.policy == hicache_prefetch_policy::timeout && now_ >= p.deadline);
+    if (!cut) return false;
+    ++(c.policy == hicache_prefetch_policy::best_effort ? l3_.cut_best_effort : l3_.cut_timeout);
+    // The whole batches read by now; nothing when the query had not been drained (no host pages
+    // allocated yet) or it was revoked.
+    std::uint32_t done = 0;
+    if (p.hit > 0 && now_ >= p.query_done) {
+      double t = p.read_start;
+      for (std::uint32_t left = p.hit; left > 0;) {
+        const std::uint32_t n = std::min<std::uint32_t>(left, 128);
+        t += storage_s(c, n, block_bytes_);
+        if (t > now_) break;
+        done += n;
+        left -= n;
+      }
+    }
+    l3_close(i, q, done);
+    return true;
+  }
+  return true;
+}
+
+template <class KV>
+void engine_sim<KV>::l3_close(std::uint32_t i, engine_request& q, std::uint32_t pages) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    auto& p = q.pf;
+    if (pages > 0) {
+      l3_.read_pages += pages;
+      for (std::uint32_t k = p.from; k < p.from + pages; ++k) (void)in.l3->read(key_at(q.kv, k));
+      const auto min_pages = static_cast<std::uint32_t>((c_.hicache_l3.prefetch_threshold_tokens + bt_ - 1) / bt_);
+      l3_.inserted_pages += kv_[i].insert_prefetched(q.kv, p.from, p.from + pages, min_pages);
+    }
+    if (p.first_poll >= 0) l3_.gate_wait_s += now_ - p.first_poll;
+    in.prefetch_occupied -= std::uint64_t{p.span} * bt_;
+    --in.prefetches_open;
+    p.open = false;
+  }
+}
+
+template <class KV>
+void engine_sim<KV>::l3_land(std::uint32_t i) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    if (!in.l3) return;
+    while (in.l3_jobs_head < in.l3_jobs.size() && in.l3_jobs[in.l3_jobs_head].first <= now_) {
+      for (std::size_t n = in.l3_jobs[in.l3_jobs_head].second; n > 0; --n) {
+        l3_.written_pages += in.l3->write(in.l3_writing[in.l3_writing_head++]) ? 1 : 0;
+      }
+      ++in.l3_jobs_head;
+    }
+    if (in.l3_jobs_head == in.l3_jobs.size()) {  // all landed: reuse the buffers from the start
+      in.l3_jobs.clear();
+      in.l3_writing.clear();
+      in.l3_jobs_head = in.l3_writing_head = 0;
+    }
+  }
+}
+
+template <class KV>
+void engine_sim<KV>::l3_flush(std::uint32_t i) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    if (!in.l3) return;
+    const std::size_t before = in.l3_writing.size();
+    kv_[i].take_backups([&](kvtk::block_key k) { in.l3_writing.push_back(k); });
+    const std::size_t n = in.l3_writing.size() - before;
+    if (n == 0) return;
+    const double start = std::max(now_, in.l3_write_free);
+    in.l3_write_free = start + storage_s(c_.hicache_l3, n, block_bytes_);
+    in.l3_jobs.emplace_back(in.l3_write_free, n);
+  }
+}
+
+template <class KV>
+nlohmann::json engine_sim<KV>::l3_summary() const {
+  kvtk::tier::hicache_storage_counters s;
+  std::uint64_t resident = 0;
+  for (const auto& in : inst_) {
+    if (!in.l3) continue;
+    const auto& c = in.l3->counters();
+    s.written_pages += c.written_pages;
+    s.rewritten_pages += c.rewritten_pages;
+    s.refused_pages += c.refused_pages;
+    s.evicted_pages += c.evicted_pages;
+    resident += in.l3->pages();
+  }
+  const auto& c = c_.hicache_l3;
+  return {{"backend", "file"},
+          {"prefetch_policy", kvtk::tier::name_of(c.policy)},
+          {"max_bytes_per_instance", c.max_bytes},
+          {"prefetch_threshold_tokens", c.prefetch_threshold_tokens},
+          {"storage_bytes_per_s", c.bytes_per_s},
+          {"storage_latency_s", c.latency_s},
+          {"pages_written", s.written_pages},
+          {"pages_rewritten", s.rewritten_pages},
+          {"pages_refused", s.refused_pages},
+          {"pages_evicted", s.evicted_pages},
+          {"pages_resident_at_end", resident},
+          {"prefetches", l3_.issued},
+          {"declined_below_threshold", l3_.below_threshold},
+          {"declined_anchor_not_backed_up", l3_.anchor_not_backed_up},
+          {"declined_rate_limit", l3_.rate_limited},
+          {"revoked_below_threshold", l3_.revoked},
+          {"completed", l3_.completed},
+          {"cut_best_effort", l3_.cut_best_effort},
+          {"cut_timeout", l3_.cut_timeout},
+          {"hit_pages", l3_.hit_pages},
+          {"read_pages", l3_.read_pages},
+          {"inserted_host_pages", l3_.inserted_pages},
+          {"gated_requests", l3_.gated},
+          {"gate_wait_s_mean", l3_.gated ? l3_.gate_wait_s / static_cast<double>(l3_.gated) : 0.0}};
+}
+
+#define KVTK_L3_MEMBERS(KV)                                                          \
+  template void engine_sim<KV>::l3_prefetch(std::uint32_t, std::uint32_t);           \
+  template bool engine_sim<KV>::l3_gate(std::uint32_t, std::uint32_t);               \
+  template void engine_sim<KV>::l3_close(std::uint32_t, engine_request&, std::uint32_t); \
+  template void engine_sim<KV>::l3_land(std::uint32_t);                              \
+  template void engine_sim<KV>::l3_flush(std::uint32_t);                             \
+  template nlohmann::json engine_sim<KV>::l3_summary() const;
+KVTK_L3_MEMBERS(vllm_kv)
+KVTK_L3_MEMBERS(sglang_kv)
+KVTK_L3_MEMBERS(sglang_hicache_kv)
+#undef KVTK_L3_MEMBERS
+
+}  // namespace kvtk::sim::des::detail
