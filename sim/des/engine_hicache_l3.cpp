@@ -141,7 +141,9 @@ void engine_sim<KV>::l3_close(std::uint32_t i, engine_request& q, std::uint32_t 
       const auto min_pages = static_cast<std::uint32_t>((c_.hicache_l3.prefetch_threshold_tokens + bt_ - 1) / bt_);
       l3_.inserted_pages += kv_[i].insert_prefetched(q.kv, p.from, p.from + pages, min_pages);
     }
-    if (p.first_poll >= 0) l3_.gate_wait_s += now_ - p.first_poll;
+    // Held by the prefetch: from the first poll it blocked until its read ended or it was cut
+    // (not the queueing after the read, when the scheduler did not reach it).
+    if (p.first_poll >= 0) l3_.gate_wait_s += std::max(0.0, std::min(now_, p.read_done) - p.first_poll);
     in.prefetch_occupied -= std::uint64_t{p.span} * bt_;
     --in.prefetches_open;
     p.open = false;
