@@ -21,8 +21,9 @@
 // request's full pages; nodes past what it inserted before count a hit, which backs them up
 // (write_through: at once; write_through_selective: at the second) as the tree's insert does.
 // Backups are acknowledged when the iteration ends (D2H overlaps compute: no time charged; bytes
-// counted). What is not modelled: the L3 storage tier and its prefetch, a backup's device lock
-// until its acknowledgement, the merged batch load's single latency.
+// counted); with an L3 tier they are logged for its writer (take_backups), and a prefetch's pages
+// land in the host through insert_prefetched (engine_hicache_l3.cpp). What is not modelled: a
+// backup's device lock until its acknowledgement, the merged batch load's single latency.
 #pragma once
 
 #include <cstdint>
