@@ -297,3 +297,30 @@ TEST_CASE("sglang hicache: backed-up pages are logged for L3 in order", "[sglang
   h.drain_backups([&](block_key k) { logged.push_back(k); });
   CHECK(logged.size() == 3);
 }
+
+TEST_CASE("sglang hicache: a prefetch refills walked nodes without a host copy", "[sglang_hicache][l3]") {
+  // write_through_selective: {1,2} inserted once is on the device only. A prefetch anchored at
+  // the root (nothing matched when it was issued) lands {1,2,3,4}: {1,2} takes the fetched pages
+  // as its host copy (backed up now), {3,4} becomes a host-only leaf under it.
+  auto h = make(8, 16, hicache_write_policy::write_through_selective);
+  run(h, {1, 2});
+  const std::vector<block_key> keys{1, 2, 3, 4};
+  CHECK(h.insert_host(keys, 0, 1) == 4);
+  CHECK(h.free_host_pages() == 12);
+  CHECK(h.counters().host_stored_blocks == 0);  // no D2H backup: the pages came from L3
+  CHECK(std::string(h.audit()).empty());
+  auto r = run(h, {1, 2, 3, 4});
+  CHECK(r.device_hit_blocks == 2);
+  CHECK(r.loaded_blocks == 2);
+  // The keys ending inside a node split it where the fetched pages end.
+  auto g = make(8, 16, hicache_write_policy::write_through_selective);
+  run(g, {1, 2, 3});
+  const std::vector<block_key> two{1, 2};
+  CHECK(g.insert_host(two, 0, 1) == 2);  // {1,2} refilled, {3} stays device-only
+  CHECK(std::string(g.audit()).empty());
+  // Under write_back the walked pages are overlap: no refill.
+  auto b = make(8, 16, hicache_write_policy::write_back);
+  run(b, {1, 2});
+  CHECK(b.insert_host(keys, 0, 1) == 2);  // {3,4} only, under the unbacked {1,2}
+  CHECK(std::string(b.audit()).empty());
+}

@@ -321,7 +321,9 @@ void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::clus
   c.hicache_ratio = s.hicache_ratio;
   c.hicache_l3 = s.hicache_l3;
   if (s.storage_pages > 0) {
-    c.hicache_l3.max_bytes = s.storage_pages * std::uint64_t{block_tokens} * c.model.kv_bytes_per_token;
+    // In the engine's page bytes (at least 1: a model without KV bytes caps in pages).
+    c.hicache_l3.max_bytes =
+        s.storage_pages * std::max<std::uint64_t>(std::uint64_t{block_tokens} * c.model.kv_bytes_per_token, 1);
   }
 }
 

@@ -11,12 +11,15 @@
 //    prefetches ask for less than half the host pool. The query (one storage operation) finds
 //    the leading pages L3 holds; fewer than the threshold revokes it. Otherwise the I/O thread
 //    (FIFO) reads them in 128-page batches.
-//  * Admission: each time the scheduler reaches a request whose prefetch is open: done (read or
-//    revoked) -> the pages read land in the host as host-only nodes under the anchor and it goes
-//    on; else best_effort cuts it now (the batches read so far land, the rest is dropped),
-//    wait_complete skips it (the requests behind it may go first), timeout skips it until
-//    prefetch_timeout_base + prefetch_timeout_per_ki_token x span / 1,024 s have passed since the
-//    first poll it blocked, then cuts it. The admission's host hit then loads the pages back.
+//  * Each step start: prefetches read (or revoked) by then are drained: their pages land in the
+//    host under the anchor (refilling walked nodes without a host copy), whether or not the
+//    scheduler reaches the request.
+//  * Admission: each time the scheduler reaches a request whose prefetch is still open:
+//    best_effort cuts it now (the whole batches read so far land; the reader finishes the batch
+//    in progress and the reads queued behind move up), wait_complete skips it (the requests
+//    behind it may go first), timeout skips it until prefetch_timeout_base +
+//    prefetch_timeout_per_ki_token x span / 1,024 s have passed since the first poll, then cuts
+//    it. The admission's host hit then loads the pages back.
 // Simplifications (docs/simulate.md): the query sees L3 as it is at issue; the retries SGLang
 // arms after a miss are not modelled; the anchor's host pin and the storage write's host pin
 // are not held (a lost anchor drops the prefetch); one storage speed for reads and writes.
@@ -44,25 +47,25 @@ void engine_sim<KV>::l3_prefetch(std::uint32_t i, std::uint32_t r) {
     engine_instance& in = inst_[i];
     engine_request& q = w_.st(r);
     if (!in.l3 || q.pf.open) return;
+    l3_land(i);  // the query sees every write done by now
     const auto& c = c_.hicache_l3;
     const auto v = kv_[i].prefetch_match(q.kv, q.seq());
+    if (!v.anchor_backed_up) {  // SGLang checks the anchor first, then the span
+      ++l3_.anchor_not_backed_up;
+      return;
+    }
     const auto cap = static_cast<std::uint32_t>((q.seq() - 1) / bt_);
     const std::uint32_t span = cap > v.matched ? cap - v.matched : 0;
     if (std::uint64_t{span} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
       ++l3_.below_threshold;
       return;
     }
-    if (!v.anchor_backed_up) {
-      ++l3_.anchor_not_backed_up;
-      return;
-    }
     const std::uint64_t host_tokens = std::uint64_t{kv_[i].tree().config().host_pages} * bt_;
-    if (2 * in.prefetch_occupied >= host_tokens) {
+    if (in.prefetch_occupied >= host_tokens / 2) {  // int(0.5 x host tokens)
       ++l3_.rate_limited;
       return;
     }
     ++l3_.issued;
-    ++in.prefetches_open;
     in.prefetch_occupied += std::uint64_t{span} * bt_;
     l3_keys_.clear();
     for (std::uint32_t k = v.matched; k < cap; ++k) l3_keys_.push_back(key_at(q.kv, k));
@@ -74,60 +77,117 @@ void engine_sim<KV>::l3_prefetch(std::uint32_t i, std::uint32_t r) {
     p.hit = in.l3->leading(l3_keys_);
     p.query_done = now_ + c.latency_s;
     if (std::uint64_t{p.hit} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
-      p.hit = 0;  // revoked at the next step start after the query
+      p.hit = 0;  // revoked at the step start after the query
       ++l3_.revoked;
       p.read_start = p.read_done = p.query_done;
+      in.l3_revoking.push_back(r);
     } else {
       l3_.hit_pages += p.hit;
       p.read_start = std::max(p.query_done, in.l3_read_free);
       p.read_done = p.read_start + storage_s(c, p.hit, block_bytes_);
       in.l3_read_free = p.read_done;
+      in.l3_reading.push_back(r);
     }
     l3_wake(i, p.read_done);
+  }
+}
+
+// At a step start: the revocations and reads that ended by now are drained, as SGLang's
+// _drain_ack_prefetch does whether or not the scheduler reaches the request: their pages land in
+// the host, their span leaves the rate limit.
+template <class KV>
+void engine_sim<KV>::l3_settle(std::uint32_t i) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    if (!in.l3) return;
+    for (auto* fifo : {&in.l3_revoking, &in.l3_reading}) {
+      std::size_t n = 0;
+      while (n < fifo->size() && w_.st((*fifo)[n]).pf.read_done <= now_) ++n;
+      if (n == 0) continue;
+      l3_done_.assign(fifo->begin(), fifo->begin() + static_cast<std::ptrdiff_t>(n));
+      fifo->erase(fifo->begin(), fifo->begin() + static_cast<std::ptrdiff_t>(n));
+      for (const std::uint32_t r : l3_done_) {
+        engine_request& q = w_.st(r);
+        if (q.pf.hit > 0) ++l3_.completed;
+        l3_close(i, q, q.pf.hit);
+      }
+    }
   }
 }
 
 template <class KV>
 bool engine_sim<KV>::l3_gate(std::uint32_t i, std::uint32_t r) {
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
     engine_request& q = w_.st(r);
     auto& p = q.pf;
-    if (!inst_[i].l3 || !p.open) return true;
-    if (now_ >= p.read_done) {  // read (or revoked) before this step started
-      if (p.hit > 0) ++l3_.completed;
-      l3_close(i, q, p.hit);
-      return true;
-    }
+    if (!in.l3 || !p.open) return true;  // none, or done and drained at this step's start
     using kvtk::tier::hicache_prefetch_policy;
     const auto& c = c_.hicache_l3;
-    if (p.first_poll < 0) {
+    const bool timed = c.policy == hicache_prefetch_policy::timeout;
+    if (p.first_poll < 0) {  // SGLang's timer starts at the first poll: base + per 1,024 tokens
       p.first_poll = now_;
-      ++l3_.gated;
-      // SGLang's timer starts at the first poll it blocks: base + per 1,024 tokens of the span.
       p.deadline = now_ + c.timeout_base_s + c.timeout_per_ki_token_s * p.span * bt_ / 1024.0;
-      if (c.policy == hicache_prefetch_policy::timeout) l3_wake(i, p.deadline);
+      if (timed) l3_wake(i, p.deadline);
     }
-    const bool cut = c.policy == hicache_prefetch_policy::best_effort ||
-                     (c.policy == hicache_prefetch_policy::timeout && now_ >= p.deadline);
-    if (!cut) return false;
-    ++(c.policy == hicache_prefetch_policy::best_effort ? l3_.cut_best_effort : l3_.cut_timeout);
-    // The whole batches read by now; nothing when the query had not been drained (no host pages
-    // allocated yet) or it was revoked.
-    std::uint32_t done = 0;
-    if (p.hit > 0 && now_ >= p.query_done) {
-      double t = p.read_start;
-      for (std::uint32_t left = p.hit; left > 0;) {
-        const std::uint32_t n = std::min<std::uint32_t>(left, 128);
-        t += storage_s(c, n, block_bytes_);
-        if (t > now_) break;
-        done += n;
-        left -= n;
+    const bool cut = c.policy == hicache_prefetch_policy::best_effort || (timed && now_ >= p.deadline);
+    if (!cut) {
+      if (!p.held) {
+        p.held = true;
+        ++l3_.gated;
       }
+      in.l3_gated = true;
+      return false;
+    }
+    // The whole batches read by now; nothing when the query had not been drained (no host pages
+    // allocated yet) or it was revoked. The reader finishes the batch in progress, not the rest.
+    std::uint32_t done = 0;
+    if (p.hit > 0) {
+      ++(timed ? l3_.cut_timeout : l3_.cut_best_effort);
+      if (now_ >= p.query_done && now_ >= p.read_start) {
+        double t = p.read_start;
+        for (std::uint32_t left = p.hit; left > 0;) {
+          const std::uint32_t n = std::min<std::uint32_t>(left, 128);
+          t += storage_s(c, n, block_bytes_);
+          if (t > now_) {
+            in.l3_reader_busy = std::max(in.l3_reader_busy, t);
+            break;
+          }
+          done += n;
+          left -= n;
+        }
+      }
+      std::erase(in.l3_reading, r);
+    } else {
+      std::erase(in.l3_revoking, r);
     }
     l3_close(i, q, done);
+    if (p.hit > 0) l3_retime(i);
     return true;
   }
   return true;
+}
+
+// A read was cut: the reads queued behind it start as soon as the reader is free.
+template <class KV>
+void engine_sim<KV>::l3_retime(std::uint32_t i) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    double free = in.l3_reader_busy;
+    for (const std::uint32_t r : in.l3_reading) {
+      auto& p = w_.st(r).pf;
+      if (p.read_start > now_) {  // not started: it moves up
+        const double start = std::max(p.query_done, free);
+        if (start < p.read_start) {
+          p.read_start = start;
+          p.read_done = start + storage_s(c_.hicache_l3, p.hit, block_bytes_);
+          l3_wake(i, p.read_done);
+        }
+      }
+      free = p.read_done;
+    }
+    in.l3_read_free = free;
+  }
 }
 
 template <class KV>
@@ -143,9 +203,8 @@ void engine_sim<KV>::l3_close(std::uint32_t i, engine_request& q, std::uint32_t 
     }
     // Held by the prefetch: from the first poll it blocked until its read ended or it was cut
     // (not the queueing after the read, when the scheduler did not reach it).
-    if (p.first_poll >= 0) l3_.gate_wait_s += std::max(0.0, std::min(now_, p.read_done) - p.first_poll);
+    if (p.held) l3_.gate_wait_s += std::max(0.0, std::min(now_, p.read_done) - p.first_poll);
     in.prefetch_occupied -= std::uint64_t{p.span} * bt_;
-    --in.prefetches_open;
     p.open = false;
   }
 }
@@ -157,13 +216,16 @@ void engine_sim<KV>::l3_land(std::uint32_t i) {
     if (!in.l3) return;
     while (in.l3_jobs_head < in.l3_jobs.size() && in.l3_jobs[in.l3_jobs_head].first <= now_) {
       for (std::size_t n = in.l3_jobs[in.l3_jobs_head].second; n > 0; --n) {
-        l3_.written_pages += in.l3->write(in.l3_writing[in.l3_writing_head++]) ? 1 : 0;
+        (void)in.l3->write(in.l3_writing[in.l3_writing_head++]);
       }
       ++in.l3_jobs_head;
     }
-    if (in.l3_jobs_head == in.l3_jobs.size()) {  // all landed: reuse the buffers from the start
-      in.l3_jobs.clear();
-      in.l3_writing.clear();
+    // Drop what landed once it is half the buffers (all of it when all landed), so that a
+    // writer that stays behind does not grow them for the whole run.
+    if (in.l3_jobs_head * 2 >= in.l3_jobs.size() && in.l3_jobs_head > 0) {
+      in.l3_jobs.erase(in.l3_jobs.begin(), in.l3_jobs.begin() + static_cast<std::ptrdiff_t>(in.l3_jobs_head));
+      in.l3_writing.erase(in.l3_writing.begin(),
+                          in.l3_writing.begin() + static_cast<std::ptrdiff_t>(in.l3_writing_head));
       in.l3_jobs_head = in.l3_writing_head = 0;
     }
   }
@@ -228,6 +290,8 @@ nlohmann::json engine_sim<KV>::l3_summary() const {
   template void engine_sim<KV>::l3_prefetch(std::uint32_t, std::uint32_t);           \
   template bool engine_sim<KV>::l3_gate(std::uint32_t, std::uint32_t);               \
   template void engine_sim<KV>::l3_close(std::uint32_t, engine_request&, std::uint32_t); \
+  template void engine_sim<KV>::l3_settle(std::uint32_t);                            \
+  template void engine_sim<KV>::l3_retime(std::uint32_t);                            \
   template void engine_sim<KV>::l3_land(std::uint32_t);                              \
   template void engine_sim<KV>::l3_flush(std::uint32_t);                             \
   template nlohmann::json engine_sim<KV>::l3_summary() const;

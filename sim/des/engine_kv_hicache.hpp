@@ -8,8 +8,8 @@
 //  1. match over both tiers (capped at seq - 1 tokens, page-aligned): the device prefix, then the
 //     host-only pages after it;
 //  2. the token budget counts the tokens past the device prefix and a loadable host hit (at least
-//     10 tokens); the memory check counts every page past the device prefix (loaded pages are
-//     memory too), as sglang_kv's;
+//     10 tokens); with the device prefix locked, the memory check counts every page past it
+//     (loaded pages are memory too), as sglang_kv's;
 //  3. load back (init_load_back): the host hit whole or not at all (the device evicts first); a
 //     declined load is recomputed (planned again from the device prefix);
 //  4. lock the path, take the pages of the scheduled chunk (the allocator's spare page in the
@@ -60,28 +60,35 @@ class sglang_hicache_kv {
     const bool loadable = m.host > 0 && host_tokens >= h_.config().load_back_threshold_tokens;
     admission a = plan(std::uint64_t{m.device} * bt_ + (loadable ? host_tokens : 0), seq, max_new, whole, bt_);
     if (!a.ok) return {};
+    // As SGLang (and sglang_kv): the device prefix is locked before the memory check, so the
+    // request's own matched pages do not count as evictable.
+    h_.lock_path(m.last_device);
+    auto fail = [&](std::uint32_t locked) {
+      h_.unlock_path(locked);
+      collect();  // a load-back's write_back evictions may have backed pages up
+      return admission{};
+    };
     const std::uint64_t rest = (blocks_for(seq, bt_) - m.device) * bt_;
-    if (rest + reserve.out_rest + bt_ + reserve.held >= h_.available() * bt_) return {};
+    if (rest + reserve.out_rest + bt_ + reserve.held >= h_.available() * bt_) return fail(m.last_device);
     std::uint32_t node = m.last_device, matched = m.device, loaded = 0;
     if (m.host > 0) {
       if (loadable && h_.load_back_pages(m.best, m.host, bt_)) {
         node = m.best;
         matched += m.host;
         loaded = m.host;
+        h_.lock_path(m.best);
+        h_.unlock_path(m.last_device);
       } else {
         a = plan(std::uint64_t{m.device} * bt_, seq, max_new, whole, bt_);
-        if (!a.ok) return {};
+        if (!a.ok) return fail(m.last_device);
       }
     }
     a.loaded_tokens = std::uint64_t{loaded} * bt_;
-    h_.lock_path(node);
     const std::uint64_t pages = blocks_for(a.hit_tokens + a.new_tokens, bt_) - matched;
     if (!h_.take(pages, 1)) {
-      h_.unlock_path(node);
       if (loaded > 0) h_.loaded(node, loaded);  // the loaded pages stay in the tree
       h_.record(m.device, loaded, false, false);
-      collect();
-      return {};
+      return fail(node);
     }
     h_.record(m.device, loaded, m.host > 0 && loaded == 0);
     collect();

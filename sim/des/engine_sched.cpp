@@ -100,7 +100,7 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
     kvtk::tier::hicache_storage_config sc;
     sc.max_bytes = c.hicache_l3.max_bytes;
     sc.page_bytes = std::max<std::uint64_t>(std::uint64_t{c.model.kv_bytes_per_token} * bt_, 1);
-    sc.max_pages = static_cast<std::uint32_t>(std::min<std::uint64_t>(distinct_pages(t, c), (1u << 31) - 1));
+    sc.max_pages = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(distinct_pages(t, c), 1, (1u << 31) - 1));
     for (std::uint32_t i = 0; i < c.prefill_instances && c.hicache_l3.enabled; ++i) {
       inst_[i].l3 = std::make_unique<kvtk::tier::hicache_storage>(sc);
     }
@@ -449,12 +449,14 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
 template <class KV>
 void engine_sim<KV>::start(std::uint32_t i) {
   engine_instance& in = inst_[i];
-  l3_land(i);  // storage writes acknowledged by this step's start
+  l3_land(i);    // storage writes acknowledged by this step's start
+  l3_settle(i);  // prefetches read (or revoked) by then land in the host
   // A schedule can come back empty after preempting everything that ran (vLLM schedules again
   // at once); twice empty with nothing running means the queue's head does not fit even an
   // empty cache: it is refused (counted as unschedulable, as an engine would abort it).
   for (int empty = 0;;) {
     in.batch.clear();
+    in.l3_gated = false;
     const bool any = sched_ == scheduler_kind::vllm_v1   ? schedule_v1(i)
                      : sched_ == scheduler_kind::vllm_v0 ? schedule_v0(i)
                                                          : schedule_sglang(i);
@@ -465,7 +467,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
       return;
     }
     if (++empty < 2) continue;
-    if (in.loads_in_flight > 0 || in.l3_wake_until > now_) {  // a load's end or a prefetch wakes it
+    if (in.loads_in_flight > 0 || in.l3_gated) {  // a load's end or a held prefetch's wakes it
       in.busy = false;
       return;
     }
@@ -487,7 +489,11 @@ void engine_sim<KV>::start(std::uint32_t i) {
     }
     const std::uint32_t r = pop_waiting(i);
     if (w_.st(r).kv.admitted) kv_[i].preempt(w_.st(r).kv);  // a loaded request's blocks
-    if (w_.st(r).pf.open) l3_close(i, w_.st(r), 0);
+    if (w_.st(r).pf.open) {  // its prefetch goes with it (the reader keeps what it started)
+      std::erase(in.l3_reading, r);
+      std::erase(in.l3_revoking, r);
+      l3_close(i, w_.st(r), 0);
+    }
     w_.out(r).rejected = true;
     w_.end(r);
     ++unschedulable_;

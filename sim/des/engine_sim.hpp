@@ -57,6 +57,7 @@ struct engine_request {
     double query_done = 0, read_start = 0, read_done = 0;
     double first_poll = -1;  // the first admission poll it blocked (-1: none yet)
     double deadline = 0;     // timeout: when it is cut (first_poll + the policy's timeout)
+    bool held = false;       // a poll skipped the request for it
   } pf;
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
@@ -85,9 +86,11 @@ struct engine_instance {
   // HiCache L3 (`storage=file`): the storage, its reader's and writer's queues, and the prefetches.
   std::unique_ptr<kvtk::tier::hicache_storage> l3;  // null without storage=file
   double l3_read_free = 0, l3_write_free = 0;  // when the I/O thread's last read, the writer's last write end
-  double l3_wake_until = 0;     // the latest wake-up a prefetch asked for (the idle instance waits)
+  double l3_reader_busy = 0;    // the end of the batch a cut read still finishes
+  bool l3_gated = false;        // this schedule pass skipped a request its prefetch holds
   std::uint64_t prefetch_occupied = 0;  // tokens asked for by open prefetches (SGLang's rate limit)
-  std::uint32_t prefetches_open = 0;
+  std::vector<std::uint32_t> l3_reading;   // open prefetches reading, in the I/O thread's order
+  std::vector<std::uint32_t> l3_revoking;  // open prefetches revoked when their query ends
   std::vector<kvtk::block_key> l3_writing;  // pages being written, in order
   std::vector<std::pair<double, std::size_t>> l3_jobs;  // write jobs: end time, pages
   std::size_t l3_writing_head = 0, l3_jobs_head = 0;
@@ -178,10 +181,9 @@ class engine_sim {
   void l3_close(std::uint32_t i, engine_request& q, std::uint32_t pages);  // lands `pages` read
   void l3_land(std::uint32_t i);                          // writes done by now become visible
   void l3_flush(std::uint32_t i);                         // the iteration's backups go to the writer
-  void l3_wake(std::uint32_t i, double t) {
-    inst_[i].l3_wake_until = std::max(inst_[i].l3_wake_until, t);
-    push(t, engine_event::prefetch_wake, i);
-  }
+  void l3_settle(std::uint32_t i);                        // prefetches done by now land
+  void l3_retime(std::uint32_t i);                        // the reads queued behind a cut one
+  void l3_wake(std::uint32_t i, double t) { push(t, engine_event::prefetch_wake, i); }
   [[nodiscard]] nlohmann::json l3_summary() const;
   // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens); the
   // blocks from the DRAM tier and the pool are counted in q.loading and q.pool_loading.
@@ -234,10 +236,10 @@ class engine_sim {
     std::uint64_t issued = 0, below_threshold = 0, anchor_not_backed_up = 0, rate_limited = 0;
     std::uint64_t revoked = 0, completed = 0, cut_best_effort = 0, cut_timeout = 0;
     std::uint64_t hit_pages = 0, read_pages = 0, inserted_pages = 0, gated = 0;
-    std::uint64_t written_pages = 0;
     double gate_wait_s = 0;
   } l3_;
   std::vector<kvtk::block_key> l3_keys_;  // scratch
+  std::vector<std::uint32_t> l3_done_;    // scratch: prefetches drained at a step start
   std::uint64_t offload_loads_ = 0;
   std::uint32_t bt_ = 1, kv_blocks_ = 0, prefill_n_ = 1;
   bool async_ = false;  // vllm-v1 with async_scheduling

@@ -116,6 +116,7 @@ class sglang_hicache {
     std::uint32_t first_child = none, next_sibling = none, prev_sibling = none;
     bool device = false, host = false, in_dups = false;
     bool loading = false;  // loaded by the request in progress: its host copy is pinned
+    bool pinned = false;   // a prefetch lands under it: its host copy is pinned
     std::uint64_t time = 0;
   };
   struct key_of {
@@ -213,6 +214,7 @@ class sglang_hicache {
       }
       if (p != none) return "a node's chain is longer than its length";
       if (x.loading) return "a load outlived its request";
+      if (x.pinned) return "a host pin outlived its prefetch";
       in_nodes += x.len;
       dev += x.device ? x.len : 0;
       host += x.host ? x.len : 0;
@@ -346,38 +348,62 @@ class sglang_hicache {
   }
   /// A prefetch's pages land in the host (_handle_prefetch_result -> insert_host): `keys` are the
   /// request's pages from its first, the fetched ones last. The walk from the root passes the
-  /// pages the tree holds (on either tier: overlap, not copied; a split where it leaves a node)
-  /// and the rest become one host-only leaf, with a fresh time and no hits, under the last
-  /// walked node, unless that node is neither the root nor backed up (write_through and
-  /// selective drop the pages then). Room: the host evicts the whole remainder's worth first
-  /// when short, then takes what is free if that is at least min_pages. The prefetch hangs under
-  /// its anchor (the first `anchor_pages` pages): when the tree no longer holds them all, nothing
-  /// is added.
+  /// pages the tree holds (splitting where it leaves a node); past the anchor (the first
+  /// `anchor_pages` pages), a walked node without a host copy gets the fetched pages as its copy
+  /// under write_through and selective ("refill"; under write_back they are overlap). The rest
+  /// become one host-only leaf, with a fresh time and no hits, under the last walked node,
+  /// unless that node is neither the root nor backed up (write_through and selective drop them
+  /// then). Room: when short, the host evicts the whole refill-and-rest's worth first (the last
+  /// walked node pinned), then the rest takes what is free if that is at least min_pages. When
+  /// the tree no longer holds the anchor's pages, nothing is added.
   /// Returns the pages added.  Complexity: O(pages + evicted x log nodes).  Throws: nothing.
   std::uint32_t insert_host(std::span<const block_key> keys, std::uint32_t anchor_pages,
                             std::uint32_t min_pages) noexcept {
     const std::uint64_t t = ++clock_;
     std::size_t i = 0;
     std::uint32_t at = root;
+    chain_.clear();  // walked nodes past the anchor without a host copy: refilled
     while (i < keys.size()) {
       const std::uint32_t x0 = child_at(at, keys[i]);
       if (x0 == none) break;
       const std::uint32_t j = run_in(x0, keys, i);
+      const bool partial = j < nodes_[x0].len;
+      const std::uint32_t x = partial ? split(x0, j, nodes_[x0].time) : x0;
+      if (i >= anchor_pages && !nodes_[x].host && !write_back()) chain_.push_back(x);
       i += j;
-      if (i == keys.size()) return 0;  // all there (it may end inside a node)
-      at = j < nodes_[x0].len ? split(x0, j, nodes_[x0].time) : x0;
+      at = x;
+      if (partial) break;
     }
-    if (i < anchor_pages || i == keys.size() || (!write_back() && !backed_up(at))) return 0;
-    std::uint64_t want = keys.size() - i;
-    if (at != root) lock(at);  // the anchor's host pin: host eviction must not take it
-    if (free_host_ < want) (void)evict_host(want);
-    if (at != root) unlock(at);
-    want = std::min<std::uint64_t>(want, free_host_);
-    if (want == 0 || want < min_pages) return 0;
+    if (i < anchor_pages) return 0;  // the anchor left the tree
+    std::uint64_t refill = 0;
+    for (const std::uint32_t x : chain_) refill += nodes_[x].len;
+    const std::uint64_t rest = keys.size() - i;
+    if (refill + rest == 0) return 0;
+    if (free_host_ < refill + rest) {  // SGLang's evict_host of the whole hit, the anchor pinned
+      pin(at, true);
+      (void)evict_host(refill + rest);
+      pin(at, false);
+    }
+    std::uint32_t added = 0;
+    for (const std::uint32_t x : chain_) {  // root first; a node left without a copy stops it
+      node& n = nodes_[x];
+      if (free_host_ < n.len) return added;
+      n.host = true;
+      free_host_ -= n.len;
+      added += n.len;
+      refresh(x);
+    }
+    if (rest == 0 || (!write_back() && !backed_up(at))) return added;
+    std::uint64_t want = rest;
+    if (free_host_ < want) {  // a partial allocation, if it reaches the threshold
+      want = free_host_;
+      if (want < min_pages) return added;
+    }
+    if (want == 0) return added;
     const std::uint32_t leaf = add_leaf(at, keys.subspan(i, want), t, false);
-    if (leaf == none) return 0;
+    if (leaf == none) return added;
     free_host_ -= nodes_[leaf].len;
-    return nodes_[leaf].len;
+    return added + nodes_[leaf].len;
   }
 
  private:
@@ -775,7 +801,7 @@ class sglang_hicache {
         node& n = nodes_[x];
         if (!(n.device && n.host)) {
           dup_erase(x);  // stale
-        } else if (!n.loading && !(spare_leaves && n.dpos != none)) {  // a device lock does not protect it
+        } else if (!n.loading && !n.pinned && !(spare_leaves && n.dpos != none)) {  // a device lock does not protect it
           n.host = false;
           free_host_ += n.len;
           freed += n.len;
@@ -823,7 +849,13 @@ class sglang_hicache {
   }
   bool is_host_leaf(std::uint32_t x) const noexcept {
     const node& n = nodes_[x];
-    return !n.device && n.host && n.children == 0 && n.locks == 0;
+    return !n.device && n.host && n.children == 0 && n.locks == 0 && !n.pinned;
+  }
+  // A host pin (inc_host_lock_ref): its host copy is neither evicted nor reclaimed meanwhile.
+  void pin(std::uint32_t x, bool on) noexcept {
+    if (x == root) return;
+    nodes_[x].pinned = on;
+    refresh(x);
   }
   // Puts x into or out of each heap as its state says.
   void refresh(std::uint32_t x) noexcept {
