@@ -130,7 +130,7 @@ expect(2 "lmcache-cpu[ \n]+is[ \n]+kvtk[ \n]+replay's[ \n]+only" simulate --trac
 expect(0 "\"offload\": {[^}]*\"host_hit_blocks\": 63840,[^}]*\"host_stored_blocks\": 192348,"
        simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:20000 --json -)
 # Its L3 storage (storage=file) and prefetch: pinned counts, and what only simulate runs.
-expect(0 "\"l3\": {[^}]*\"inserted_host_pages\": 48404,[^}]*\"pages_written\": 171228,"
+expect(0 "\"l3\": {[^}]*\"inserted_host_pages\": 48499,[^}]*\"pages_written\": 171228,"
        simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:4000,storage=file --json -)
 expect(2 "runs[ \n]+in[ \n]+kvtk[ \n]+simulate[ \n]+only" replay --trace ${T} --engine sglang --capacity 300
        --offload host:2x,storage=file)

@@ -193,7 +193,7 @@ struct l3_case {
     c.hicache_l3.timeout_base_s = 0.05;
     c.hicache_l3.timeout_per_ki_token_s = 0.001;
     c.gpu.host_link_bytes_per_s = 0;  // load-back free: the prefill's 10 ms shows
-    read_s = 0.001 + 0.001 + 0.2;     // the query, then one 128-page batch
+    read_s = 0.001 + 0.2;             // one 128-page batch, after the query (1 ms) is drained
   }
 };
 
@@ -203,11 +203,13 @@ TEST_CASE("HiCache L3 under sglang: wait_complete holds a request until its pref
           "and lets the next one go first", "[engine_sched][hicache][l3]") {
   l3_case k(tier::hicache_prefetch_policy::wait_complete);
   const auto r = sim::des::simulate(k.t, k.c);
-  // Read at 3 + read_s; the pages land in the host, load back, and the prefill takes 10 ms.
+  // Request 4 is admitted at 3 while request 3 waits; the query ends at 3.001, mid-iteration, and
+  // is drained when the iteration ends (3.010); the read then takes read_s, the pages land in
+  // the host, load back, and the prefill takes 10 ms.
   CHECK(r.requests[3].hit_blocks == 4);
   CHECK(r.requests[3].dram_blocks == 4);
-  check(r.requests[3], 3 + k.read_s + 0.010, 3 + k.read_s + 0.010);
-  check(r.requests[4], 3.010, 3.010);  // admitted while request 3 waits
+  check(r.requests[3], 3.010 + k.read_s + 0.010, 3.010 + k.read_s + 0.010);
+  check(r.requests[4], 3.010, 3.010);
   const auto& l3 = r.summary["offload"]["l3"];
   CHECK(l3["prefetches"] == 4);  // request 4's span (1 page) is below the 32-token threshold
   CHECK(l3["declined_below_threshold"] == 1);
@@ -215,9 +217,10 @@ TEST_CASE("HiCache L3 under sglang: wait_complete holds a request until its pref
   CHECK(l3["completed"] == 1);
   CHECK(l3["read_pages"] == 4);
   CHECK(l3["inserted_host_pages"] == 4);
-  // Requests 0-2 wait for their query (1 ms) to be revoked, request 3 for its read.
-  CHECK(l3["gated_requests"] == 4);
-  CHECK(l3["gate_wait_s_mean"].get<double>() == Approx((3 * 0.001 + k.read_s) / 4));
+  // Requests 0-2 wait for their query (1 ms) to be revoked (idle: the wake at its end is a step
+  // start), request 3 for its drain and read.
+  CHECK(l3["held_prefetches"] == 4);
+  CHECK(l3["hold_s_mean"].get<double>() == Approx((3 * 0.001 + 0.010 + k.read_s) / 4));
   check(r.requests[0], 0.011, 0.011);
   // Four distinct prompts backed up, each written once (request 3's came from L3: not again).
   CHECK(l3["pages_written"] == 4 + 4 + 4 + 2);
@@ -245,7 +248,7 @@ TEST_CASE("HiCache L3 under sglang: best_effort cuts at the first poll, timeout 
     k.c.hicache_l3.timeout_base_s = 1.0;
     const auto w = sim::des::simulate(k.t, k.c);
     CHECK(w.requests[3].hit_blocks == 4);
-    check(w.requests[3], 3 + k.read_s + 0.010, 3 + k.read_s + 0.010);
+    check(w.requests[3], 3.010 + k.read_s + 0.010, 3.010 + k.read_s + 0.010);
   }
   {  // without L3 the first prompt is gone from both tiers
     l3_case k(tier::hicache_prefetch_policy::wait_complete);

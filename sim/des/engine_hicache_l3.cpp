@@ -9,11 +9,11 @@
 //    issued when the deepest matched node is backed up (or the root), the span (from the match
 //    to the prompt's last token, whole pages) is at least prefetch_threshold tokens and the open
 //    prefetches ask for less than half the host pool. The query (one storage operation) finds
-//    the leading pages L3 holds; fewer than the threshold revokes it. Otherwise the I/O thread
-//    (FIFO) reads them in 128-page batches.
-//  * Each step start: prefetches read (or revoked) by then are drained: their pages land in the
-//    host under the anchor (refilling walked nodes without a host copy), whether or not the
-//    scheduler reaches the request.
+//    the leading pages L3 holds.
+//  * Each step start, whether or not the scheduler reaches the request: a query that ended is
+//    drained (fewer pages than the threshold revoke it; else the I/O thread, FIFO, reads them in
+//    128-page batches, from now at the earliest), and a read that ended lands its pages in the
+//    host under the anchor (refilling walked nodes without a host copy).
 //  * Admission: each time the scheduler reaches a request whose prefetch is still open:
 //    best_effort cuts it now (the whole batches read so far land; the reader finishes the batch
 //    in progress and the reads queued behind move up), wait_complete skips it (the requests
@@ -76,41 +76,49 @@ void engine_sim<KV>::l3_prefetch(std::uint32_t i, std::uint32_t r) {
     p.span = span;
     p.hit = in.l3->leading(l3_keys_);
     p.query_done = now_ + c.latency_s;
-    if (std::uint64_t{p.hit} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
-      p.hit = 0;  // revoked at the step start after the query
-      ++l3_.revoked;
-      p.read_start = p.read_done = p.query_done;
-      in.l3_revoking.push_back(r);
-    } else {
-      l3_.hit_pages += p.hit;
-      p.read_start = std::max(p.query_done, in.l3_read_free);
-      p.read_done = p.read_start + storage_s(c, p.hit, block_bytes_);
-      in.l3_read_free = p.read_done;
-      in.l3_reading.push_back(r);
-    }
-    l3_wake(i, p.read_done);
+    in.l3_querying.push_back(r);
+    l3_wake(i, p.query_done);
   }
 }
 
-// At a step start: the revocations and reads that ended by now are drained, as SGLang's
-// _drain_ack_prefetch does whether or not the scheduler reaches the request: their pages land in
-// the host, their span leaves the rate limit.
+// At a step start, as SGLang's _drain_and_alloc_storage_hit and _drain_ack_prefetch, whether or
+// not the scheduler reaches the request: a query that ended by now is drained (below the
+// threshold: revoked; else its read joins the I/O thread's queue, starting now at the earliest),
+// and a read that ended by now lands its pages in the host; either frees its span from the rate
+// limit.
 template <class KV>
 void engine_sim<KV>::l3_settle(std::uint32_t i) {
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
     engine_instance& in = inst_[i];
     if (!in.l3) return;
-    for (auto* fifo : {&in.l3_revoking, &in.l3_reading}) {
-      std::size_t n = 0;
-      while (n < fifo->size() && w_.st((*fifo)[n]).pf.read_done <= now_) ++n;
-      if (n == 0) continue;
-      l3_done_.assign(fifo->begin(), fifo->begin() + static_cast<std::ptrdiff_t>(n));
-      fifo->erase(fifo->begin(), fifo->begin() + static_cast<std::ptrdiff_t>(n));
-      for (const std::uint32_t r : l3_done_) {
-        engine_request& q = w_.st(r);
-        if (q.pf.hit > 0) ++l3_.completed;
-        l3_close(i, q, q.pf.hit);
+    const auto& c = c_.hicache_l3;
+    std::size_t n = 0;
+    while (n < in.l3_querying.size() && w_.st(in.l3_querying[n]).pf.query_done <= now_) ++n;
+    l3_done_.assign(in.l3_querying.begin(), in.l3_querying.begin() + static_cast<std::ptrdiff_t>(n));
+    in.l3_querying.erase(in.l3_querying.begin(), in.l3_querying.begin() + static_cast<std::ptrdiff_t>(n));
+    for (const std::uint32_t r : l3_done_) {
+      auto& p = w_.st(r).pf;
+      p.drained = true;
+      if (std::uint64_t{p.hit} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
+        ++l3_.revoked;
+        p.read_done = now_;
+        l3_close(i, w_.st(r), 0);
+        continue;
       }
+      l3_.hit_pages += p.hit;
+      p.read_start = std::max(now_, in.l3_read_free);
+      p.read_done = p.read_start + storage_s(c, p.hit, block_bytes_);
+      in.l3_read_free = p.read_done;
+      in.l3_reading.push_back(r);
+      l3_wake(i, p.read_done);
+    }
+    n = 0;
+    while (n < in.l3_reading.size() && w_.st(in.l3_reading[n]).pf.read_done <= now_) ++n;
+    l3_done_.assign(in.l3_reading.begin(), in.l3_reading.begin() + static_cast<std::ptrdiff_t>(n));
+    in.l3_reading.erase(in.l3_reading.begin(), in.l3_reading.begin() + static_cast<std::ptrdiff_t>(n));
+    for (const std::uint32_t r : l3_done_) {
+      ++l3_.completed;
+      l3_close(i, w_.st(r), w_.st(r).pf.hit);
     }
   }
 }
@@ -134,57 +142,66 @@ bool engine_sim<KV>::l3_gate(std::uint32_t i, std::uint32_t r) {
     if (!cut) {
       if (!p.held) {
         p.held = true;
-        ++l3_.gated;
+        ++l3_.held;
       }
       in.l3_gated = true;
       return false;
     }
-    // The whole batches read by now; nothing when the query had not been drained (no host pages
-    // allocated yet) or it was revoked. The reader finishes the batch in progress, not the rest.
-    std::uint32_t done = 0;
-    if (p.hit > 0) {
+    if (std::uint64_t{p.hit} * bt_ >= std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
       ++(timed ? l3_.cut_timeout : l3_.cut_best_effort);
-      if (now_ >= p.query_done && now_ >= p.read_start) {
-        double t = p.read_start;
-        for (std::uint32_t left = p.hit; left > 0;) {
-          const std::uint32_t n = std::min<std::uint32_t>(left, 128);
-          t += storage_s(c, n, block_bytes_);
-          if (t > now_) {
-            in.l3_reader_busy = std::max(in.l3_reader_busy, t);
-            break;
-          }
-          done += n;
-          left -= n;
-        }
-      }
-      std::erase(in.l3_reading, r);
-    } else {
-      std::erase(in.l3_revoking, r);
     }
-    l3_close(i, q, done);
-    if (p.hit > 0) l3_retime(i);
+    l3_cut(i, r);
     return true;
   }
   return true;
 }
 
-// A read was cut: the reads queued behind it start as soon as the reader is free.
+// Cuts request r's open prefetch now (terminate_prefetch): the whole batches read so far land;
+// nothing when its query has not been drained. The reader finishes the batch in progress, and
+// the reads queued behind move up.
+template <class KV>
+void engine_sim<KV>::l3_cut(std::uint32_t i, std::uint32_t r) {
+  if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+    engine_instance& in = inst_[i];
+    engine_request& q = w_.st(r);
+    auto& p = q.pf;
+    std::uint32_t done = 0;
+    if (!p.drained) {
+      std::erase(in.l3_querying, r);
+    } else {
+      if (now_ >= p.read_start) {
+        double t = p.read_start;
+        for (std::uint32_t left = p.hit; left > 0;) {
+          const std::uint32_t n = std::min<std::uint32_t>(left, 128);
+          t += storage_s(c_.hicache_l3, n, block_bytes_);
+          if (t > now_) break;
+          done += n;
+          left -= n;
+        }
+        in.l3_reader_busy = std::max({in.l3_reader_busy, std::min(t, p.read_done), now_});
+      }
+      std::erase(in.l3_reading, r);
+      l3_retime(i);
+    }
+    p.read_done = std::min(p.read_done, now_);
+    l3_close(i, q, done);
+  }
+}
+
+// A read was cut: the reads queued behind it start as soon as the reader is free, never before now.
 template <class KV>
 void engine_sim<KV>::l3_retime(std::uint32_t i) {
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
     engine_instance& in = inst_[i];
-    double free = in.l3_reader_busy;
+    double free = std::max(in.l3_reader_busy, now_);
     for (const std::uint32_t r : in.l3_reading) {
       auto& p = w_.st(r).pf;
-      if (p.read_start > now_) {  // not started: it moves up
-        const double start = std::max(p.query_done, free);
-        if (start < p.read_start) {
-          p.read_start = start;
-          p.read_done = start + storage_s(c_.hicache_l3, p.hit, block_bytes_);
-          l3_wake(i, p.read_done);
-        }
+      if (p.read_start > now_ && free < p.read_start) {  // not started: it moves up
+        p.read_start = free;
+        p.read_done = free + storage_s(c_.hicache_l3, p.hit, block_bytes_);
+        l3_wake(i, p.read_done);
       }
-      free = p.read_done;
+      free = std::max(free, p.read_done);
     }
     in.l3_read_free = free;
   }
@@ -203,7 +220,7 @@ void engine_sim<KV>::l3_close(std::uint32_t i, engine_request& q, std::uint32_t 
     }
     // Held by the prefetch: from the first poll it blocked until its read ended or it was cut
     // (not the queueing after the read, when the scheduler did not reach it).
-    if (p.held) l3_.gate_wait_s += std::max(0.0, std::min(now_, p.read_done) - p.first_poll);
+    if (p.held) l3_.hold_s += std::max(0.0, std::min(now_, p.read_done) - p.first_poll);
     in.prefetch_occupied -= std::uint64_t{p.span} * bt_;
     p.open = false;
   }
@@ -282,8 +299,8 @@ nlohmann::json engine_sim<KV>::l3_summary() const {
           {"hit_pages", l3_.hit_pages},
           {"read_pages", l3_.read_pages},
           {"inserted_host_pages", l3_.inserted_pages},
-          {"gated_requests", l3_.gated},
-          {"gate_wait_s_mean", l3_.gated ? l3_.gate_wait_s / static_cast<double>(l3_.gated) : 0.0}};
+          {"held_prefetches", l3_.held},
+          {"hold_s_mean", l3_.held ? l3_.hold_s / static_cast<double>(l3_.held) : 0.0}};
 }
 
 #define KVTK_L3_MEMBERS(KV)                                                          \
@@ -292,6 +309,7 @@ nlohmann::json engine_sim<KV>::l3_summary() const {
   template void engine_sim<KV>::l3_close(std::uint32_t, engine_request&, std::uint32_t); \
   template void engine_sim<KV>::l3_settle(std::uint32_t);                            \
   template void engine_sim<KV>::l3_retime(std::uint32_t);                            \
+  template void engine_sim<KV>::l3_cut(std::uint32_t, std::uint32_t);                \
   template void engine_sim<KV>::l3_land(std::uint32_t);                              \
   template void engine_sim<KV>::l3_flush(std::uint32_t);                             \
   template nlohmann::json engine_sim<KV>::l3_summary() const;

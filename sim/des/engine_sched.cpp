@@ -450,7 +450,7 @@ template <class KV>
 void engine_sim<KV>::start(std::uint32_t i) {
   engine_instance& in = inst_[i];
   l3_land(i);    // storage writes acknowledged by this step's start
-  l3_settle(i);  // prefetches read (or revoked) by then land in the host
+  l3_settle(i);  // queries and reads that ended by then are drained
   // A schedule can come back empty after preempting everything that ran (vLLM schedules again
   // at once); twice empty with nothing running means the queue's head does not fit even an
   // empty cache: it is refused (counted as unschedulable, as an engine would abort it).
@@ -489,11 +489,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
     }
     const std::uint32_t r = pop_waiting(i);
     if (w_.st(r).kv.admitted) kv_[i].preempt(w_.st(r).kv);  // a loaded request's blocks
-    if (w_.st(r).pf.open) {  // its prefetch goes with it (the reader keeps what it started)
-      std::erase(in.l3_reading, r);
-      std::erase(in.l3_revoking, r);
-      l3_close(i, w_.st(r), 0);
-    }
+    if (w_.st(r).pf.open) l3_cut(i, r);  // its prefetch goes with it
     w_.out(r).rejected = true;
     w_.end(r);
     ++unschedulable_;

@@ -54,10 +54,12 @@ struct engine_request {
     std::uint32_t from = 0;  // pages the match held at issue (the anchor's depth)
     std::uint32_t span = 0;  // pages asked for (to the prompt's last token, page-aligned)
     std::uint32_t hit = 0;   // pages L3 held from `from` on (0: revoked, below the threshold)
-    double query_done = 0, read_start = 0, read_done = 0;
+    double query_done = 0, read_start = 0;
+    double read_done = 1e300;  // set when drained (a read's end, or the revocation)
     double first_poll = -1;  // the first admission poll it blocked (-1: none yet)
     double deadline = 0;     // timeout: when it is cut (first_poll + the policy's timeout)
     bool held = false;       // a poll skipped the request for it
+    bool drained = false;    // its query was drained at a step start (reading, or revoked)
   } pf;
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
@@ -89,8 +91,8 @@ struct engine_instance {
   double l3_reader_busy = 0;    // the end of the batch a cut read still finishes
   bool l3_gated = false;        // this schedule pass skipped a request its prefetch holds
   std::uint64_t prefetch_occupied = 0;  // tokens asked for by open prefetches (SGLang's rate limit)
-  std::vector<std::uint32_t> l3_reading;   // open prefetches reading, in the I/O thread's order
-  std::vector<std::uint32_t> l3_revoking;  // open prefetches revoked when their query ends
+  std::vector<std::uint32_t> l3_querying;  // open prefetches not yet drained, in issue order
+  std::vector<std::uint32_t> l3_reading;   // drained, reading or queued, in the I/O thread's order
   std::vector<kvtk::block_key> l3_writing;  // pages being written, in order
   std::vector<std::pair<double, std::size_t>> l3_jobs;  // write jobs: end time, pages
   std::size_t l3_writing_head = 0, l3_jobs_head = 0;
@@ -183,6 +185,7 @@ class engine_sim {
   void l3_flush(std::uint32_t i);                         // the iteration's backups go to the writer
   void l3_settle(std::uint32_t i);                        // prefetches done by now land
   void l3_retime(std::uint32_t i);                        // the reads queued behind a cut one
+  void l3_cut(std::uint32_t i, std::uint32_t r);          // r's prefetch ends now
   void l3_wake(std::uint32_t i, double t) { push(t, engine_event::prefetch_wake, i); }
   [[nodiscard]] nlohmann::json l3_summary() const;
   // The KV request r takes from outside instance i beyond a hit of `hit_tokens` (tokens); the
@@ -235,8 +238,8 @@ class engine_sim {
   struct l3_totals {
     std::uint64_t issued = 0, below_threshold = 0, anchor_not_backed_up = 0, rate_limited = 0;
     std::uint64_t revoked = 0, completed = 0, cut_best_effort = 0, cut_timeout = 0;
-    std::uint64_t hit_pages = 0, read_pages = 0, inserted_pages = 0, gated = 0;
-    double gate_wait_s = 0;
+    std::uint64_t hit_pages = 0, read_pages = 0, inserted_pages = 0, held = 0;
+    double hold_s = 0;
   } l3_;
   std::vector<kvtk::block_key> l3_keys_;  // scratch
   std::vector<std::uint32_t> l3_done_;    // scratch: prefetches drained at a step start

@@ -353,9 +353,10 @@ class sglang_hicache {
   /// under write_through and selective ("refill"; under write_back they are overlap). The rest
   /// become one host-only leaf, with a fresh time and no hits, under the last walked node,
   /// unless that node is neither the root nor backed up (write_through and selective drop them
-  /// then). Room: when short, the host evicts the whole refill-and-rest's worth first (the last
-  /// walked node pinned), then the rest takes what is free if that is at least min_pages. When
-  /// the tree no longer holds the anchor's pages, nothing is added.
+  /// then). Room: when short of the refill and the rest, the host evicts the whole fetched span's
+  /// worth first (the last walked node pinned while it evicts), then the rest takes what is free
+  /// if that is at least min_pages. When the tree no longer holds the anchor's pages as they
+  /// were (gone, or inside a longer node), nothing is added.
   /// Returns the pages added.  Complexity: O(pages + evicted x log nodes).  Throws: nothing.
   std::uint32_t insert_host(std::span<const block_key> keys, std::uint32_t anchor_pages,
                             std::uint32_t min_pages) noexcept {
@@ -367,6 +368,7 @@ class sglang_hicache {
       const std::uint32_t x0 = child_at(at, keys[i]);
       if (x0 == none) break;
       const std::uint32_t j = run_in(x0, keys, i);
+      if (i < anchor_pages && i + j > anchor_pages) return 0;  // the anchor's node is gone
       const bool partial = j < nodes_[x0].len;
       const std::uint32_t x = partial ? split(x0, j, nodes_[x0].time) : x0;
       if (i >= anchor_pages && !nodes_[x].host && !write_back()) chain_.push_back(x);
@@ -379,9 +381,12 @@ class sglang_hicache {
     for (const std::uint32_t x : chain_) refill += nodes_[x].len;
     const std::uint64_t rest = keys.size() - i;
     if (refill + rest == 0) return 0;
-    if (free_host_ < refill + rest) {  // SGLang's evict_host of the whole hit, the anchor pinned
+    // SGLang allocates the whole fetched span (overlap included) and, when short, evicts that
+    // much; here the room is taken when the pages land, the last walked node pinned meanwhile.
+    const std::uint64_t fetched = keys.size() - anchor_pages;
+    if (free_host_ < refill + rest) {
       pin(at, true);
-      (void)evict_host(refill + rest);
+      (void)evict_host(fetched);
       pin(at, false);
     }
     std::uint32_t added = 0;
