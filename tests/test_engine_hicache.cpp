@@ -256,3 +256,48 @@ TEST_CASE("HiCache L3 under sglang: best_effort cuts at the first poll, timeout 
     CHECK(sim::des::simulate(k.t, k.c).requests[3].hit_blocks == 0);
   }
 }
+
+TEST_CASE("HiCache L3 under sglang: a cut read frees the reader for the reads queued behind it",
+          "[engine_sched][hicache][l3]") {
+  // Prompts P (130 pages) and Q (4 pages) end up in L3 only: fillers X, W, V (130 pages each)
+  // push them off a 140-page device and a 300-page host (write_through). Then P' (a repeat of P)
+  // arrives at 10 and Q' (of Q) at 10.5, under `timeout` with a 1-s deadline from each first poll.
+  // A page reads in 10 ms, an operation takes 1 ms: P's read (batches of 128 and 2 pages) starts
+  // when its query is drained at 10.001 and its first batch would end at 11.282; Q's read is
+  // queued behind it. P' is cut at its deadline, 11.0, with nothing read: the reader finishes the
+  // batch in progress (11.282) and Q's read moves up to start then, ending at 11.323, before Q's
+  // deadline (11.5), instead of 11.344 behind P's whole read.
+  auto keys = [](block_key first, std::size_t n) {
+    std::vector<block_key> k(n);
+    for (std::size_t j = 0; j < n; ++j) k[j] = first + j;
+    return k;
+  };
+  const auto t = make({{0, keys(1000, 130), 1, 2085},
+                       {1, keys(2000, 4), 1, 69},
+                       {2, keys(3000, 130), 1, 2085},
+                       {3, keys(4000, 130), 1, 2085},
+                       {4, keys(5000, 130), 1, 2085},
+                       {10, keys(1000, 130), 1, 2085},
+                       {10.5, keys(2000, 4), 1, 69}});
+  auto c = hicache(140, 300);
+  const double page_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+  c.hicache_l3.enabled = true;
+  c.hicache_l3.policy = tier::hicache_prefetch_policy::timeout;
+  c.hicache_l3.prefetch_threshold_tokens = 32;
+  c.hicache_l3.latency_s = 0.001;
+  c.hicache_l3.bytes_per_s = page_bytes / 0.01;
+  c.hicache_l3.timeout_base_s = 1.0;
+  c.hicache_l3.timeout_per_ki_token_s = 1e-9;
+  c.gpu.host_link_bytes_per_s = 0;
+  const auto r = sim::des::simulate(t, c);
+  const double batch1_end = 10.001 + 0.001 + 128 * 0.01;
+  const double q_done = batch1_end + 0.001 + 4 * 0.01;
+  CHECK(r.requests[5].hit_blocks == 0);  // P' recomputed after its cut
+  CHECK(r.requests[5].first_token == Approx(11.0 + 1e-9 * 2080 / 1024 + 0.010).margin(1e-9));
+  CHECK(r.requests[6].hit_blocks == 4);  // Q' from L3, through the host
+  CHECK(r.requests[6].first_token == Approx(q_done + 0.010).margin(1e-9));
+  const auto& l3 = r.summary["offload"]["l3"];
+  CHECK(l3["cut_timeout"] == 1);
+  CHECK(l3["completed"] == 1);
+  CHECK(l3["inserted_host_pages"] == 4);
+}
