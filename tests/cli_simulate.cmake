@@ -125,7 +125,13 @@ expect(0 "\"prefill_to_decode\": [1-9]" simulate --trace ${T} ${Q} --engine sgla
 expect(0 "\"offload\": {[^}]*\"chunks_stored\": 191835,[^}]*\"cpu_hit_blocks\": 71729,[^}]*\"loads\": 3685,"
        simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=cpu:20000:lru --json -)
 expect(2 "'host:2x'[ \n]+\\(SGLang's[ \n]+HiCache\\)[ \n]+needs[ \n]+scheduler[ \n]+sglang" simulate --trace ${T} ${Q} --engine vllm --set offload=host:2x)
-expect(2 "lmcache-cpu[ \n]+is[ \n]+kvtk[ \n]+replay's[ \n]+only" simulate --trace ${T} ${Q} --engine vllm --set offload=lmcache-cpu:100,chunk_size=512)
+# LMCache's CPU backend under vllm-v1: pinned counts; its disk and other schedulers refused.
+expect(0 "\"offload\": {[^}]*\"chunks_stored\": 191844,[^}]*\"cpu_hit_blocks\": 71732,"
+       simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=lmcache-cpu:20000,chunk_size=512 --json -)
+expect(2 "local[ \n]+disk[ \n]+\\(disk=\\)[ \n]+runs[ \n]+in[ \n]+kvtk[ \n]+replay[ \n]+only" simulate --trace ${T} ${Q} --engine vllm
+       --set offload=lmcache-cpu:100,chunk_size=512,disk=1000)
+expect(2 "\\(LMCache\\)[ \n]+needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang
+       --set offload=lmcache-cpu:100,chunk_size=512)
 # SGLang's HiCache under the sglang scheduler (docs/simulate.md "SGLang's HiCache"): pinned counts.
 expect(0 "\"offload\": {[^}]*\"host_hit_blocks\": 63840,[^}]*\"host_stored_blocks\": 192348,"
        simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:20000 --json -)

@@ -301,3 +301,84 @@ TEST_CASE("HiCache L3 under sglang: a cut read frees the reader for the reads qu
   CHECK(l3["completed"] == 1);
   CHECK(l3["inserted_host_pages"] == 4);
 }
+
+TEST_CASE("LMCache under vllm-v1 with free compute and one output token equals replay --engine "
+          "vllm --offload lmcache-cpu", "[engine_sched][lmcache]") {
+  // One request at a time: lookup at admission, load, the prompt's chunks stored after its
+  // prefill, in the order lmcache_offload's run_request (checked against LMCache's own code)
+  // runs them; every count must agree.
+  for (std::uint64_t seed : {1, 2}) {
+    const auto t = shared_prefix_trace(seed, 300);
+    for (const std::uint32_t gpu : {24u, 60u}) {
+      for (const std::uint32_t k : {1u, 2u}) {
+        for (const auto p : {tier::lmcache_policy::lru, tier::lmcache_policy::fifo, tier::lmcache_policy::lfu}) {
+          INFO("seed " << seed << ", " << gpu << " GPU blocks, chunks of " << k << ", " << tier::name_of(p));
+          tier::lmcache_offload_config lc;
+          lc.gpu_blocks = gpu;
+          lc.cpu_chunks = 60 / k;
+          lc.blocks_per_chunk = k;
+          lc.policy = p;
+          tier::lmcache_offload_index idx(lc);
+          const auto want = prefix::replay(t, idx, prefix::partial_block::skip);
+          auto c = engine("vllm-v1", gpu, 4096);
+          c.timing = nullptr;
+          c.time_scale = 0;
+          c.max_output_tokens = 1;
+          c.gpu.host_link_bytes_per_s = 0;
+          c.offload = "lmcache-cpu:60";
+          c.offload_medium = "lmcache-cpu";
+          c.lmcache_cfg = lc;
+          c.lmcache_cfg.gpu_blocks = 1;
+          const auto r = sim::des::simulate(t, c);
+          const auto& w = idx.counters();
+          REQUIRE(w.unscheduled == 0);
+          CHECK(r.summary["block_hits"] == want.block_hits);
+          CHECK(r.summary["token_hits"] == want.token_hits);
+          const auto& o = r.summary["offload"];
+          CHECK(o["lookups"] == w.requests);
+          CHECK(o["cpu_hit_blocks"] == w.cpu_hit_blocks);
+          CHECK(r.summary["dram_block_hits"] == w.cpu_hit_blocks);
+          CHECK(o["loaded_tokens"] == w.loaded_tokens);
+          CHECK(o["chunks_loaded"] == w.chunks_loaded);
+          CHECK(o["chunks_stored"] == w.chunks_stored);
+          CHECK(o["chunks_evicted"] == w.chunks_evicted);
+          CHECK(o["cut_stores"] == w.cut_stores);
+          if (gpu == 24) CHECK(w.cpu_hit_blocks > 0);  // 60 GPU blocks hold what 60 chunks do
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("LMCache under vllm-v1: the load and the store add to their iteration", "[engine_sched][lmcache]") {
+  // The GPU holds 7 blocks; request 3 repeats request 0, whose 4 full blocks only LMCache still
+  // holds (chunks of one block). Its lookup hits 4 chunks and, the prompt being 72 tokens, all
+  // 64 tokens load, synchronously: the iteration takes the load (over the host link) and the
+  // prefill (10 ms), and stores nothing new (its chunks are the lookup's hit). Each of the
+  // first three requests stores its 4 chunks after its forward, in the same iteration.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72},
+                       {1, {11, 12, 13, 14}, 1, 72},
+                       {2, {21, 22, 23, 24}, 1, 72},
+                       {3, {1, 2, 3, 4}, 1, 72}});
+  auto c = engine("vllm-v1", 7, 4096);
+  c.offload = "lmcache-cpu:100";
+  c.offload_medium = "lmcache-cpu";
+  c.lmcache_cfg.cpu_chunks = 100;
+  c.lmcache_cfg.gpu_blocks = 1;
+  c.host_link_latency_s = 0.5;
+  c.host_link_per_block_s = 0.1;
+  const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+  const double load = 0.5 + 0.4 + 4 * block_bytes / c.gpu.host_link_bytes_per_s;
+  const double store = 0.5 + 0.4 + 4 * block_bytes / c.gpu.host_link_bytes_per_s;
+  const auto r = sim::des::simulate(t, c);
+  // Request 0: nothing to load; its 4 chunks stored after the forward.
+  check(r.requests[0], 0.010 + store, 0.010 + store);
+  CHECK(r.requests[3].hit_blocks == 4);
+  CHECK(r.requests[3].dram_blocks == 4);
+  check(r.requests[3], 3 + load + 0.010, 3 + load + 0.010);
+  const auto& o = r.summary["offload"];
+  CHECK(o["chunks_stored"] == 12);
+  CHECK(o["cpu_hit_blocks"] == 4);
+  CHECK(o["bytes_loaded"].get<double>() == Approx(4 * block_bytes));
+  CHECK(o["bytes_stored"].get<double>() == Approx(12 * block_bytes));
+}

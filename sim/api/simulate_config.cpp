@@ -309,16 +309,22 @@ void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::clus
   } catch (const usage_error& e) {
     throw usage_error(std::string("config: 'offload': ") + e.what());
   }
-  if (s.medium != "cpu" && s.medium != "host") {
+  if (s.medium != "cpu" && s.medium != "host" && s.medium != "lmcache-cpu") {
     throw usage_error("config: 'offload' '" + text + "': simulate models vLLM's OffloadingConnector "
-                      "(medium cpu) and SGLang's HiCache (medium host); " + s.medium +
-                      " is kvtk replay's only");
+                      "(medium cpu), LMCache's CPU backend (lmcache-cpu) and SGLang's HiCache "
+                      "(medium host); " + s.medium + " is kvtk replay's only");
+  }
+  if (s.medium == "lmcache-cpu" && s.lmcache.disk_chunks > 0) {
+    throw usage_error("config: 'offload' '" + text + "': LMCache's local disk (disk=) runs in kvtk "
+                      "replay only, for now (simulate has its CPU backend)");
   }
   c.offload = text;
   c.offload_medium = s.medium;
   c.offload_cfg = s.cfg;
   c.hicache_cfg = s.hicache;
   c.hicache_ratio = s.hicache_ratio;
+  c.lmcache_cfg = s.lmcache;
+  c.lmcache_cfg.gpu_blocks = 1;  // the engine scheduler's own pool is the GPU's
   c.hicache_l3 = s.hicache_l3;
   if (s.storage_pages > 0) {
     // In the engine's page bytes (at least 1: a model without KV bytes caps in pages).

@@ -154,9 +154,11 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
                    cache_entry_bytes);
   if (!c.offload.empty()) {
     const bool host = c.offload_medium == "host";
+    const bool lmcache = c.offload_medium == "lmcache-cpu";
     auto refuse_offload = [&](const std::string& why) {
       throw std::invalid_argument("offload '" + c.offload + "' (" +
-                                  (host ? "SGLang's HiCache" : "vLLM's OffloadingConnector") + ") " + why);
+                                  (host ? "SGLang's HiCache" : lmcache ? "LMCache" : "vLLM's OffloadingConnector") +
+                                  ") " + why);
     };
     if (!host && c.sched.kind() != scheduler_kind::vllm_v1) refuse_offload("needs scheduler vllm-v1");
     if (host && c.sched.kind() != scheduler_kind::sglang) refuse_offload("needs scheduler sglang");
@@ -165,11 +167,16 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
     }
     if (c.decode_instances > 0) refuse_offload("does not combine with decode_instances");
     if (c.sparse.enabled) refuse_offload("does not combine with sparse (both would use the host link)");
-    if (!host) {
+    if (!host && !lmcache) {
       kvtk::tier::validate_cpu(c.offload_cfg);
       check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
                        std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",
                    static_cast<double>(c.prefill_instances) * c.offload_cfg.cpu_chunks * cache_entry_bytes);
+    }
+    if (lmcache) {
+      check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
+                       std::to_string(c.lmcache_cfg.cpu_chunks) + " chunks)",
+                   static_cast<double>(c.prefill_instances) * c.lmcache_cfg.cpu_chunks * cache_entry_bytes);
     }
   }
   if (t.arrival_s.size() != t.requests()) {

@@ -120,8 +120,12 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   prefill_n_ = c.prefill_instances;
   async_ = c.sched.async_scheduling && sched_ == scheduler_kind::vllm_v1;
   if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c, t.requests(), host_link_);
-  for (std::uint32_t i = 0; i < c.prefill_instances && !c.offload.empty() && c.offload_medium != "host"; ++i) {
+  const bool vllm_offload = !c.offload.empty() && (c.offload_medium.empty() || c.offload_medium == "cpu");
+  for (std::uint32_t i = 0; i < c.prefill_instances && vllm_offload; ++i) {
     inst_[i].offload = std::make_unique<kvtk::tier::vllm_cpu_offload<>>(c.offload_cfg);
+  }
+  for (std::uint32_t i = 0; i < c.prefill_instances && c.offload_medium == "lmcache-cpu"; ++i) {
+    inst_[i].lmcache = std::make_unique<kvtk::tier::lmcache_offload>(c.lmcache_cfg);
   }
 }
 
@@ -206,6 +210,17 @@ std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q
                                               std::uint64_t hit_tokens, std::uint64_t seq) {
   if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
   if (inst_[i].offload) return inst_[i].offload->lookup(q.offload, seq, hit_tokens, bt_);
+  if (auto* lm = inst_[i].lmcache.get()) {  // get_num_new_matched_tokens, cached per episode
+    if (!q.lm_looked) {
+      q.lm = lm->lookup_step(q.kv.prompt_keys, q.L, bt_, hit_tokens);
+      q.lm_looked = true;
+      q.lm_gpu_hit = hit_tokens;
+      q.lm_saved = q.lm.h;  // a store starts at the lookup's hit
+    }
+    // The answer stands while the blocks are not allocated, though the GPU hit may move.
+    const std::uint64_t most = seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;
+    return q.lm_gpu_hit == hit_tokens ? std::min(q.lm.need, most) : 0;
+  }
   q.loading = q.pool_loading = 0;
   // A decode instance reads neither: a request it preempted is recomputed there.
   const auto* dram = inst_[i].dram.get();
@@ -241,12 +256,13 @@ bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budge
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) q.loading = a.loaded_tokens / bt_;  // H2D
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
+  q.lm_retrieve = inst_[i].lmcache && a.loaded_tokens > 0;  // start_load_kv this iteration
   if (!q.started) {  // the first admission decides the reported hit
     q.started = true;
     w_.out(r).prefill_start = now_;
     w_.out(r).hit_blocks = a.hit_tokens / bt_;
     w_.out(r).hit_tokens = a.hit_tokens;
-    w_.out(r).dram_blocks = q.loading;
+    w_.out(r).dram_blocks = q.loading + (inst_[i].lmcache ? a.loaded_tokens / bt_ : 0);
     w_.out(r).pool_blocks = q.pool_loading;
   }
   return true;
@@ -367,6 +383,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   q.scheduled = 0;
   q.loading = q.pool_loading = 0;
   q.remote = false;  // recompute: the transferred KV is gone
+  q.lm_looked = q.lm_retrieve = false;  // LMCache looks up again at its next admission
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
   if (sched_ == scheduler_kind::sglang) {
@@ -428,7 +445,8 @@ double engine_sim<KV>::iteration_s(std::uint32_t i) {
       parts_.push_back({q.scheduled, q.computed});
     }
   }
-  const double compute = timing_.seconds(parts_, d);
+  double compute = timing_.seconds(parts_, d);
+  if (inst_[i].lmcache) compute += lmcache_step(i);  // synchronous, before and after the forward
   // Sparse: the decoding requests' recalls and the previous prefetch that compute did not hide
   // stall the iteration; an iteration without decodes still hides an earlier prefetch. The stall
   // is on the host link, as the DRAM loads are, so it never overlaps them.
@@ -648,7 +666,8 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
   if (sparse_) j["sparse"] = sparse_->summary();
-  if (!c_.offload.empty() && c_.offload_medium != "host") j["offload"] = offload_summary();
+  if (inst_.front().offload) j["offload"] = offload_summary();
+  if (inst_.front().lmcache) j["offload"] = lmcache_summary();
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) j["offload"] = hicache_summary();
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
@@ -692,6 +711,75 @@ nlohmann::json engine_sim<KV>::offload_summary() const {
           {"bytes_loaded", offload_load_bytes_},
           {"bytes_stored", offload_store_bytes_},
           {"load_wait_s_mean", offload_loads_ ? offload_wait_s_ / static_cast<double>(offload_loads_) : 0.0}};
+}
+
+// LMCache 0.5.6 behind vLLM (LMCacheConnectorV1, no layerwise, synchronous): the worker's
+// start_load_kv reads each admitted request's chunks before the forward, and wait_for_save stores
+// each prefill's newly completed full chunks after it, both on the host link; the step waits.
+template <class KV>
+double engine_sim<KV>::lmcache_step(std::uint32_t i) {
+  auto& lm = *inst_[i].lmcache;
+  double s = 0;
+  for (const std::uint32_t r : inst_[i].batch) {
+    engine_request& q = w_.st(r);
+    if (!q.lm_retrieve) continue;
+    q.lm_retrieve = false;
+    (void)lm.retrieve_step(q.kv.prompt_keys, q.L, bt_, q.lm_gpu_hit, q.lm);
+    const auto n = static_cast<double>((q.lm_gpu_hit + q.lm.need) / bt_ - q.lm_gpu_hit / bt_);
+    s += host_link_.predict(n, static_cast<double>(q.lm.need) * static_cast<double>(c_.model.kv_bytes_per_token));
+    offload_load_bytes_ += static_cast<double>(q.lm.need) * static_cast<double>(c_.model.kv_bytes_per_token);
+  }
+  const std::uint64_t chunk = std::uint64_t{c_.lmcache_cfg.blocks_per_chunk} * bt_;
+  for (const std::uint32_t r : inst_[i].batch) {
+    engine_request& q = w_.st(r);
+    if (q.decoding() && q.scheduled == 1) continue;  // save_decode_cache is off
+    const std::uint64_t upto = std::min(q.computed + q.scheduled, q.L) / chunk;
+    if (upto <= q.lm_saved) continue;
+    (void)lm.store_step(q.kv.prompt_keys, q.L, bt_, q.lm_saved, upto);
+    const double bytes = static_cast<double>((upto - q.lm_saved) * chunk) * static_cast<double>(c_.model.kv_bytes_per_token);
+    s += host_link_.predict(static_cast<double>((upto - q.lm_saved) * c_.lmcache_cfg.blocks_per_chunk), bytes);
+    offload_store_bytes_ += bytes;
+    q.lm_saved = upto;
+  }
+  lmcache_s_ += s;
+  return s;
+}
+
+template <class KV>
+nlohmann::json engine_sim<KV>::lmcache_summary() const {
+  kvtk::tier::lmcache_offload_counters t;
+  std::uint64_t resident = 0;
+  for (const auto& in : inst_) {
+    if (!in.lmcache) continue;
+    const auto& c = in.lmcache->counters();
+    t.requests += c.requests;
+    t.cpu_hit_blocks += c.cpu_hit_blocks;
+    t.lookup_hit_tokens += c.lookup_hit_tokens;
+    t.loaded_tokens += c.loaded_tokens;
+    t.chunks_loaded += c.chunks_loaded;
+    t.chunks_stored += c.chunks_stored;
+    t.chunks_evicted += c.chunks_evicted;
+    t.cut_stores += c.cut_stores;
+    resident += in.lmcache->cpu_resident();
+  }
+  const auto& cfg = c_.lmcache_cfg;
+  return {{"spec", c_.offload},
+          {"engine", "vLLM 0.33.0 + LMCache 0.5.6 (local CPU backend)"},
+          {"policy", kvtk::tier::name_of(cfg.policy)},
+          {"cpu_chunks_per_instance", cfg.cpu_chunks},
+          {"gpu_blocks_per_chunk", cfg.blocks_per_chunk},
+          {"lookups", t.requests},
+          {"lookup_hit_tokens", t.lookup_hit_tokens},
+          {"cpu_hit_blocks", t.cpu_hit_blocks},
+          {"loaded_tokens", t.loaded_tokens},
+          {"chunks_loaded", t.chunks_loaded},
+          {"chunks_stored", t.chunks_stored},
+          {"chunks_evicted", t.chunks_evicted},
+          {"cut_stores", t.cut_stores},
+          {"chunks_resident_at_end", resident},
+          {"bytes_loaded", offload_load_bytes_},
+          {"bytes_stored", offload_store_bytes_},
+          {"load_store_s", lmcache_s_}};
 }
 
 template <class KV>

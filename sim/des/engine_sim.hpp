@@ -29,6 +29,7 @@
 #include "des/timing.hpp"
 #include "kvtk/move/timing_fit.hpp"
 #include "kvtk/tier/hicache_storage.hpp"
+#include "kvtk/tier/lmcache_offload.hpp"
 #include "kvtk/tier/tier_hierarchy.hpp"
 
 namespace kvtk::sim::des::detail {
@@ -48,6 +49,12 @@ struct engine_request {
   kvtk::tier::vllm_offload_state offload;
   std::uint64_t offload_lookup = 0;  // the lookup's H (tokens) at this admission attempt
   enum class load_phase : std::uint8_t { none, loading, ready } load = load_phase::none;
+  // LMCache (`offload` "lmcache-cpu:..."): its lookup, once per admission episode (vLLM keeps the
+  // connector's answer until the blocks are allocated), the GPU hit it saw, a load to run when
+  // the iteration starts, and the chunks stored so far (from the lookup's hit on).
+  bool lm_looked = false, lm_retrieve = false;
+  kvtk::tier::lmcache_offload::lookup_result lm;
+  std::uint64_t lm_gpu_hit = 0, lm_saved = 0;
   // HiCache L3 (`storage=file`): its prefetch from storage, issued when it was queued.
   struct prefetch_state {
     bool open = false;
@@ -82,7 +89,8 @@ struct engine_instance {
   double busy_s = 0;
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> dram;  // null without dram_blocks
   kvtk::sparse::decode_clock decode_clock;  // sparse: the decode batch's stall and prefetch
-  std::unique_ptr<kvtk::tier::vllm_cpu_offload<>> offload;  // null without `offload`
+  std::unique_ptr<kvtk::tier::vllm_cpu_offload<>> offload;  // null without `offload` "cpu:..."
+  std::unique_ptr<kvtk::tier::lmcache_offload> lmcache;      // null without "lmcache-cpu:"
   double load_link_free = 0;     // vLLM offload: when the host link's last queued load ends
   std::uint32_t loads_in_flight = 0;
   // HiCache L3 (`storage=file`): the storage, its reader's and writer's queues, and the prefetches.
@@ -177,6 +185,10 @@ class engine_sim {
   std::uint32_t take_waiting(std::uint32_t i, std::size_t pos);
   [[nodiscard]] nlohmann::json offload_summary() const;
   [[nodiscard]] nlohmann::json hicache_summary() const;
+  [[nodiscard]] nlohmann::json lmcache_summary() const;
+  // LMCache: the load and the stores of the requests in the iteration that starts (synchronous:
+  // start_load_kv before the forward, wait_for_save after it). Returns their seconds.
+  double lmcache_step(std::uint32_t i);
   // HiCache L3 (engine_hicache_l3.cpp; no-ops for the other accountings).
   void l3_prefetch(std::uint32_t i, std::uint32_t r);     // when r is queued
   bool l3_gate(std::uint32_t i, std::uint32_t r);         // may r be admitted now?
@@ -235,6 +247,7 @@ class engine_sim {
   std::uint64_t preemptions_ = 0, iterations_ = 0, ended_ = 0, unschedulable_ = 0;
   std::uint64_t dram_read_blocks_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   double offload_load_bytes_ = 0, offload_store_bytes_ = 0, offload_wait_s_ = 0;
+  double lmcache_s_ = 0;  // LMCache: the seconds its loads and stores added to iterations
   struct l3_totals {
     std::uint64_t issued = 0, below_threshold = 0, anchor_not_backed_up = 0, rate_limited = 0;
     std::uint64_t revoked = 0, completed = 0, cut_best_effort = 0, cut_timeout = 0;

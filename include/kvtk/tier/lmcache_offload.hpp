@@ -192,6 +192,65 @@ class lmcache_offload {
     return out;
   }
 
+  // The steps of run_request without its GPU pool, for a scheduler that holds several requests
+  // at once and keeps its own pool (kvtk simulate's vllm-v1): lookup_step at admission (vLLM
+  // calls get_num_new_matched_tokens once per admission episode), retrieve_step when the
+  // request is scheduled (start_load_kv), store_step as its prompt's chunks complete
+  // (wait_for_save). Each takes the request's keys again: the chunk keys are scratch.
+
+  /// What a request's lookup found: hc chunks in the CPU, h with the disk's run, and the tokens
+  /// vLLM will take (need), given its GPU hit G (tokens).
+  struct lookup_result {
+    std::uint64_t hc = 0, h = 0, need = 0;
+  };
+  /// Effects: the lookup (touches the hit chunks), counted as one request.  Throws: std::bad_alloc.
+  lookup_result lookup_step(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B,
+                            std::uint64_t G) {
+    ++totals_.requests;
+    const std::uint64_t chunks = set_chunks(keys, L, B);
+    const auto [hc, h] = lookup(chunks);
+    const std::uint64_t H = h * cfg_.blocks_per_chunk * B;
+    std::uint64_t need = H > G ? H - G : 0;
+    if (H == L && need > 0) --need;
+    totals_.lookup_hit_tokens += H;
+    totals_.disk_lookup_chunks += h - hc;
+    return {hc, h, need};
+  }
+  /// Effects: reads the chunks a lookup's `need` tokens come from (GPU hit G), counting them.
+  /// Returns the GPU blocks loaded from disk.  Throws: std::bad_alloc.
+  std::uint64_t retrieve_step(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B,
+                              std::uint64_t G, const lookup_result& l) {
+    if (l.need == 0) return 0;
+    (void)set_chunks(keys, L, B);
+    const std::uint64_t c = std::uint64_t{cfg_.blocks_per_chunk} * B;
+    const std::uint64_t e = retrieve(G / c, l.hc, l.h);
+    const std::uint64_t from = std::max(G, e * c);
+    const std::uint64_t disk_tokens = G + l.need > from ? G + l.need - from : 0;
+    const std::uint64_t end = (G + l.need) / B, first = from / B;
+    const std::uint64_t disk_blocks = end > first ? end - first : 0;
+    totals_.gpu_hit_blocks += G / B;
+    totals_.cpu_hit_blocks += l.need / B - disk_blocks;
+    totals_.disk_hit_blocks += disk_blocks;
+    totals_.loaded_tokens += l.need;
+    totals_.disk_loaded_tokens += disk_tokens;
+    totals_.chunks_loaded += l.h - G / c;
+    totals_.disk_chunks_loaded += l.h - e;
+    return disk_blocks;
+  }
+  /// Effects: stores the request's chunks [from, to) (wait_for_save). Returns the chunks put
+  /// into the CPU.  Throws: std::bad_alloc.
+  std::uint32_t store_step(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B,
+                           std::uint64_t from, std::uint64_t to) {
+    const std::uint64_t chunks = set_chunks(keys, L, B);
+    to = std::min(to, chunks);
+    if (from >= to) return 0;
+    const std::uint32_t put = store(from, to);
+    totals_.chunks_stored += put;
+    totals_.chunks_evicted = cpu_.evictions();
+    totals_.disk_chunks_evicted = disk_ ? disk_->evictions() : 0;
+    return put;
+  }
+
   /// Checks the invariants (tests): "" or a violation.
   [[nodiscard]] const char* audit() const noexcept {
     if (const char* e = cpu_.audit(); *e != 0) return e;
@@ -216,6 +275,16 @@ class lmcache_offload {
                                   "the GPU block size");
     }
     return c;
+  }
+
+  // The request's full chunks' keys into chunk_keys_; returns their number.
+  std::uint64_t set_chunks(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B) {
+    const std::uint64_t f = std::min<std::uint64_t>(L / B, keys.size());
+    const std::uint64_t k = cfg_.blocks_per_chunk;
+    const std::uint64_t chunks = std::min<std::uint64_t>(L / (k * B), f / k);
+    chunk_keys_.clear();
+    for (std::uint64_t i = 0; i < chunks; ++i) chunk_keys_.push_back(keys[(i + 1) * k - 1]);
+    return chunks;
   }
 
   // The lookup: the CPU run from chunk 0, then the disk run; touches in reverse order.
