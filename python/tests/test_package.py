@@ -157,6 +157,7 @@ def test_simulate_equals_cli_and_has_request_columns(kvtk_bin):
 
 
 @pytest.mark.parametrize("engine,spec,hits", [("vllm", "cpu:8000:lru", "cpu_hit_blocks"),
+                                               ("vllm", "lmcache-cpu:8000,chunk_size=512", "cpu_hit_blocks"),
                                                ("sglang", "host:8000", "host_hit_blocks")])
 def test_simulate_with_engine_offload_equals_cli(kvtk_bin, engine, spec, hits):
     opts = dict(engine=engine, model="qwen2.5-7b", gpu="h100", local_cache=1000,
