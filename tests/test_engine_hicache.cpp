@@ -343,6 +343,8 @@ TEST_CASE("LMCache under vllm-v1 with free compute and one output token equals r
           CHECK(o["chunks_stored"] == w.chunks_stored);
           CHECK(o["chunks_evicted"] == w.chunks_evicted);
           CHECK(o["cut_stores"] == w.cut_stores);
+          CHECK(o["lookup_hit_tokens"] == w.lookup_hit_tokens);
+          CHECK(o["chunks_resident_at_end"] == idx.offload().cpu_resident());
           if (gpu == 24) CHECK(w.cpu_hit_blocks > 0);  // 60 GPU blocks hold what 60 chunks do
         }
       }
@@ -381,4 +383,26 @@ TEST_CASE("LMCache under vllm-v1: the load and the store add to their iteration"
   CHECK(o["cpu_hit_blocks"] == 4);
   CHECK(o["bytes_loaded"].get<double>() == Approx(4 * block_bytes));
   CHECK(o["bytes_stored"].get<double>() == Approx(12 * block_bytes));
+}
+
+TEST_CASE("LMCache under vllm-v1: a chunked prefill stores each chunk's completed chunks",
+          "[engine_sched][lmcache]") {
+  // A 72-token prompt under a 32-token budget: iterations of 32, 32 and 8 tokens. The first two
+  // each complete two 16-token chunks and store them after their forward (the iteration waits);
+  // the third completes none.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72}});
+  auto c = engine("vllm-v1", 100, 32);
+  c.offload = "lmcache-cpu:100";
+  c.offload_medium = "lmcache-cpu";
+  c.lmcache_cfg.cpu_chunks = 100;
+  c.lmcache_cfg.gpu_blocks = 1;
+  c.host_link_latency_s = 0.5;
+  c.host_link_per_block_s = 0.1;
+  const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+  const double store2 = 0.5 + 0.2 + 2 * block_bytes / c.gpu.host_link_bytes_per_s;
+  const auto r = sim::des::simulate(t, c);
+  check(r.requests[0], 3 * 0.010 + 2 * store2, 3 * 0.010 + 2 * store2);
+  CHECK(r.summary["offload"]["chunks_stored"] == 4);
+  CHECK(r.summary["offload"]["bytes_stored"].get<double>() == Approx(4 * block_bytes));
+  CHECK(r.summary["offload"]["load_store_s"].get<double>() == Approx(2 * store2));
 }

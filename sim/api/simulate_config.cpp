@@ -294,9 +294,9 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
   return gpu;
 }
 
-// "offload": vLLM 0.33's OffloadingConnector (CPU spec) or SGLang 0.5.23's HiCache host pool
-// under each instance's KV cache, in `replay --offload`'s syntax; LMCache and KVBM are replay's
-// only, for now.
+// "offload": vLLM 0.33's OffloadingConnector (CPU spec), LMCache 0.5.6's CPU backend or SGLang
+// 0.5.23's HiCache host pool under each instance's KV cache, in `replay --offload`'s syntax;
+// LMCache's disk and KVBM are replay's only, for now.
 void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::cluster_config& c) {
   if (!j.contains("offload") || j["offload"].is_null()) return;
   if (!j["offload"].is_string()) {

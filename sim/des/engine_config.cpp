@@ -173,6 +173,16 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
                        std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",
                    static_cast<double>(c.prefill_instances) * c.offload_cfg.cpu_chunks * cache_entry_bytes);
     }
+    if (!host && !lmcache && !c.offload_medium.empty() && c.offload_medium != "cpu") {
+      throw std::invalid_argument("offload '" + c.offload + "': medium '" + c.offload_medium +
+                                  "' does not run under simulate (cpu, lmcache-cpu, host do)");
+    }
+    if (lmcache && c.lmcache_cfg.disk_chunks > 0) {
+      refuse_offload("has a local disk (disk=), which runs in kvtk replay only, for now");
+    }
+    if (lmcache && (c.lmcache_cfg.cpu_chunks == 0 || c.lmcache_cfg.blocks_per_chunk == 0)) {
+      refuse_offload("needs a CPU tier of at least one chunk");
+    }
     if (lmcache) {
       check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
                        std::to_string(c.lmcache_cfg.cpu_chunks) + " chunks)",

@@ -58,6 +58,9 @@
 //             iteration's recalls and prefetches stall it on the instance's host link, as the
 //             cluster's decode step (simulator.hpp; the iteration's whole compute hides the
 //             previous prefetch). A preempted request's pages go with its blocks.
+//  lmcache    vllm-v1: LMCache 0.5.6's CPU backend (`offload` "lmcache-cpu:..."): a lookup per
+//             admission episode, its load before the forward and its stores after it, both
+//             synchronous on the host link (the iteration waits).
 //  offload    vllm-v1: vLLM 0.33's OffloadingConnector (CPU) under each instance's KV cache
 //             (kvtk::tier::vllm_cpu_offload, the code replay --offload runs). A waiting request's
 //             lookup past its GPU hit starts an asynchronous load: its blocks are allocated, it
@@ -210,16 +213,22 @@ std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q
                                               std::uint64_t hit_tokens, std::uint64_t seq) {
   if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
   if (inst_[i].offload) return inst_[i].offload->lookup(q.offload, seq, hit_tokens, bt_);
-  if (auto* lm = inst_[i].lmcache.get()) {  // get_num_new_matched_tokens, cached per episode
+  if (auto* lm = inst_[i].lmcache.get()) {  // get_num_new_matched_tokens
+    // LMCache's lookup client keeps the hit H per request until vLLM allocates the blocks
+    // (update_state_after_alloc): one lookup (and its touches) per admission episode; each call
+    // computes need = H - the current GPU hit, one token less when H is the whole request.
     if (!q.lm_looked) {
       q.lm = lm->lookup_step(q.kv.prompt_keys, q.L, bt_, hit_tokens);
       q.lm_looked = true;
-      q.lm_gpu_hit = hit_tokens;
       q.lm_saved = q.lm.h;  // a store starts at the lookup's hit
     }
-    // The answer stands while the blocks are not allocated, though the GPU hit may move.
+    const std::uint64_t H = q.lm.h * c_.lmcache_cfg.blocks_per_chunk * bt_;
+    std::uint64_t need = H > hit_tokens ? H - hit_tokens : 0;
+    if (H == seq && need > 0) --need;
+    q.lm.need = need;
+    q.lm_gpu_hit = hit_tokens;
     const std::uint64_t most = seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;
-    return q.lm_gpu_hit == hit_tokens ? std::min(q.lm.need, most) : 0;
+    return std::min(need, most);
   }
   q.loading = q.pool_loading = 0;
   // A decode instance reads neither: a request it preempted is recomputed there.
@@ -257,6 +266,7 @@ bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budge
   q.computed = a.hit_tokens;
   q.scheduled = a.new_tokens;
   q.lm_retrieve = inst_[i].lmcache && a.loaded_tokens > 0;  // start_load_kv this iteration
+  q.lm_new = true;  // wait_for_save's order: this step's admissions first
   if (!q.started) {  // the first admission decides the reported hit
     q.started = true;
     w_.out(r).prefill_start = now_;
@@ -384,6 +394,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   q.loading = q.pool_loading = 0;
   q.remote = false;  // recompute: the transferred KV is gone
   q.lm_looked = q.lm_retrieve = false;  // LMCache looks up again at its next admission
+  q.lm_resumed = true;
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
   if (sched_ == scheduler_kind::sglang) {
@@ -719,28 +730,41 @@ nlohmann::json engine_sim<KV>::offload_summary() const {
 template <class KV>
 double engine_sim<KV>::lmcache_step(std::uint32_t i) {
   auto& lm = *inst_[i].lmcache;
+  const std::uint64_t k = c_.lmcache_cfg.blocks_per_chunk, chunk = k * bt_;
+  const double chunk_bytes = static_cast<double>(chunk) * static_cast<double>(c_.model.kv_bytes_per_token);
   double s = 0;
   for (const std::uint32_t r : inst_[i].batch) {
     engine_request& q = w_.st(r);
     if (!q.lm_retrieve) continue;
     q.lm_retrieve = false;
     (void)lm.retrieve_step(q.kv.prompt_keys, q.L, bt_, q.lm_gpu_hit, q.lm);
-    const auto n = static_cast<double>((q.lm_gpu_hit + q.lm.need) / bt_ - q.lm_gpu_hit / bt_);
-    s += host_link_.predict(n, static_cast<double>(q.lm.need) * static_cast<double>(c_.model.kv_bytes_per_token));
-    offload_load_bytes_ += static_cast<double>(q.lm.need) * static_cast<double>(c_.model.kv_bytes_per_token);
+    // Whole chunks are read, from the one holding the GPU hit's end (a chunk the GPU partly
+    // holds is read whole).
+    const std::uint64_t chunks = q.lm.h - q.lm_gpu_hit / chunk;
+    s += host_link_.predict(static_cast<double>(chunks * k), static_cast<double>(chunks) * chunk_bytes);
+    offload_load_bytes_ += static_cast<double>(chunks) * chunk_bytes;
   }
-  const std::uint64_t chunk = std::uint64_t{c_.lmcache_cfg.blocks_per_chunk} * bt_;
-  for (const std::uint32_t r : inst_[i].batch) {
-    engine_request& q = w_.st(r);
-    if (q.decoding() && q.scheduled == 1) continue;  // save_decode_cache is off
-    const std::uint64_t upto = std::min(q.computed + q.scheduled, q.L) / chunk;
-    if (upto <= q.lm_saved) continue;
+  // wait_for_save, in build_connector_meta's order: this step's new requests, the running ones,
+  // then the resumed (preempted before) ones.
+  auto store = [&](engine_request& q) {
+    if (q.decoding() && q.scheduled == 1) return;  // save_decode_cache is off
+    const std::uint64_t keyed = std::min<std::uint64_t>(q.L / chunk, q.kv.prompt_keys.size() / k);
+    const std::uint64_t upto = std::min(std::min(q.computed + q.scheduled, q.L) / chunk, keyed);
+    if (upto <= q.lm_saved) return;
     (void)lm.store_step(q.kv.prompt_keys, q.L, bt_, q.lm_saved, upto);
-    const double bytes = static_cast<double>((upto - q.lm_saved) * chunk) * static_cast<double>(c_.model.kv_bytes_per_token);
-    s += host_link_.predict(static_cast<double>((upto - q.lm_saved) * c_.lmcache_cfg.blocks_per_chunk), bytes);
-    offload_store_bytes_ += bytes;
+    const std::uint64_t chunks = upto - q.lm_saved;
+    s += host_link_.predict(static_cast<double>(chunks * k), static_cast<double>(chunks) * chunk_bytes);
+    offload_store_bytes_ += static_cast<double>(chunks) * chunk_bytes;
     q.lm_saved = upto;
+  };
+  for (const int pass : {0, 1, 2}) {
+    for (const std::uint32_t r : inst_[i].batch) {
+      engine_request& q = w_.st(r);
+      const int order = !q.lm_new ? 1 : q.lm_resumed ? 2 : 0;
+      if (order == pass) store(q);
+    }
   }
+  for (const std::uint32_t r : inst_[i].batch) w_.st(r).lm_new = false;
   lmcache_s_ += s;
   return s;
 }

@@ -53,6 +53,8 @@ struct engine_request {
   // connector's answer until the blocks are allocated), the GPU hit it saw, a load to run when
   // the iteration starts, and the chunks stored so far (from the lookup's hit on).
   bool lm_looked = false, lm_retrieve = false;
+  bool lm_new = false;      // admitted in the iteration being built (stores first)
+  bool lm_resumed = false;  // preempted before (stores last)
   kvtk::tier::lmcache_offload::lookup_result lm;
   std::uint64_t lm_gpu_hit = 0, lm_saved = 0;
   // HiCache L3 (`storage=file`): its prefetch from storage, issued when it was queued.

@@ -50,8 +50,8 @@
 // every policy is O(log chunks) per operation; nothing allocates per request but the scratch,
 // which grows to the longest request.
 //
-// Not modelled: a prompt stored over several steps (chunked prefill, where a long prompt's later
-// chunks can evict its earlier ones), local_cpu=False (the disk alone, the CPU only staging),
+// Not modelled here: a prompt stored over several steps (chunked prefill, where a long prompt's
+// later chunks can evict its earlier ones; kvtk simulate's vllm-v1 does it with the step API), local_cpu=False (the disk alone, the CPU only staging),
 // save_unfull_chunk, save_decode_cache (a trace has no keys for generated tokens), disk writes
 // still in flight when the next request looks up, and tensor parallelism (each rank has its own
 // backends of the configured sizes), and requests that overlap: a disk write in flight holds its
@@ -206,7 +206,7 @@ class lmcache_offload {
   /// Effects: the lookup (touches the hit chunks), counted as one request.  Throws: std::bad_alloc.
   lookup_result lookup_step(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B,
                             std::uint64_t G) {
-    ++totals_.requests;
+    ++totals_.requests;  // here: lookups (a preempted request looks up again)
     const std::uint64_t chunks = set_chunks(keys, L, B);
     const auto [hc, h] = lookup(chunks);
     const std::uint64_t H = h * cfg_.blocks_per_chunk * B;
@@ -216,7 +216,8 @@ class lmcache_offload {
     totals_.disk_lookup_chunks += h - hc;
     return {hc, h, need};
   }
-  /// Effects: reads the chunks a lookup's `need` tokens come from (GPU hit G), counting them.
+  /// Effects: reads the chunks a lookup's `need` tokens come from (GPU hit G), counting them
+  /// (gpu_hit_blocks only for requests that load, unlike run_request).
   /// Returns the GPU blocks loaded from disk.  Throws: std::bad_alloc.
   std::uint64_t retrieve_step(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B,
                               std::uint64_t G, const lookup_result& l) {
