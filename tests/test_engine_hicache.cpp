@@ -406,3 +406,43 @@ TEST_CASE("LMCache under vllm-v1: a chunked prefill stores each chunk's complete
   CHECK(r.summary["offload"]["bytes_stored"].get<double>() == Approx(4 * block_bytes));
   CHECK(r.summary["offload"]["load_store_s"].get<double>() == Approx(2 * store2));
 }
+
+TEST_CASE("engine tiers under load on two instances: every request ends and the tiers audit clean",
+          "[engine_sched][hicache][lmcache][l3]") {
+  // Arrivals 5 ms apart against 10-ms prefills on small pools: chunked prefills, retractions and
+  // preemptions, L3 prefetches held and cut. The summaries audit each tier's bookkeeping at the
+  // end (a violation throws), so this checks that nothing leaks under concurrency.
+  auto t = shared_prefix_trace(11, 500);
+  for (std::size_t r = 0; r < t.arrival_s.size(); ++r) t.arrival_s[r] = 0.005 * static_cast<double>(r);
+  for (const auto policy : {tier::hicache_prefetch_policy::best_effort, tier::hicache_prefetch_policy::wait_complete,
+                            tier::hicache_prefetch_policy::timeout}) {
+    for (const auto wp : {tier::hicache_write_policy::write_through, tier::hicache_write_policy::write_back}) {
+      INFO(tier::name_of(policy) << ", " << tier::name_of(wp));
+      auto c = hicache(30, 40, wp);
+      c.prefill_instances = 2;
+      c.sched.max_num_batched_tokens = 48;
+      c.sched.schedule_policy = "lpm";
+      c.hicache_l3.enabled = true;
+      c.hicache_l3.policy = policy;
+      c.hicache_l3.prefetch_threshold_tokens = 32;
+      c.hicache_l3.max_bytes = 200 * 16 * c.model.kv_bytes_per_token;
+      c.hicache_l3.latency_s = 0.002;
+      c.hicache_l3.bytes_per_s = 16.0 * c.model.kv_bytes_per_token / 0.004;
+      c.hicache_l3.timeout_base_s = 0.02;
+      const auto r = sim::des::simulate(t, c);
+      CHECK(r.summary["requests"] == 500);
+      const auto& l3 = r.summary["offload"]["l3"];
+      CHECK(l3["prefetches"].get<std::uint64_t>() > 0);
+      CHECK(l3["pages_written"].get<std::uint64_t>() > 0);
+    }
+  }
+  auto c = engine("vllm-v1", 30, 48);
+  c.prefill_instances = 2;
+  c.offload = "lmcache-cpu:40";
+  c.offload_medium = "lmcache-cpu";
+  c.lmcache_cfg.cpu_chunks = 40;
+  c.lmcache_cfg.gpu_blocks = 1;
+  const auto r = sim::des::simulate(t, c);
+  CHECK(r.summary["requests"] == 500);
+  CHECK(r.summary["offload"]["cpu_hit_blocks"].get<std::uint64_t>() > 0);
+}

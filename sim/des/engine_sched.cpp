@@ -775,6 +775,9 @@ nlohmann::json engine_sim<KV>::lmcache_summary() const {
   std::uint64_t resident = 0;
   for (const auto& in : inst_) {
     if (!in.lmcache) continue;
+    if (const char* e = in.lmcache->audit(); *e != 0) {
+      throw std::logic_error(std::string("LMCache tiers inconsistent at the end (a kvtk bug): ") + e);
+    }
     const auto& c = in.lmcache->counters();
     t.requests += c.requests;
     t.cpu_hit_blocks += c.cpu_hit_blocks;
@@ -812,6 +815,10 @@ nlohmann::json engine_sim<KV>::hicache_summary() const {
   std::uint64_t host_pages = 0;
   for (const auto& kv : kv_) {
     if constexpr (std::is_same_v<KV, sglang_hicache_kv>) {
+      // Every request has ended: no lock, load or pin is left, and the pages add up.
+      if (const char* e = kv.tree().audit(); *e != 0) {
+        throw std::logic_error(std::string("HiCache tree inconsistent at the end (a kvtk bug): ") + e);
+      }
       const auto& c = kv.tree().counters();
       host_pages = kv.tree().config().host_pages;
       t.requests += c.requests;
