@@ -409,11 +409,21 @@ TEST_CASE("LMCache under vllm-v1: a chunked prefill stores each chunk's complete
 
 TEST_CASE("engine tiers under load on two instances: every request ends and the tiers audit clean",
           "[engine_sched][hicache][lmcache][l3]") {
-  // Arrivals 5 ms apart against 10-ms prefills on small pools: chunked prefills, retractions and
-  // preemptions, L3 prefetches held and cut. The summaries audit each tier's bookkeeping at the
-  // end (a violation throws), so this checks that nothing leaks under concurrency.
-  auto t = shared_prefix_trace(11, 500);
-  for (std::size_t r = 0; r < t.arrival_s.size(); ++r) t.arrival_s[r] = 0.005 * static_cast<double>(r);
+  // 250 requests 5 ms apart against 10-ms prefills on small pools, then the same 250 again from
+  // 5 s on (so that L3 has what the pools lost): chunked prefills, retractions and preemptions,
+  // L3 prefetches read, held and cut. The summaries audit each tier's bookkeeping at the end (a
+  // violation throws), so this checks that nothing leaks under concurrency.
+  const auto once = shared_prefix_trace(11, 250);
+  prefix::prefix_trace t;
+  t.block_tokens = 16;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t r = 0; r < once.requests(); ++r) {
+      const auto k = once.cacheable(r, prefix::partial_block::skip);
+      t.add(std::vector<block_key>(k.begin(), k.end()), once.input_tokens(r));
+      t.arrival_s.push_back(5.0 * pass + 0.005 * static_cast<double>(r));
+      t.output_length.push_back(once.output_length[r]);
+    }
+  }
   for (const auto policy : {tier::hicache_prefetch_policy::best_effort, tier::hicache_prefetch_policy::wait_complete,
                             tier::hicache_prefetch_policy::timeout}) {
     for (const auto wp : {tier::hicache_write_policy::write_through, tier::hicache_write_policy::write_back}) {
@@ -425,15 +435,19 @@ TEST_CASE("engine tiers under load on two instances: every request ends and the 
       c.hicache_l3.enabled = true;
       c.hicache_l3.policy = policy;
       c.hicache_l3.prefetch_threshold_tokens = 32;
-      c.hicache_l3.max_bytes = 200 * 16 * c.model.kv_bytes_per_token;
       c.hicache_l3.latency_s = 0.002;
       c.hicache_l3.bytes_per_s = 16.0 * c.model.kv_bytes_per_token / 0.004;
       c.hicache_l3.timeout_base_s = 0.02;
       const auto r = sim::des::simulate(t, c);
       CHECK(r.summary["requests"] == 500);
       const auto& l3 = r.summary["offload"]["l3"];
-      CHECK(l3["prefetches"].get<std::uint64_t>() > 0);
-      CHECK(l3["pages_written"].get<std::uint64_t>() > 0);
+      CHECK(l3["completed"].get<std::uint64_t>() > 0);
+      CHECK(l3["inserted_host_pages"].get<std::uint64_t>() > 0);
+      if (policy == tier::hicache_prefetch_policy::best_effort) {
+        CHECK(l3["cut_best_effort"].get<std::uint64_t>() > 0);
+      } else {
+        CHECK(l3["held_prefetches"].get<std::uint64_t>() > 0);
+      }
     }
   }
   auto c = engine("vllm-v1", 30, 48);
