@@ -27,6 +27,16 @@ cluster_config hicache(std::uint64_t device_pages, std::uint32_t host_pages,
   return c;
 }
 
+// vLLM's scheduler over LMCache's CPU backend of `chunks` chunks (one GPU block each, LRU).
+cluster_config lmcache(std::uint64_t gpu_blocks, std::uint64_t budget, std::uint32_t chunks) {
+  auto c = engine("vllm-v1", gpu_blocks, budget);
+  c.offload = "lmcache-cpu:" + std::to_string(chunks);
+  c.offload_medium = "lmcache-cpu";
+  c.lmcache_cfg.cpu_chunks = chunks;
+  c.lmcache_cfg.gpu_blocks = 1;  // unused: the scheduler's pool is the GPU's
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("HiCache under sglang with free compute and one output token equals replay --engine "
@@ -320,15 +330,13 @@ TEST_CASE("LMCache under vllm-v1 with free compute and one output token equals r
           lc.policy = p;
           tier::lmcache_offload_index idx(lc);
           const auto want = prefix::replay(t, idx, prefix::partial_block::skip);
-          auto c = engine("vllm-v1", gpu, 4096);
+          auto c = lmcache(gpu, 4096, lc.cpu_chunks);
+          c.lmcache_cfg.blocks_per_chunk = k;
+          c.lmcache_cfg.policy = p;
           c.timing = nullptr;
           c.time_scale = 0;
           c.max_output_tokens = 1;
           c.gpu.host_link_bytes_per_s = 0;
-          c.offload = "lmcache-cpu:60";
-          c.offload_medium = "lmcache-cpu";
-          c.lmcache_cfg = lc;
-          c.lmcache_cfg.gpu_blocks = 1;
           const auto r = sim::des::simulate(t, c);
           const auto& w = idx.counters();
           REQUIRE(w.unscheduled == 0);
@@ -362,11 +370,7 @@ TEST_CASE("LMCache under vllm-v1: the load and the store add to their iteration"
                        {1, {11, 12, 13, 14}, 1, 72},
                        {2, {21, 22, 23, 24}, 1, 72},
                        {3, {1, 2, 3, 4}, 1, 72}});
-  auto c = engine("vllm-v1", 7, 4096);
-  c.offload = "lmcache-cpu:100";
-  c.offload_medium = "lmcache-cpu";
-  c.lmcache_cfg.cpu_chunks = 100;
-  c.lmcache_cfg.gpu_blocks = 1;
+  auto c = lmcache(7, 4096, 100);
   c.host_link_latency_s = 0.5;
   c.host_link_per_block_s = 0.1;
   const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
@@ -391,11 +395,7 @@ TEST_CASE("LMCache under vllm-v1: a chunked prefill stores each chunk's complete
   // each complete two 16-token chunks and store them after their forward (the iteration waits);
   // the third completes none.
   const auto t = make({{0, {1, 2, 3, 4}, 1, 72}});
-  auto c = engine("vllm-v1", 100, 32);
-  c.offload = "lmcache-cpu:100";
-  c.offload_medium = "lmcache-cpu";
-  c.lmcache_cfg.cpu_chunks = 100;
-  c.lmcache_cfg.gpu_blocks = 1;
+  auto c = lmcache(100, 32, 100);
   c.host_link_latency_s = 0.5;
   c.host_link_per_block_s = 0.1;
   const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
@@ -450,12 +450,8 @@ TEST_CASE("engine tiers under load on two instances: every request ends and the 
       }
     }
   }
-  auto c = engine("vllm-v1", 30, 48);
+  auto c = lmcache(30, 48, 40);
   c.prefill_instances = 2;
-  c.offload = "lmcache-cpu:40";
-  c.offload_medium = "lmcache-cpu";
-  c.lmcache_cfg.cpu_chunks = 40;
-  c.lmcache_cfg.gpu_blocks = 1;
   const auto r = sim::des::simulate(t, c);
   CHECK(r.summary["requests"] == 500);
   CHECK(r.summary["offload"]["cpu_hit_blocks"].get<std::uint64_t>() > 0);

@@ -33,6 +33,21 @@ namespace kvtk::sim::des::detail {
 
 namespace {
 
+// Whether `pages` pages of `page_tokens` tokens reach SGLang's prefetch_threshold (tokens).
+bool reaches_threshold(const kvtk::tier::hicache_l3_config& c, std::uint64_t pages, std::uint64_t page_tokens) {
+  return pages * page_tokens >= std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1);
+}
+
+// Moves the leading ids of `fifo` whose time (done_at(id)) is at most `now` into `due`: the FIFOs
+// are ordered by that time.
+template <class DoneAt>
+void take_due(std::vector<std::uint32_t>& fifo, double now, DoneAt done_at, std::vector<std::uint32_t>& due) {
+  std::size_t n = 0;
+  while (n < fifo.size() && done_at(fifo[n]) <= now) ++n;
+  due.assign(fifo.begin(), fifo.begin() + static_cast<std::ptrdiff_t>(n));
+  fifo.erase(fifo.begin(), fifo.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
 // Seconds to move `pages` pages of `page_bytes` in 128-page batches, one operation each.
 double storage_s(const kvtk::tier::hicache_l3_config& c, std::uint64_t pages, double page_bytes) {
   const double batches = std::ceil(static_cast<double>(pages) / 128.0);
@@ -56,7 +71,7 @@ void engine_sim<KV>::l3_prefetch(std::uint32_t i, std::uint32_t r) {
     }
     const auto cap = static_cast<std::uint32_t>((q.seq() - 1) / bt_);
     const std::uint32_t span = cap > v.matched ? cap - v.matched : 0;
-    if (std::uint64_t{span} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
+    if (!reaches_threshold(c, span, bt_)) {
       ++l3_.below_threshold;
       return;
     }
@@ -92,14 +107,11 @@ void engine_sim<KV>::l3_settle(std::uint32_t i) {
     engine_instance& in = inst_[i];
     if (!in.l3) return;
     const auto& c = c_.hicache_l3;
-    std::size_t n = 0;
-    while (n < in.l3_querying.size() && w_.st(in.l3_querying[n]).pf.query_done <= now_) ++n;
-    l3_done_.assign(in.l3_querying.begin(), in.l3_querying.begin() + static_cast<std::ptrdiff_t>(n));
-    in.l3_querying.erase(in.l3_querying.begin(), in.l3_querying.begin() + static_cast<std::ptrdiff_t>(n));
+    take_due(in.l3_querying, now_, [&](std::uint32_t r) { return w_.st(r).pf.query_done; }, l3_done_);
     for (const std::uint32_t r : l3_done_) {
       auto& p = w_.st(r).pf;
       p.drained = true;
-      if (std::uint64_t{p.hit} * bt_ < std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
+      if (!reaches_threshold(c, p.hit, bt_)) {
         ++l3_.revoked;
         p.read_done = now_;
         l3_close(i, w_.st(r), 0);
@@ -112,10 +124,7 @@ void engine_sim<KV>::l3_settle(std::uint32_t i) {
       in.l3_reading.push_back(r);
       l3_wake(i, p.read_done);
     }
-    n = 0;
-    while (n < in.l3_reading.size() && w_.st(in.l3_reading[n]).pf.read_done <= now_) ++n;
-    l3_done_.assign(in.l3_reading.begin(), in.l3_reading.begin() + static_cast<std::ptrdiff_t>(n));
-    in.l3_reading.erase(in.l3_reading.begin(), in.l3_reading.begin() + static_cast<std::ptrdiff_t>(n));
+    take_due(in.l3_reading, now_, [&](std::uint32_t r) { return w_.st(r).pf.read_done; }, l3_done_);
     for (const std::uint32_t r : l3_done_) {
       ++l3_.completed;
       l3_close(i, w_.st(r), w_.st(r).pf.hit);
@@ -147,7 +156,7 @@ bool engine_sim<KV>::l3_gate(std::uint32_t i, std::uint32_t r) {
       in.l3_gated = true;
       return false;
     }
-    if (std::uint64_t{p.hit} * bt_ >= std::max<std::uint64_t>(c.prefetch_threshold_tokens, 1)) {
+    if (reaches_threshold(c, p.hit, bt_)) {
       ++(timed ? l3_.cut_timeout : l3_.cut_best_effort);
     }
     l3_cut(i, r);
