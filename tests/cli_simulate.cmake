@@ -125,11 +125,21 @@ expect(0 "\"prefill_to_decode\": [1-9]" simulate --trace ${T} ${Q} --engine sgla
 expect(0 "\"offload\": {[^}]*\"chunks_stored\": 191835,[^}]*\"cpu_hit_blocks\": 71729,[^}]*\"loads\": 3685,"
        simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=cpu:20000:lru --json -)
 expect(2 "'host:2x'[ \n]+\\(SGLang's[ \n]+HiCache\\)[ \n]+needs[ \n]+scheduler[ \n]+sglang" simulate --trace ${T} ${Q} --engine vllm --set offload=host:2x)
-# LMCache's CPU backend under vllm-v1: pinned counts; its disk and other schedulers refused.
+# LMCache under vllm-v1: pinned counts with and without its local disk; other schedulers refused.
 expect(0 "\"offload\": {[^}]*\"chunks_stored\": 191844,[^}]*\"cpu_hit_blocks\": 71732,"
        simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=lmcache-cpu:20000,chunk_size=512 --json -)
-expect(2 "local[ \n]+disk[ \n]+\\(disk=\\)[ \n]+runs[ \n]+in[ \n]+kvtk[ \n]+replay[ \n]+only" simulate --trace ${T} ${Q} --engine vllm
-       --set offload=lmcache-cpu:100,chunk_size=512,disk=1000)
+expect(0 "\"disk\": {[^}]*\"chunks_stored\": 191926,[^}]*\"hit_blocks\": 58595,"
+       simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=lmcache-cpu:4000,chunk_size=512,disk=20000 --json -)
+# Dynamo KVBM under vllm-v1: pinned counts of G2 and G3; the disk rate refused without a disk,
+# and by replay (it has no clock).
+expect(0 "\"disk\": {[^}]*\"hit_blocks\": 33176,[^}]*\"stored_blocks\": 26190[^}]*}[^}]*\"host\": {[^}]*\"hit_blocks\": 12482,"
+       simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set offload=kvbm:4000,disk=20000 --json -)
+expect(2 "time[ \n]+the[ \n]+disk[ \n]+tier:[ \n]+give[ \n]+disk=SIZE" simulate --trace ${T} ${Q} --engine vllm
+       --set offload=kvbm:4000,disk_gb_per_s=5)
+expect(2 "replay[ \n]+counts[ \n]+blocks,[ \n]+not[ \n]+time" replay --trace ${T} --engine vllm --capacity 300
+       --offload kvbm:4000,disk=2000,disk_latency_us=50)
+expect(2 "\\(Dynamo[ \n]+KVBM\\)[ \n]+needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang
+       --set offload=kvbm:100)
 expect(2 "\\(LMCache\\)[ \n]+needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang
        --set offload=lmcache-cpu:100,chunk_size=512)
 # SGLang's HiCache under the sglang scheduler (docs/simulate.md "SGLang's HiCache"): pinned counts.

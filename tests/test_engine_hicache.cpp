@@ -321,11 +321,14 @@ TEST_CASE("LMCache under vllm-v1 with free compute and one output token equals r
     const auto t = shared_prefix_trace(seed, 300);
     for (const std::uint32_t gpu : {24u, 60u}) {
       for (const std::uint32_t k : {1u, 2u}) {
-        for (const auto p : {tier::lmcache_policy::lru, tier::lmcache_policy::fifo, tier::lmcache_policy::lfu}) {
-          INFO("seed " << seed << ", " << gpu << " GPU blocks, chunks of " << k << ", " << tier::name_of(p));
+        for (const auto p : {tier::lmcache_policy::lru, tier::lmcache_policy::fifo, tier::lmcache_policy::lfu})
+        for (const std::uint32_t disk : {0u, 80u}) {
+          INFO("seed " << seed << ", " << gpu << " GPU blocks, chunks of " << k << ", " << tier::name_of(p)
+                       << ", disk " << disk);
           tier::lmcache_offload_config lc;
           lc.gpu_blocks = gpu;
-          lc.cpu_chunks = 60 / k;
+          lc.cpu_chunks = (disk ? 20 : 60) / k;
+          lc.disk_chunks = disk / k;
           lc.blocks_per_chunk = k;
           lc.policy = p;
           tier::lmcache_offload_index idx(lc);
@@ -333,6 +336,9 @@ TEST_CASE("LMCache under vllm-v1 with free compute and one output token equals r
           auto c = lmcache(gpu, 4096, lc.cpu_chunks);
           c.lmcache_cfg.blocks_per_chunk = k;
           c.lmcache_cfg.policy = p;
+          c.lmcache_cfg.disk_chunks = lc.disk_chunks;
+          c.disk_latency_s = 0;
+          c.disk_bytes_per_s = 1e300;
           c.timing = nullptr;
           c.time_scale = 0;
           c.max_output_tokens = 1;
@@ -345,8 +351,22 @@ TEST_CASE("LMCache under vllm-v1 with free compute and one output token equals r
           const auto& o = r.summary["offload"];
           CHECK(o["lookups"] == w.requests);
           CHECK(o["cpu_hit_blocks"] == w.cpu_hit_blocks);
-          CHECK(r.summary["dram_block_hits"] == w.cpu_hit_blocks);
+          CHECK(r.summary["dram_block_hits"] == w.cpu_hit_blocks + w.disk_hit_blocks);
           CHECK(o["loaded_tokens"] == w.loaded_tokens);
+          if (disk > 0) {
+            const auto& d = o["disk"];
+            CHECK(d["hit_blocks"] == w.disk_hit_blocks);
+            CHECK(d["lookup_chunks"] == w.disk_lookup_chunks);
+            CHECK(d["chunks_loaded"] == w.disk_chunks_loaded);
+            CHECK(d["chunks_promoted"] == w.chunks_promoted);
+            CHECK(d["chunks_stored"] == w.disk_chunks_stored);
+            CHECK(d["chunks_evicted"] == w.disk_chunks_evicted);
+            CHECK(d["lfu_key_errors"] == w.disk_lfu_key_errors);
+            CHECK(d["chunks_resident_at_end"] == idx.offload().disk_resident());
+            if (gpu == 24) CHECK(w.disk_hit_blocks > 0);
+          } else {
+            CHECK_FALSE(o.contains("disk"));
+          }
           CHECK(o["chunks_loaded"] == w.chunks_loaded);
           CHECK(o["chunks_stored"] == w.chunks_stored);
           CHECK(o["chunks_evicted"] == w.chunks_evicted);
@@ -387,6 +407,39 @@ TEST_CASE("LMCache under vllm-v1: the load and the store add to their iteration"
   CHECK(o["cpu_hit_blocks"] == 4);
   CHECK(o["bytes_loaded"].get<double>() == Approx(4 * block_bytes));
   CHECK(o["bytes_stored"].get<double>() == Approx(12 * block_bytes));
+}
+
+TEST_CASE("LMCache under vllm-v1: a load from the local disk reads it first, then crosses the host link",
+          "[engine_sched][lmcache]") {
+  // As the case above with a CPU tier of 4 chunks and a disk of 100: by request 3 the CPU holds
+  // request 2's chunks only, so request 3's 4 chunks come from disk (local_disk's blocking read,
+  // 0.25 s + 4 x 0.2 s), then cross the host link; the disk writes are not waited for.
+  const auto t = make({{0, {1, 2, 3, 4}, 1, 72},
+                       {1, {11, 12, 13, 14}, 1, 72},
+                       {2, {21, 22, 23, 24}, 1, 72},
+                       {3, {1, 2, 3, 4}, 1, 72}});
+  auto c = lmcache(7, 4096, 4);
+  c.offload += ",disk=100";
+  c.lmcache_cfg.disk_chunks = 100;
+  c.host_link_latency_s = 0.5;
+  c.host_link_per_block_s = 0.1;
+  const double block_bytes = 16.0 * static_cast<double>(c.model.kv_bytes_per_token);
+  c.disk_latency_s = 0.25;
+  c.disk_bytes_per_s = block_bytes / 0.2;
+  const double link = 0.5 + 0.4 + 4 * block_bytes / c.gpu.host_link_bytes_per_s;
+  const double disk = 0.25 + 4 * 0.2;
+  const auto r = sim::des::simulate(t, c);
+  CHECK(r.requests[3].hit_blocks == 4);
+  CHECK(r.requests[3].dram_blocks == 4);
+  check(r.requests[3], 3 + disk + link + 0.010, 3 + disk + link + 0.010);
+  const auto& o = r.summary["offload"];
+  CHECK(o["cpu_hit_blocks"] == 0);
+  CHECK(o["disk"]["hit_blocks"] == 4);
+  CHECK(o["disk"]["chunks_loaded"] == 4);
+  CHECK(o["disk"]["chunks_stored"] == 12);
+  CHECK(o["disk"]["bytes_read"].get<double>() == Approx(4 * block_bytes));
+  CHECK(o["disk"]["bytes_written"].get<double>() == Approx(12 * block_bytes));
+  CHECK(o["load_store_s"].get<double>() == Approx(3 * link + disk + link));
 }
 
 TEST_CASE("LMCache under vllm-v1: a chunked prefill stores each chunk's completed chunks",
@@ -450,9 +503,14 @@ TEST_CASE("engine tiers under load on two instances: every request ends and the 
       }
     }
   }
-  auto c = lmcache(30, 48, 40);
-  c.prefill_instances = 2;
-  const auto r = sim::des::simulate(t, c);
-  CHECK(r.summary["requests"] == 500);
-  CHECK(r.summary["offload"]["cpu_hit_blocks"].get<std::uint64_t>() > 0);
+  for (const std::uint32_t disk : {0u, 80u}) {
+    auto c = lmcache(30, 48, disk ? 20 : 40);
+    c.lmcache_cfg.disk_chunks = disk;
+    c.prefill_instances = 2;
+    c.disk_latency_s = 0.004;
+    const auto r = sim::des::simulate(t, c);
+    CHECK(r.summary["requests"] == 500);
+    CHECK(r.summary["offload"]["cpu_hit_blocks"].get<std::uint64_t>() > 0);
+    if (disk > 0) CHECK(r.summary["offload"]["disk"]["hit_blocks"].get<std::uint64_t>() > 0);
+  }
 }

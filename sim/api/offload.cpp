@@ -140,6 +140,21 @@ nlohmann::json gpu_tier(std::uint64_t capacity_blocks, std::uint64_t hit_blocks,
           {"hit_tokens", hit_blocks * block_tokens}};
 }
 
+// kvtk's disk rate (kvbm's G3, LMCache's local disk): disk_gb_per_s, disk_latency_us. Their reads
+// cost time in kvtk simulate; replay refuses them (replay_plan.cpp).
+bool disk_link_knob(offload_spec& s, const std::string& where, const std::string& key,
+                    const std::string& value) {
+  if (key == "disk_gb_per_s") {
+    s.disk_bytes_per_s = positive(where, key, value) * 1e9;
+  } else if (key == "disk_latency_us") {
+    s.disk_latency_s = positive(where, key, value) * 1e-6;
+  } else {
+    return false;
+  }
+  s.disk_link_given = true;
+  return true;
+}
+
 // LMCache under vLLM: lmcache-cpu:SIZE[:POLICY[:usd]][,chunk_size=N][,disk=SIZE][,disk_usd=X].
 offload_spec parse_lmcache(offload_spec s, const std::string& where,
                            const std::vector<std::string>& f,
@@ -187,9 +202,10 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
     } else if (key == "disk_usd") {
       s.disk_usd_per_gb_month = parse_usd_per_gb_month(where, value);
       disk_usd_given = true;
-    } else {
+    } else if (!disk_link_knob(s, where, key, value)) {
       throw usage_error(where + ": unknown knob '" + key + "' (LMCache's modelled: chunk_size, "
-                        "disk (local_disk's max_local_disk_size), disk_usd; save_decode_cache "
+                        "disk (local_disk's max_local_disk_size), disk_usd, and kvtk's "
+                        "disk_gb_per_s, disk_latency_us; save_decode_cache "
                         "and save_unfull_chunk are not modelled)");
     }
   }
@@ -210,6 +226,9 @@ offload_spec parse_lmcache(offload_spec s, const std::string& where,
   s.lmcache.cpu_chunks = static_cast<std::uint32_t>(chunks);
   if (disk_usd_given && s.disk_given.empty()) {
     throw usage_error(where + ": disk_usd prices the disk tier: give disk=SIZE too");
+  }
+  if (s.disk_link_given && s.disk_given.empty()) {
+    throw usage_error(where + ": disk_gb_per_s and disk_latency_us time the disk tier: give disk=SIZE too");
   }
   if (!s.disk_given.empty()) {
     const std::uint64_t disk_chunks = disk_blocks / s.lmcache.blocks_per_chunk;
@@ -269,14 +288,17 @@ offload_spec parse_kvbm(offload_spec s, const std::string& where, const std::vec
     } else if (key == "disk_usd") {
       s.disk_usd_per_gb_month = parse_usd_per_gb_month(where, value);
       disk_usd_given = true;
-    } else {
+    } else if (!disk_link_knob(s, where, key, value)) {
       throw usage_error(where + ": unknown knob '" + key + "' (KVBM 1.6.1's modelled: disk "
-                        "disk_filter disk_usd; offload priorities and the v2 policies are not "
+                        "disk_filter disk_usd, and kvtk's disk_gb_per_s disk_latency_us; offload priorities and the v2 policies are not "
                         "modelled)");
     }
   }
   if (disk_usd_given && s.kvbm.disk_blocks == 0) {
     throw usage_error(where + ": disk_usd prices the disk tier: give disk=SIZE too");
+  }
+  if (s.disk_link_given && s.kvbm.disk_blocks == 0) {
+    throw usage_error(where + ": disk_gb_per_s and disk_latency_us time the disk tier: give disk=SIZE too");
   }
   if (s.kvbm.host_blocks == 0 && s.kvbm.disk_blocks == 0) {
     throw usage_error(where + ": give a host size of at least one block, or disk=SIZE (KVBM "

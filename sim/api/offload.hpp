@@ -40,6 +40,9 @@ struct offload_spec {
   kvtk::tier::dynamo_kvbm_config kvbm;  ///< kvbm: gpu_blocks unset
   std::string disk_given;               ///< kvbm, lmcache-cpu: the disk size as written ("" = none)
   double disk_usd_per_gb_month = 0;     ///< kvbm, lmcache-cpu: the disk's rent (disk_usd=; 0: not priced)
+  double disk_bytes_per_s = 2e9;        ///< kvbm, lmcache-cpu: the disk's read rate (disk_gb_per_s=; simulate)
+  double disk_latency_s = 100e-6;       ///< kvbm, lmcache-cpu: per read (disk_latency_us=; simulate)
+  bool disk_link_given = false;         ///< disk_gb_per_s or disk_latency_us was given
   std::uint64_t block_bytes = 0;    ///< bytes of one GPU block (0 without --model)
 };
 

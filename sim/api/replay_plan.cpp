@@ -186,6 +186,10 @@ bool plan_engines(const replay_options& o, std::uint64_t bytes_per_token, plan& 
       throw usage_error("--offload '" + spec + "': HiCache's L3 storage (storage=file) runs in kvtk "
                         "simulate only: its prefetch policies are about time (--set offload=...)");
     }
+    if (p.offloads.back().disk_link_given) {
+      throw usage_error("--offload '" + spec + "': disk_gb_per_s and disk_latency_us time the disk's "
+                        "reads in kvtk simulate (--set offload=...); replay counts blocks, not time");
+    }
     if ((engine == "vllm" && !vllm) || (engine == "sglang" && !sglang)) {
       throw usage_error("--offload '" + spec + "': an engine's offload tier runs under its GPU "
                         "cache: add --engine " + engine + " (cpu: vLLM's OffloadingConnector, "

@@ -294,9 +294,9 @@ des::gpu_profile gpu_from_json(const nlohmann::json& g) {
   return gpu;
 }
 
-// "offload": vLLM 0.33's OffloadingConnector (CPU spec), LMCache 0.5.6's CPU backend or SGLang
-// 0.5.23's HiCache host pool under each instance's KV cache, in `replay --offload`'s syntax;
-// LMCache's disk and KVBM are replay's only, for now.
+// "offload": vLLM 0.33's OffloadingConnector (CPU spec), LMCache 0.5.6's CPU backend (and its
+// local disk), Dynamo KVBM 1.6.1's host and disk tiers, or SGLang 0.5.23's HiCache host pool
+// under each instance's KV cache, in `replay --offload`'s syntax.
 void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::cluster_config& c) {
   if (!j.contains("offload") || j["offload"].is_null()) return;
   if (!j["offload"].is_string()) {
@@ -309,14 +309,10 @@ void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::clus
   } catch (const usage_error& e) {
     throw usage_error(std::string("config: 'offload': ") + e.what());
   }
-  if (s.medium != "cpu" && s.medium != "host" && s.medium != "lmcache-cpu") {
+  if (s.medium != "cpu" && s.medium != "host" && s.medium != "lmcache-cpu" && s.medium != "kvbm") {
     throw usage_error("config: 'offload' '" + text + "': simulate models vLLM's OffloadingConnector "
-                      "(medium cpu), LMCache's CPU backend (lmcache-cpu) and SGLang's HiCache "
+                      "(medium cpu), LMCache (lmcache-cpu), Dynamo KVBM (kvbm) and SGLang's HiCache "
                       "(medium host); " + s.medium + " is kvtk replay's only");
-  }
-  if (s.medium == "lmcache-cpu" && s.lmcache.disk_chunks > 0) {
-    throw usage_error("config: 'offload' '" + text + "': LMCache's local disk (disk=) runs in kvtk "
-                      "replay only, for now (simulate has its CPU backend)");
   }
   c.offload = text;
   c.offload_medium = s.medium;
@@ -325,6 +321,10 @@ void read_offload(const nlohmann::json& j, std::uint32_t block_tokens, des::clus
   c.hicache_ratio = s.hicache_ratio;
   c.lmcache_cfg = s.lmcache;
   c.lmcache_cfg.gpu_blocks = 1;  // the engine scheduler's own pool is the GPU's
+  c.kvbm_cfg = s.kvbm;
+  c.kvbm_cfg.gpu_blocks = 1;
+  c.disk_bytes_per_s = s.disk_bytes_per_s;
+  c.disk_latency_s = s.disk_latency_s;
   c.hicache_l3 = s.hicache_l3;
   if (s.storage_pages > 0) {
     // In the engine's page bytes (at least 1: a model without KV bytes caps in pages).

@@ -155,9 +155,16 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
   if (!c.offload.empty()) {
     const bool host = c.offload_medium == "host";
     const bool lmcache = c.offload_medium == "lmcache-cpu";
+    const bool kvbm = c.offload_medium == "kvbm";
+    const bool vllm_cpu = c.offload_medium.empty() || c.offload_medium == "cpu";
+    if (!host && !lmcache && !kvbm && !vllm_cpu) {
+      throw std::invalid_argument("offload '" + c.offload + "': medium '" + c.offload_medium +
+                                  "' does not run under simulate (cpu, lmcache-cpu, kvbm, host do)");
+    }
     auto refuse_offload = [&](const std::string& why) {
       throw std::invalid_argument("offload '" + c.offload + "' (" +
-                                  (host ? "SGLang's HiCache" : lmcache ? "LMCache" : "vLLM's OffloadingConnector") +
+                                  (host ? "SGLang's HiCache" : lmcache ? "LMCache" : kvbm ? "Dynamo KVBM"
+                                                                      : "vLLM's OffloadingConnector") +
                                   ") " + why);
     };
     if (!host && c.sched.kind() != scheduler_kind::vllm_v1) refuse_offload("needs scheduler vllm-v1");
@@ -167,26 +174,34 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
     }
     if (c.decode_instances > 0) refuse_offload("does not combine with decode_instances");
     if (c.sparse.enabled) refuse_offload("does not combine with sparse (both would use the host link)");
-    if (!host && !lmcache) {
+    if (!(c.disk_bytes_per_s > 0) || !(c.disk_latency_s >= 0)) {
+      refuse_offload("needs a positive disk rate and a latency of at least 0");
+    }
+    if (vllm_cpu) {
       kvtk::tier::validate_cpu(c.offload_cfg);
       check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
                        std::to_string(c.offload_cfg.cpu_chunks) + " chunks)",
                    static_cast<double>(c.prefill_instances) * c.offload_cfg.cpu_chunks * cache_entry_bytes);
     }
-    if (!host && !lmcache && !c.offload_medium.empty() && c.offload_medium != "cpu") {
-      throw std::invalid_argument("offload '" + c.offload + "': medium '" + c.offload_medium +
-                                  "' does not run under simulate (cpu, lmcache-cpu, host do)");
-    }
-    if (lmcache && c.lmcache_cfg.disk_chunks > 0) {
-      refuse_offload("has a local disk (disk=), which runs in kvtk replay only, for now");
-    }
     if (lmcache && (c.lmcache_cfg.cpu_chunks == 0 || c.lmcache_cfg.blocks_per_chunk == 0)) {
       refuse_offload("needs a CPU tier of at least one chunk");
     }
     if (lmcache) {
-      check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +
-                       std::to_string(c.lmcache_cfg.cpu_chunks) + " chunks)",
-                   static_cast<double>(c.prefill_instances) * c.lmcache_cfg.cpu_chunks * cache_entry_bytes);
+      check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x (" +
+                       std::to_string(c.lmcache_cfg.cpu_chunks) + " + " +
+                       std::to_string(c.lmcache_cfg.disk_chunks) + ") chunks)",
+                   static_cast<double>(c.prefill_instances) *
+                       (static_cast<double>(c.lmcache_cfg.cpu_chunks) + c.lmcache_cfg.disk_chunks) *
+                       cache_entry_bytes);
+    }
+    if (kvbm) {
+      auto k = c.kvbm_cfg;
+      k.gpu_blocks = 1;
+      kvtk::tier::validate(k);
+      check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x (" +
+                       std::to_string(k.host_blocks) + " + " + std::to_string(k.disk_blocks) + ") blocks)",
+                   static_cast<double>(c.prefill_instances) *
+                       (static_cast<double>(k.host_blocks) + k.disk_blocks) * cache_entry_bytes);
     }
   }
   if (t.arrival_s.size() != t.requests()) {

@@ -60,7 +60,16 @@
 //             previous prefetch). A preempted request's pages go with its blocks.
 //  lmcache    vllm-v1: LMCache 0.5.6's CPU backend (`offload` "lmcache-cpu:..."): a lookup per
 //             admission episode, its load before the forward and its stores after it, both
-//             synchronous on the host link (the iteration waits).
+//             synchronous on the host link (the iteration waits). With its local disk (disk=),
+//             the chunks on disk are read first (the disk link), then cross the host link;
+//             disk writes are not waited for.
+//  kvbm       vllm-v1: Dynamo KVBM 1.6.1's G2 host and G3 disk (`offload` "kvbm:..."),
+//             kvtk::tier::kvbm_lower_tiers (the code replay --offload kvbm runs). A waiting
+//             request's lookup past its GPU hit starts an asynchronous load as vLLM's connector
+//             does (below): G2 blocks on the host link, G3 blocks straight from disk on the disk
+//             link, the request waiting for both. After each step, a prefill's newly computed
+//             full prompt blocks are one G1 -> G2 batch (then the G2 -> G3 worker, the
+//             FrequencyFilter on the simulation's clock), ready at once.
 //  offload    vllm-v1: vLLM 0.33's OffloadingConnector (CPU) under each instance's KV cache
 //             (kvtk::tier::vllm_cpu_offload, the code replay --offload runs). A waiting request's
 //             lookup past its GPU hit starts an asynchronous load: its blocks are allocated, it
@@ -130,6 +139,10 @@ engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const clust
   for (std::uint32_t i = 0; i < c.prefill_instances && c.offload_medium == "lmcache-cpu"; ++i) {
     inst_[i].lmcache = std::make_unique<kvtk::tier::lmcache_offload>(c.lmcache_cfg);
   }
+  for (std::uint32_t i = 0; i < c.prefill_instances && c.offload_medium == "kvbm"; ++i) {
+    inst_[i].kvbm = std::make_unique<kvtk::tier::kvbm_lower_tiers>(c.kvbm_cfg);
+  }
+  disk_link_ = {c.disk_latency_s, 0, c.disk_bytes_per_s};
 }
 
 template <class KV>
@@ -213,6 +226,11 @@ std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q
                                               std::uint64_t hit_tokens, std::uint64_t seq) {
   if (q.remote) return seq - 1 > hit_tokens ? seq - 1 - hit_tokens : 0;  // all but the new token
   if (inst_[i].offload) return inst_[i].offload->lookup(q.offload, seq, hit_tokens, bt_);
+  if (auto* kb = inst_[i].kvbm.get()) {  // get_num_new_matched_tokens: G2, then G3
+    const std::uint64_t f = std::min<std::uint64_t>(q.L / bt_, q.kv.prompt_keys.size());
+    q.kvbm = kb->lookup(q.kv.prompt_keys.first(f), hit_tokens / bt_, seq, bt_);
+    return (q.kvbm.host + q.kvbm.disk) * bt_;
+  }
   if (auto* lm = inst_[i].lmcache.get()) {  // get_num_new_matched_tokens
     // LMCache's lookup client keeps the hit H per request until vLLM allocates the blocks
     // (update_state_after_alloc): one lookup (and its touches) per admission episode; each call
@@ -294,7 +312,7 @@ typename engine_sim<KV>::offload_step engine_sim<KV>::admit_offload(std::uint32_
     q.load = engine_request::load_phase::none;
     return offload_step::admitted;
   }
-  if (q.offload.chunk_keys.empty()) {
+  if (in.offload && q.offload.chunk_keys.empty()) {
     const std::uint64_t k = c_.offload_cfg.blocks_per_chunk;
     const std::uint64_t full = std::min<std::uint64_t>(q.L / bt_, q.kv.prompt_keys.size());
     for (std::uint64_t c = 0; c < full / k; ++c) q.offload.add_chunk(q.kv.prompt_keys[(c + 1) * k - 1]);
@@ -305,8 +323,10 @@ typename engine_sim<KV>::offload_step engine_sim<KV>::admit_offload(std::uint32_
     if (!a.ok && a.loaded_tokens > 0) return offload_step::stop;  // its blocks are not there
     if (a.ok) {
       const std::uint64_t gpu_hit = q.kv.cached;
-      in.offload->load(q.offload, gpu_hit, a.loaded_tokens, bt_);
-      in.offload->hold_load(q.offload);
+      if (in.offload) {
+        in.offload->load(q.offload, gpu_hit, a.loaded_tokens, bt_);
+        in.offload->hold_load(q.offload);
+      }
       q.offload_lookup = gpu_hit * bt_ + a.loaded_tokens;
       q.computed = a.hit_tokens;
       q.scheduled = 0;
@@ -322,29 +342,77 @@ typename engine_sim<KV>::offload_step engine_sim<KV>::admit_offload(std::uint32_
         o.hit_tokens = std::min(upto, q.L);
         o.dram_blocks = a.loaded_tokens / bt_;
       }
-      // The load queues on the instance's host link behind the loads before it.
-      const double bytes = static_cast<double>(a.loaded_tokens) * static_cast<double>(c_.model.kv_bytes_per_token);
-      const double blocks = static_cast<double>(a.loaded_tokens / bt_);
-      const double done = std::max(now_, in.load_link_free) + host_link_.predict(blocks, bytes);
-      in.load_link_free = done;
+      double done = 0;
+      if (in.kvbm) {
+        in.kvbm->count_hits(gpu_hit, q.kvbm);
+        q.kvbm_evaluated = std::max(q.kvbm_evaluated, (gpu_hit * bt_ + a.loaded_tokens) / bt_);
+        done = kvbm_load(i, q);
+      } else {
+        // The load queues on the instance's host link behind the loads before it.
+        const double bytes = static_cast<double>(a.loaded_tokens) * static_cast<double>(c_.model.kv_bytes_per_token);
+        const double blocks = static_cast<double>(a.loaded_tokens / bt_);
+        done = std::max(now_, in.load_link_free) + host_link_.predict(blocks, bytes);
+        in.load_link_free = done;
+        offload_load_bytes_ += bytes;
+      }
       ++in.loads_in_flight;
       ++offload_loads_;
-      offload_load_bytes_ += bytes;
       offload_wait_s_ += done - now_;
       push(done, engine_event::load_done, r);
       return offload_step::loading;
     }
   }
   if (!admit(i, r, budget, false)) return offload_step::stop;
-  in.offload->load(q.offload, 0, 0, bt_);  // nothing loaded: its stores start at chunk 0
+  if (in.offload) in.offload->load(q.offload, 0, 0, bt_);  // nothing loaded: stores from chunk 0
+  if (in.kvbm) {
+    in.kvbm->count_hits(q.computed / bt_, {});
+    q.kvbm_evaluated = std::max(q.kvbm_evaluated, q.computed / bt_);
+  }
   return offload_step::admitted;
+}
+
+// KVBM's onboarding: G2 -> G1 over the instance's host link and G3 -> G1 straight from disk,
+// each queued behind the loads before it on its link; the request waits for both.
+template <class KV>
+double engine_sim<KV>::kvbm_load(std::uint32_t i, engine_request& q) {
+  engine_instance& in = inst_[i];
+  const double per_block = block_bytes_;
+  double done = now_;
+  if (q.kvbm.host > 0) {
+    const auto n = static_cast<double>(q.kvbm.host);
+    in.load_link_free = std::max(now_, in.load_link_free) + host_link_.predict(n, n * per_block);
+    done = std::max(done, in.load_link_free);
+    offload_load_bytes_ += n * per_block;
+  }
+  if (q.kvbm.disk > 0) {
+    const auto n = static_cast<double>(q.kvbm.disk);
+    in.disk_link_free = std::max(now_, in.disk_link_free) + disk_link_.predict(n, n * per_block);
+    done = std::max(done, in.disk_link_free);
+    offload_load_bytes_ += n * per_block;
+    disk_load_bytes_ += n * per_block;
+  }
+  return done;
+}
+
+// KVBM's apply_scheduler_output, after the step: the request's full prompt blocks computed past
+// those its slot evaluated are one G1 -> G2 batch (and the G2 -> G3 worker's queue), unfiltered;
+// generated blocks are never offloaded (1.6.1). The filter's clock is the simulation's.
+template <class KV>
+void engine_sim<KV>::kvbm_store(std::uint32_t i, engine_request& q) {
+  const std::uint64_t f = std::min<std::uint64_t>(q.L / bt_, q.kv.prompt_keys.size());
+  const std::uint64_t upto = std::min(std::min(q.computed, q.L) / bt_, f);
+  if (upto <= q.kvbm_evaluated) return;
+  auto& kb = *inst_[i].kvbm;
+  kb.set_time(now_);
+  kb.offload(q.kv.prompt_keys.subspan(q.kvbm_evaluated, upto - q.kvbm_evaluated));
+  q.kvbm_evaluated = upto;
 }
 
 template <class KV>
 void engine_sim<KV>::load_done(std::uint32_t r) {
   engine_request& q = w_.st(r);
   --inst_[q.inst].loads_in_flight;
-  inst_[q.inst].offload->release_load(q.offload);
+  if (inst_[q.inst].offload) inst_[q.inst].offload->release_load(q.offload);
   if constexpr (requires { kv_[0].loaded(q.kv, 0); }) kv_[q.inst].loaded(q.kv, q.offload_lookup);
   q.load = engine_request::load_phase::ready;
   wake(q.inst);
@@ -502,7 +570,7 @@ void engine_sim<KV>::start(std::uint32_t i) {
     }
     // vLLM offload: the head cannot be admitted while a request behind it, its load done, holds
     // blocks (vLLM would wait forever): that one goes first.
-    if (in.offload && in.running.empty() && !w_.st(in.waiting.front()).kv.admitted) {
+    if (async_loads(i) && in.running.empty() && !w_.st(in.waiting.front()).kv.admitted) {
       const auto holder = std::find_if(in.waiting.begin() + 1, in.waiting.end(),
                                        [&](std::uint32_t r) { return w_.st(r).kv.admitted; });
       if (holder != in.waiting.end()) {
@@ -589,6 +657,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
     q.computed += q.scheduled;
     q.scheduled = 0;
     if (in.offload && prefill) offload_store(i, q);
+    if (in.kvbm && prefill) kvbm_store(i, q);
     if (q.computed < q.seq()) {  // a prefill chunk
       kv_[i].checkpoint(q.kv, q.computed);
       continue;
@@ -679,6 +748,7 @@ simulation_result engine_sim<KV>::summarize(outcome_stream& sink) {
   if (sparse_) j["sparse"] = sparse_->summary();
   if (inst_.front().offload) j["offload"] = offload_summary();
   if (inst_.front().lmcache) j["offload"] = lmcache_summary();
+  if (inst_.front().kvbm) j["offload"] = kvbm_summary();
   if constexpr (std::is_same_v<KV, sglang_hicache_kv>) j["offload"] = hicache_summary();
   res.requests = std::move(sink.kept);
   res.iterations = std::move(log_);
@@ -737,10 +807,18 @@ double engine_sim<KV>::lmcache_step(std::uint32_t i) {
     engine_request& q = w_.st(r);
     if (!q.lm_retrieve) continue;
     q.lm_retrieve = false;
+    const std::uint64_t disk_before = lm.counters().disk_chunks_loaded;
     (void)lm.retrieve_step(q.kv.prompt_keys, q.L, bt_, q.lm_gpu_hit, q.lm);
     // Whole chunks are read, from the one holding the GPU hit's end (a chunk the GPU partly
-    // holds is read whole).
+    // holds is read whole); those on disk are read into the CPU first (local_disk's blocking
+    // get), then every chunk crosses the host link.
     const std::uint64_t chunks = q.lm.h - q.lm_gpu_hit / chunk;
+    const std::uint64_t from_disk = lm.counters().disk_chunks_loaded - disk_before;
+    if (from_disk > 0) {
+      const double bytes = static_cast<double>(from_disk) * chunk_bytes;
+      s += disk_link_.predict(static_cast<double>(from_disk * k), bytes);
+      disk_load_bytes_ += bytes;
+    }
     s += host_link_.predict(static_cast<double>(chunks * k), static_cast<double>(chunks) * chunk_bytes);
     offload_load_bytes_ += static_cast<double>(chunks) * chunk_bytes;
   }
@@ -772,7 +850,7 @@ double engine_sim<KV>::lmcache_step(std::uint32_t i) {
 template <class KV>
 nlohmann::json engine_sim<KV>::lmcache_summary() const {
   kvtk::tier::lmcache_offload_counters t;
-  std::uint64_t resident = 0;
+  std::uint64_t resident = 0, disk_resident = 0;
   for (const auto& in : inst_) {
     if (!in.lmcache) continue;
     if (const char* e = in.lmcache->audit(); *e != 0) {
@@ -787,8 +865,40 @@ nlohmann::json engine_sim<KV>::lmcache_summary() const {
     t.chunks_stored += c.chunks_stored;
     t.chunks_evicted += c.chunks_evicted;
     t.cut_stores += c.cut_stores;
+    t.disk_hit_blocks += c.disk_hit_blocks;
+    t.disk_lookup_chunks += c.disk_lookup_chunks;
+    t.disk_chunks_loaded += c.disk_chunks_loaded;
+    t.chunks_promoted += c.chunks_promoted;
+    t.disk_chunks_stored += c.disk_chunks_stored;
+    t.disk_chunks_evicted += c.disk_chunks_evicted;
+    t.disk_lfu_key_errors += c.disk_lfu_key_errors;
     resident += in.lmcache->cpu_resident();
+    disk_resident += in.lmcache->disk_resident();
   }
+  const auto& cfg = c_.lmcache_cfg;
+  nlohmann::json j = lmcache_cpu_summary(t, resident);
+  if (cfg.disk_chunks == 0) return j;
+  const double chunk_bytes = static_cast<double>(cfg.blocks_per_chunk) * block_bytes_;
+  j["engine"] = "vLLM 0.33.0 + LMCache 0.5.6 (local CPU and local disk backends)";
+  j["disk"] = {{"chunks_per_instance", cfg.disk_chunks},
+               {"hit_blocks", t.disk_hit_blocks},
+               {"lookup_chunks", t.disk_lookup_chunks},
+               {"chunks_loaded", t.disk_chunks_loaded},
+               {"chunks_promoted", t.chunks_promoted},
+               {"chunks_stored", t.disk_chunks_stored},
+               {"chunks_evicted", t.disk_chunks_evicted},
+               {"lfu_key_errors", t.disk_lfu_key_errors},
+               {"chunks_resident_at_end", disk_resident},
+               {"bytes_read", disk_load_bytes_},
+               {"bytes_written", static_cast<double>(t.disk_chunks_stored) * chunk_bytes},
+               {"gb_per_s", c_.disk_bytes_per_s / 1e9},
+               {"latency_us", c_.disk_latency_s * 1e6}};
+  return j;
+}
+
+template <class KV>
+nlohmann::json engine_sim<KV>::lmcache_cpu_summary(const kvtk::tier::lmcache_offload_counters& t,
+                                                   std::uint64_t resident) const {
   const auto& cfg = c_.lmcache_cfg;
   return {{"spec", c_.offload},
           {"engine", "vLLM 0.33.0 + LMCache 0.5.6 (local CPU backend)"},
@@ -807,6 +917,70 @@ nlohmann::json engine_sim<KV>::lmcache_summary() const {
           {"bytes_loaded", offload_load_bytes_},
           {"bytes_stored", offload_store_bytes_},
           {"load_store_s", lmcache_s_}};
+}
+
+template <class KV>
+nlohmann::json engine_sim<KV>::kvbm_summary() const {
+  kvtk::tier::dynamo_kvbm_counters t;
+  std::uint64_t host_resident = 0, disk_resident = 0;
+  for (const auto& in : inst_) {
+    if (!in.kvbm) continue;
+    const auto& c = in.kvbm->counters();
+    t.gpu_hit_blocks += c.gpu_hit_blocks;
+    t.host_hit_blocks += c.host_hit_blocks;
+    t.disk_hit_blocks += c.disk_hit_blocks;
+    t.offered_blocks += c.offered_blocks;
+    t.host_stored_blocks += c.host_stored_blocks;
+    t.host_duplicate_blocks += c.host_duplicate_blocks;
+    t.host_dropped_batches += c.host_dropped_batches;
+    t.host_dropped_blocks += c.host_dropped_blocks;
+    t.host_evictions += c.host_evictions;
+    t.disk_stored_blocks += c.disk_stored_blocks;
+    t.disk_evictions += c.disk_evictions;
+    t.disk_present_skips += c.disk_present_skips;
+    t.filter_skips += c.filter_skips;
+    t.disk_dropped_batches += c.disk_dropped_batches;
+    t.disk_dropped_blocks += c.disk_dropped_blocks;
+    host_resident += in.kvbm->host_resident();
+    disk_resident += in.kvbm->disk_resident();
+  }
+  const auto& cfg = c_.kvbm_cfg;
+  nlohmann::json j = {{"spec", c_.offload},
+                      {"engine", kvtk::tier::dynamo_kvbm::engine_version},
+                      {"gpu_hit_blocks", t.gpu_hit_blocks},
+                      {"offered_blocks", t.offered_blocks},
+                      {"loads", offload_loads_},
+                      {"bytes_loaded", offload_load_bytes_},
+                      {"load_wait_s_mean", offload_loads_ ? offload_wait_s_ / static_cast<double>(offload_loads_) : 0.0}};
+  if (cfg.host_blocks > 0) {
+    j["host"] = {{"blocks_per_instance", cfg.host_blocks},
+                 {"hit_blocks", t.host_hit_blocks},
+                 {"stored_blocks", t.host_stored_blocks},
+                 {"duplicate_blocks", t.host_duplicate_blocks},
+                 {"dropped_batches", t.host_dropped_batches},
+                 {"dropped_blocks", t.host_dropped_blocks},
+                 {"evictions", t.host_evictions},
+                 {"blocks_resident_at_end", host_resident},
+                 {"bytes_read", offload_load_bytes_ - disk_load_bytes_},
+                 {"bytes_written", static_cast<double>(t.host_stored_blocks) * block_bytes_}};
+  }
+  if (cfg.disk_blocks > 0) {
+    j["disk"] = {{"blocks_per_instance", cfg.disk_blocks},
+                 {"filter", cfg.host_blocks == 0 ? "bypass (unfiltered)" : cfg.disk_filter ? "frequency" : "off"},
+                 {"hit_blocks", t.disk_hit_blocks},
+                 {"stored_blocks", t.disk_stored_blocks},
+                 {"present_skips", t.disk_present_skips},
+                 {"filter_skips", t.filter_skips},
+                 {"dropped_batches", t.disk_dropped_batches},
+                 {"dropped_blocks", t.disk_dropped_blocks},
+                 {"evictions", t.disk_evictions},
+                 {"blocks_resident_at_end", disk_resident},
+                 {"bytes_read", disk_load_bytes_},
+                 {"bytes_written", static_cast<double>(t.disk_stored_blocks) * block_bytes_},
+                 {"gb_per_s", c_.disk_bytes_per_s / 1e9},
+                 {"latency_us", c_.disk_latency_s * 1e6}};
+  }
+  return j;
 }
 
 template <class KV>

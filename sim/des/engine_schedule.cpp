@@ -39,7 +39,7 @@ bool engine_sim<KV>::schedule_v1(std::uint32_t i) {
   for (std::size_t pos = 0; !preempted && budget > 0 && pos < in.waiting.size() &&
                             in.running.size() < c_.sched.max_num_seqs;) {
     const std::uint32_t r = in.waiting[pos];
-    if (in.offload) {
+    if (async_loads(i)) {
       if (w_.st(r).load == engine_request::load_phase::loading) {
         ++pos;
         continue;

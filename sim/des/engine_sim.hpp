@@ -57,6 +57,10 @@ struct engine_request {
   bool lm_resumed = false;  // preempted before (stores last)
   kvtk::tier::lmcache_offload::lookup_result lm;
   std::uint64_t lm_gpu_hit = 0, lm_saved = 0;
+  // Dynamo KVBM (`offload` "kvbm:..."): the last lookup's match past the GPU hit, and the blocks
+  // its slot has evaluated (computed or offered for G1 -> G2; KVBM's evaluated_blocks only grows).
+  kvtk::tier::kvbm_lower_tiers::match kvbm;
+  std::uint64_t kvbm_evaluated = 0;
   // HiCache L3 (`storage=file`): its prefetch from storage, issued when it was queued.
   struct prefetch_state {
     bool open = false;
@@ -93,7 +97,9 @@ struct engine_instance {
   kvtk::sparse::decode_clock decode_clock;  // sparse: the decode batch's stall and prefetch
   std::unique_ptr<kvtk::tier::vllm_cpu_offload<>> offload;  // null without `offload` "cpu:..."
   std::unique_ptr<kvtk::tier::lmcache_offload> lmcache;      // null without "lmcache-cpu:"
-  double load_link_free = 0;     // vLLM offload: when the host link's last queued load ends
+  std::unique_ptr<kvtk::tier::kvbm_lower_tiers> kvbm;        // null without "kvbm:"
+  double load_link_free = 0;     // vLLM offload, KVBM: when the host link's last queued load ends
+  double disk_link_free = 0;     // KVBM: when the disk's last queued read ends
   std::uint32_t loads_in_flight = 0;
   // HiCache L3 (`storage=file`): the storage, its reader's and writer's queues, and the prefetches.
   std::unique_ptr<kvtk::tier::hicache_storage> l3;  // null without storage=file
@@ -172,12 +178,18 @@ class engine_sim {
   bool schedule_sglang(std::uint32_t i);
   bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
              std::uint64_t held = 0);
-  // vLLM offload (schedule_v1's waiting loop): what waiting request r does this schedule.
+  // vLLM offload and KVBM, whose connectors load asynchronously (schedule_v1's waiting loop):
+  // what waiting request r does this schedule.
+  [[nodiscard]] bool async_loads(std::uint32_t i) const { return inst_[i].offload || inst_[i].kvbm; }
   enum class offload_step : std::uint8_t { admitted, loading, stop };
   offload_step admit_offload(std::uint32_t i, std::uint32_t r, std::uint64_t budget);
   void load_done(std::uint32_t r);
   // vLLM offload: the chunks request r's computed prompt tokens complete, offered for store.
   void offload_store(std::uint32_t i, engine_request& q);
+  // KVBM: the start of an asynchronous load of q's match (its end time), and the step's G1 -> G2
+  // batch of q's newly computed prompt blocks.
+  double kvbm_load(std::uint32_t i, engine_request& q);
+  void kvbm_store(std::uint32_t i, engine_request& q);
   // The request's KV is done with (finished or handed off): freed into the cache, and the
   // connector told (on_request_finished).
   void finish_kv(std::uint32_t i, engine_request& q) {
@@ -188,6 +200,9 @@ class engine_sim {
   [[nodiscard]] nlohmann::json offload_summary() const;
   [[nodiscard]] nlohmann::json hicache_summary() const;
   [[nodiscard]] nlohmann::json lmcache_summary() const;
+  [[nodiscard]] nlohmann::json kvbm_summary() const;
+  [[nodiscard]] nlohmann::json lmcache_cpu_summary(const kvtk::tier::lmcache_offload_counters& t,
+                                                   std::uint64_t resident) const;
   // LMCache: the load and the stores of the requests in the iteration that starts (synchronous:
   // start_load_kv before the forward, wait_for_save after it). Returns their seconds.
   double lmcache_step(std::uint32_t i);
@@ -240,6 +255,7 @@ class engine_sim {
   std::unique_ptr<kvtk::tier::tier_hierarchy<>> pool_;  // null without pool_blocks
   std::unique_ptr<sparse_decoder> sparse_;              // null for dense decode
   kvtk::move::timing_model pool_link_;
+  kvtk::move::timing_model disk_link_;  // KVBM's G3 and LMCache's disk reads
   std::vector<double> route_cost_, route_weight_;  // cache-aware routing, one per prefill instance
   latency_stats gaps_;                // every token gap (token_gap_s)
   scheduler_kind sched_;
@@ -250,6 +266,7 @@ class engine_sim {
   std::uint64_t dram_read_blocks_ = 0, pool_read_blocks_ = 0, pool_write_blocks_ = 0;
   double offload_load_bytes_ = 0, offload_store_bytes_ = 0, offload_wait_s_ = 0;
   double lmcache_s_ = 0;  // LMCache: the seconds its loads and stores added to iterations
+  double disk_load_bytes_ = 0;  // KVBM, LMCache: of offload_load_bytes_, read from disk
   struct l3_totals {
     std::uint64_t issued = 0, below_threshold = 0, anchor_not_backed_up = 0, rate_limited = 0;
     std::uint64_t revoked = 0, completed = 0, cut_best_effort = 0, cut_timeout = 0;

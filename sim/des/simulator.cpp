@@ -23,8 +23,8 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   check_timing_table();
   if (!c.offload.empty()) {
     throw std::invalid_argument("offload '" + c.offload + "' is an engine's own tier: it needs the "
-                                "engine's scheduler (cpu: vllm-v1, host: sglang; kvtk's scheduler "
-                                "has dram and pool)");
+                                "engine's scheduler (cpu, lmcache-cpu, kvbm: vllm-v1; host: "
+                                "sglang; kvtk's scheduler has dram and pool)");
   }
   p_ = c.cache_partial_block ? kvtk::prefix::partial_block::cache
                              : kvtk::prefix::partial_block::skip;

@@ -60,6 +60,7 @@
 #include "kvtk/prefix/replay.hpp"
 #include "kvtk/sparse/pattern_gen.hpp"
 #include "kvtk/sparse/residency.hpp"
+#include "kvtk/tier/dynamo_kvbm.hpp"
 #include "kvtk/tier/hicache_storage.hpp"
 #include "kvtk/tier/lmcache_offload.hpp"
 #include "kvtk/tier/sglang_hicache.hpp"
@@ -107,15 +108,19 @@ struct cluster_config {
   /// An engine's own offload tier under each instance's engine KV cache (engine_sched.cpp): the
   /// config's `offload`, in `replay --offload`'s syntax: vLLM 0.33's OffloadingConnector (medium
   /// cpu, scheduler vllm-v1), LMCache 0.5.6's CPU backend behind vLLM (medium lmcache-cpu,
-  /// scheduler vllm-v1) or SGLang 0.5.23's HiCache host pool (medium host, scheduler sglang).
+  /// scheduler vllm-v1, with its local disk), Dynamo KVBM 1.6.1's G2/G3 behind vLLM (medium
+  /// kvbm, scheduler vllm-v1) or SGLang 0.5.23's HiCache host pool (medium host, scheduler sglang).
   std::string offload;                   ///< the spec as given; empty = none
-  std::string offload_medium;            ///< cpu | lmcache-cpu | host ("" = cpu when offload is set)
+  std::string offload_medium;            ///< cpu | lmcache-cpu | kvbm | host ("" = cpu when offload is set)
   kvtk::tier::vllm_offload_config offload_cfg;  ///< cpu: parsed (gpu_blocks unused)
   kvtk::tier::sglang_hicache_config hicache_cfg;  ///< host: parsed (device_pages unset; host
                                                   ///< pages unless given as a ratio)
   double hicache_ratio = 0;              ///< host: the size as "Nx" of the device pool, else 0
   kvtk::tier::lmcache_offload_config lmcache_cfg;  ///< lmcache-cpu: parsed (gpu_blocks unused)
   kvtk::tier::hicache_l3_config hicache_l3;  ///< host: the L3 tier and its prefetch (storage=file)
+  kvtk::tier::dynamo_kvbm_config kvbm_cfg;   ///< kvbm: parsed (gpu_blocks unused)
+  double disk_bytes_per_s = 2e9;         ///< kvbm's G3, LMCache's disk: read rate (disk_gb_per_s)
+  double disk_latency_s = 100e-6;        ///< and the cost per read (disk_latency_us)
   double host_link_latency_s = 0;        ///< DRAM-tier load: fixed cost per request's load
   double host_link_per_block_s = 0;      ///< DRAM-tier load: cost per block (calibration beta)
   double pool_bytes_per_s = 25e9;        ///< 0 = not a bottleneck

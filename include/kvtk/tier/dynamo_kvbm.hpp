@@ -103,28 +103,28 @@ inline void validate(const dynamo_kvbm_config& c) {
   }
 }
 
+/// KVBM's G2 and G3 with the FrequencyFilter, below a GPU pool the caller keeps: dynamo_kvbm's
+/// for replay, the engine scheduler's own in kvtk simulate (vllm-v1), which calls lookup at each
+/// admission attempt, count_hits when a load starts and offload after each step.
 /// Thread safety: as block_cache: one per thread.
-class dynamo_kvbm {
+class kvbm_lower_tiers {
   using pool = block_cache<lru>;
 
  public:
-  static constexpr const char* engine_version = "vLLM 0.33.0 + Dynamo KVBM 1.6.1";
-
   /// Throws: as validate(); std::bad_alloc.
-  explicit dynamo_kvbm(const dynamo_kvbm_config& c)
-      : cfg_((validate(c), c)), gpu_(c.gpu_blocks), host_(make_pool(c.host_blocks)),
-        disk_(make_pool(c.disk_blocks)) {}
+  explicit kvbm_lower_tiers(const dynamo_kvbm_config& c)
+      : cfg_((validate(c), c)), host_(make_pool(c.host_blocks)), disk_(make_pool(c.disk_blocks)) {}
 
   [[nodiscard]] const dynamo_kvbm_config& config() const noexcept { return cfg_; }
   [[nodiscard]] const dynamo_kvbm_counters& counters() const noexcept { return totals_; }
-  [[nodiscard]] const prefix::vllm_block_pool& gpu() const noexcept { return gpu_; }
+  [[nodiscard]] dynamo_kvbm_counters& counters() noexcept { return totals_; }
   [[nodiscard]] std::size_t host_resident() const noexcept { return host_ ? host_->size() : 0; }
   [[nodiscard]] std::size_t disk_resident() const noexcept { return disk_ ? disk_->size() : 0; }
   [[nodiscard]] bool host_holds(block_key k) const noexcept { return host_ && host_->contains(k); }
   [[nodiscard]] bool disk_holds(block_key k) const noexcept { return disk_ && disk_->contains(k); }
 
-  /// Effects: the filter's clock is at `t` seconds (the request's arrival): the decay ticks due
-  /// since the last call are applied, the first call starting the clock with one tick.
+  /// Effects: the filter's clock is at `t` seconds (non-decreasing): the decay ticks due since
+  /// the last call are applied, the first call starting the clock with one tick.
   void set_time(double t) {
     last_time_ = t;
     if (!clock_started_) {
@@ -139,72 +139,39 @@ class dynamo_kvbm {
     next_tick_ += due * cfg_.flush_interval_s;
   }
 
-  /// One request of L tokens in GPU blocks of B tokens whose full blocks have the keys `keys`
-  /// (at most floor(L / B) read), run to completion (the header comment). Returns the blocks it
-  /// did not compute: the GPU hit and the blocks loaded from G2 and G3.
-  /// Complexity: O(blocks) expected.  Throws: std::bad_alloc (scratch, filter entries).
-  std::uint32_t run_request(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B) {
-    if (L == 0) return 0;
-    ++totals_.requests;
-    const std::uint64_t n = (L + B - 1) / B;
-    if (n > gpu_.capacity()) {
-      ++totals_.unscheduled;
-      return 0;
-    }
-    const std::uint64_t f = std::min<std::uint64_t>(L / B, keys.size());
-    if (held_.size() < n) held_.resize(n);
-    const std::uint64_t g = gpu_.find_hit(keys, prefix::vllm_block_pool::hit_cap(L, B, f), held_);
-    // The lookup: G2 from g, then G3 from where G2 stops.
+  /// Blocks a lookup matched past the GPU hit: `host` from G2, then `disk` from G3.
+  struct match {
+    std::uint64_t host = 0, disk = 0;
+  };
+  /// The lookup of a request of `seq` tokens whose full prompt blocks are `keys`, from its GPU
+  /// hit g (blocks): G2's leading run from g, then G3's from where it stops; a match to the
+  /// request's end gives up its last block (the disk's if any). Effects: every matched block is
+  /// acquired and released (its pool's most recent, host ones in order, then disk ones); nothing
+  /// is counted (count_hits).  Complexity: O(matched) expected.  Throws: nothing.
+  match lookup(std::span<const block_key> keys, std::uint64_t g, std::uint64_t seq,
+               std::uint32_t B) noexcept {
+    const std::uint64_t f = keys.size();
     std::uint64_t h2 = 0, h3 = 0;
     while (host_ && g + h2 < f && host_->contains(keys[g + h2])) ++h2;
     while (disk_ && g + h2 + h3 < f && disk_->contains(keys[g + h2 + h3])) ++h3;
     const std::uint64_t matched2 = h2, matched3 = h3;
-    if ((g + h2 + h3) * B == L && h2 + h3 > 0) (h3 > 0 ? h3 : h2) -= 1;  // the last block
+    if ((g + h2 + h3) * B == seq && h2 + h3 > 0) (h3 > 0 ? h3 : h2) -= 1;  // the last block
     for (std::uint64_t i = g; i < g + matched2; ++i) host_->touch(host_->find(keys[i]));
     for (std::uint64_t i = g + matched2; i < g + matched2 + matched3; ++i) {
       disk_->touch(disk_->find(keys[i]));
     }
-    (void)gpu_.run_request(keys, L, B, held_);  // loads take new GPU blocks as prefills do
+    return {h2, h3};
+  }
+  /// Effects: counts a load of m (and the GPU hit g beside it).
+  void count_hits(std::uint64_t g, match m) noexcept {
     totals_.gpu_hit_blocks += g;
-    totals_.host_hit_blocks += h2;
-    totals_.disk_hit_blocks += h3;
-    offload(keys.subspan(g + h2 + h3, f - (g + h2 + h3)));
-    return static_cast<std::uint32_t>(g + h2 + h3);
+    totals_.host_hit_blocks += m.host;
+    totals_.disk_hit_blocks += m.disk;
   }
 
- private:
-  static std::unique_ptr<pool> make_pool(std::uint32_t blocks) {
-    if (blocks == 0) return nullptr;
-    pool::config c{};
-    c.capacity = blocks;
-    return std::make_unique<pool>(c);
-  }
-
-  // allocate_blocks(n) then register_blocks: free blocks first, then the least recently released
-  // (all or nothing); a hash already held keeps its block and is released again, a new one takes
-  // a block. False when the pool is smaller than the batch.
-  static bool allocate_and_register(pool& p, std::span<const block_key> batch,
-                                    std::uint64_t& stored, std::uint64_t& duplicates,
-                                    std::uint64_t& evictions) {
-    if (batch.size() > p.capacity()) return false;
-    const std::size_t free = p.capacity() - p.size();
-    if (batch.size() > free) {
-      (void)p.evict(batch.size() - free);  // nothing is held between requests: never refused
-      evictions += batch.size() - free;
-    }
-    for (const block_key k : batch) {
-      const std::uint32_t s = p.find(k);
-      if (s != pool::npos) {
-        p.touch(s);
-        ++duplicates;
-      } else {
-        (void)p.insert(k);
-        ++stored;
-      }
-    }
-    return true;
-  }
-
+  /// G1 -> G2 (or G3 without G2) of one step's batch, then the G2 -> G3 worker over it, in
+  /// order (the header comment).  Complexity: O(batch) expected.  Throws: std::bad_alloc
+  /// (filter entries).
   void offload(std::span<const block_key> batch) {
     if (batch.empty()) return;
     totals_.offered_blocks += batch.size();
@@ -245,6 +212,39 @@ class dynamo_kvbm {
     }
   }
 
+ private:
+  static std::unique_ptr<pool> make_pool(std::uint32_t blocks) {
+    if (blocks == 0) return nullptr;
+    pool::config c{};
+    c.capacity = blocks;
+    return std::make_unique<pool>(c);
+  }
+
+  // allocate_blocks(n) then register_blocks: free blocks first, then the least recently released
+  // (all or nothing); a hash already held keeps its block and is released again, a new one takes
+  // a block. False when the pool is smaller than the batch.
+  static bool allocate_and_register(pool& p, std::span<const block_key> batch,
+                                    std::uint64_t& stored, std::uint64_t& duplicates,
+                                    std::uint64_t& evictions) {
+    if (batch.size() > p.capacity()) return false;
+    const std::size_t free = p.capacity() - p.size();
+    if (batch.size() > free) {
+      (void)p.evict(batch.size() - free);  // nothing is pinned: never refused
+      evictions += batch.size() - free;
+    }
+    for (const block_key k : batch) {
+      const std::uint32_t s = p.find(k);
+      if (s != pool::npos) {
+        p.touch(s);
+        ++duplicates;
+      } else {
+        (void)p.insert(k);
+        ++stored;
+      }
+    }
+    return true;
+  }
+
   // FrequencyFilter::should_offload: 1 at the first sight, doubled (saturating) at each later.
   bool frequent(block_key k) {
     auto [it, fresh] = counts_.try_emplace(k, 1);
@@ -268,13 +268,62 @@ class dynamo_kvbm {
   }
 
   dynamo_kvbm_config cfg_;
-  prefix::vllm_block_pool gpu_;
   std::unique_ptr<pool> host_, disk_;
   std::unordered_map<block_key, std::uint64_t> counts_;  // the FrequencyFilter's map
-  std::vector<std::uint32_t> held_;                      // the pool's scratch
   bool clock_started_ = false;
   double next_tick_ = 0, last_time_ = 0;
   dynamo_kvbm_counters totals_;
+};
+
+/// vLLM 0.33's block pool over kvbm_lower_tiers, one request at a time (replay).
+/// Thread safety: as block_cache: one per thread.
+class dynamo_kvbm {
+ public:
+  static constexpr const char* engine_version = "vLLM 0.33.0 + Dynamo KVBM 1.6.1";
+
+  /// Throws: as validate(); std::bad_alloc.
+  explicit dynamo_kvbm(const dynamo_kvbm_config& c) : lower_(c), gpu_(c.gpu_blocks) {}
+
+  [[nodiscard]] const dynamo_kvbm_config& config() const noexcept { return lower_.config(); }
+  [[nodiscard]] const dynamo_kvbm_counters& counters() const noexcept { return lower_.counters(); }
+  [[nodiscard]] const prefix::vllm_block_pool& gpu() const noexcept { return gpu_; }
+  [[nodiscard]] const kvbm_lower_tiers& lower() const noexcept { return lower_; }
+  [[nodiscard]] std::size_t host_resident() const noexcept { return lower_.host_resident(); }
+  [[nodiscard]] std::size_t disk_resident() const noexcept { return lower_.disk_resident(); }
+  [[nodiscard]] bool host_holds(block_key k) const noexcept { return lower_.host_holds(k); }
+  [[nodiscard]] bool disk_holds(block_key k) const noexcept { return lower_.disk_holds(k); }
+
+  /// Effects: as kvbm_lower_tiers::set_time (the request's arrival).
+  void set_time(double t) { lower_.set_time(t); }
+
+  /// One request of L tokens in GPU blocks of B tokens whose full blocks have the keys `keys`
+  /// (at most floor(L / B) read), run to completion (the header comment). Returns the blocks it
+  /// did not compute: the GPU hit and the blocks loaded from G2 and G3.
+  /// Complexity: O(blocks) expected.  Throws: std::bad_alloc (scratch, filter entries).
+  std::uint32_t run_request(std::span<const block_key> keys, std::uint64_t L, std::uint32_t B) {
+    if (L == 0) return 0;
+    auto& totals = lower_.counters();
+    ++totals.requests;
+    const std::uint64_t n = (L + B - 1) / B;
+    if (n > gpu_.capacity()) {
+      ++totals.unscheduled;
+      return 0;
+    }
+    const std::uint64_t f = std::min<std::uint64_t>(L / B, keys.size());
+    if (held_.size() < n) held_.resize(n);
+    const std::uint64_t g = gpu_.find_hit(keys, prefix::vllm_block_pool::hit_cap(L, B, f), held_);
+    const auto m = lower_.lookup(keys.first(f), g, L, B);
+    (void)gpu_.run_request(keys, L, B, held_);  // loads take new GPU blocks as prefills do
+    lower_.count_hits(g, m);
+    const std::uint64_t done = g + m.host + m.disk;
+    lower_.offload(keys.subspan(done, f - done));
+    return static_cast<std::uint32_t>(done);
+  }
+
+ private:
+  kvbm_lower_tiers lower_;
+  prefix::vllm_block_pool gpu_;
+  std::vector<std::uint32_t> held_;  // the pool's scratch
 };
 
 /// dynamo_kvbm as a prefix-replay index (`replay --engine vllm --offload kvbm:...`).
