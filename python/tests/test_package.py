@@ -158,6 +158,8 @@ def test_simulate_equals_cli_and_has_request_columns(kvtk_bin):
 
 @pytest.mark.parametrize("engine,spec,hits", [("vllm", "cpu:8000:lru", "cpu_hit_blocks"),
                                                ("vllm", "lmcache-cpu:8000,chunk_size=512", "cpu_hit_blocks"),
+                                               ("vllm", "kvbm:2000,disk=8000,disk_filter=off", "disk.hit_blocks"),
+                                               ("vllm", "lmcache-cpu:2000,chunk_size=512,disk=8000", "disk.hit_blocks"),
                                                ("sglang", "host:8000", "host_hit_blocks")])
 def test_simulate_with_engine_offload_equals_cli(kvtk_bin, engine, spec, hits):
     opts = dict(engine=engine, model="qwen2.5-7b", gpu="h100", local_cache=1000,
@@ -167,7 +169,10 @@ def test_simulate_with_engine_offload_equals_cli(kvtk_bin, engine, spec, hits):
                    *[a for k, v in opts.items() for a in ("--set", f"{k}={v}")])
     assert s["result"] == cli["result"]
     off = s["result"]["offload"]
-    assert off["spec"] == spec and off[hits] > 0
+    counted = off
+    for key in hits.split("."):
+        counted = counted[key]
+    assert off["spec"] == spec and counted > 0
     assert s["result"]["dram_block_hits"] > 0
     with pytest.raises(ValueError, match="needs scheduler vllm-v1"):
         kvtk.simulate(CONVERSATION, engine="sglang", offload="cpu:100")
