@@ -44,6 +44,21 @@ double positive(const std::string& where, const std::string& key, const std::str
   return x;
 }
 
+// A finite number in [0, 1e6) (a latency that may be zero).
+double nonnegative(const std::string& where, const std::string& key, const std::string& v) {
+  std::size_t used = 0;
+  double x = -1;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !(x >= 0) || !(x < 1e6)) {
+    throw usage_error(where + ": " + key + "='" + v + "' is not a number in [0, 1e6)");
+  }
+  return x;
+}
+
 std::string without_option(const std::string& message);
 
 // HiCache's L3 knobs (storage=file and the prefetch's): true when `key` is one of them.
@@ -147,7 +162,7 @@ bool disk_link_knob(offload_spec& s, const std::string& where, const std::string
   if (key == "disk_gb_per_s") {
     s.disk_bytes_per_s = positive(where, key, value) * 1e9;
   } else if (key == "disk_latency_us") {
-    s.disk_latency_s = positive(where, key, value) * 1e-6;
+    s.disk_latency_s = nonnegative(where, key, value) * 1e-6;
   } else {
     return false;
   }

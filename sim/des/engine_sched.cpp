@@ -462,6 +462,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   q.loading = q.pool_loading = 0;
   q.remote = false;  // recompute: the transferred KV is gone
   q.lm_looked = q.lm_retrieve = false;  // LMCache looks up again at its next admission
+  q.kvbm_evaluated = 0;  // KVBM's reset_after_preemption: recomputed blocks are offered again
   q.lm_resumed = true;
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
@@ -872,6 +873,7 @@ nlohmann::json engine_sim<KV>::lmcache_summary() const {
     t.disk_chunks_stored += c.disk_chunks_stored;
     t.disk_chunks_evicted += c.disk_chunks_evicted;
     t.disk_lfu_key_errors += c.disk_lfu_key_errors;
+    t.stalled_retrievals += c.stalled_retrievals;
     resident += in.lmcache->cpu_resident();
     disk_resident += in.lmcache->disk_resident();
   }
@@ -888,6 +890,7 @@ nlohmann::json engine_sim<KV>::lmcache_summary() const {
                {"chunks_stored", t.disk_chunks_stored},
                {"chunks_evicted", t.disk_chunks_evicted},
                {"lfu_key_errors", t.disk_lfu_key_errors},
+               {"stalled_retrievals", t.stalled_retrievals},
                {"chunks_resident_at_end", disk_resident},
                {"bytes_read", disk_load_bytes_},
                {"bytes_written", static_cast<double>(t.disk_chunks_stored) * chunk_bytes},
@@ -962,7 +965,8 @@ nlohmann::json engine_sim<KV>::kvbm_summary() const {
                  {"evictions", t.host_evictions},
                  {"blocks_resident_at_end", host_resident},
                  {"bytes_read", offload_load_bytes_ - disk_load_bytes_},
-                 {"bytes_written", static_cast<double>(t.host_stored_blocks) * block_bytes_}};
+                 // KVBM copies the whole batch before registering it: duplicates cross too.
+                 {"bytes_written", static_cast<double>(t.host_stored_blocks + t.host_duplicate_blocks) * block_bytes_}};
   }
   if (cfg.disk_blocks > 0) {
     j["disk"] = {{"blocks_per_instance", cfg.disk_blocks},

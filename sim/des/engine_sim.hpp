@@ -58,7 +58,8 @@ struct engine_request {
   kvtk::tier::lmcache_offload::lookup_result lm;
   std::uint64_t lm_gpu_hit = 0, lm_saved = 0;
   // Dynamo KVBM (`offload` "kvbm:..."): the last lookup's match past the GPU hit, and the blocks
-  // its slot has evaluated (computed or offered for G1 -> G2; KVBM's evaluated_blocks only grows).
+  // its slot has evaluated (computed or offered for G1 -> G2; KVBM's evaluated_blocks, which
+  // only grows until a preemption resets the slot).
   kvtk::tier::kvbm_lower_tiers::match kvbm;
   std::uint64_t kvbm_evaluated = 0;
   // HiCache L3 (`storage=file`): its prefetch from storage, issued when it was queued.

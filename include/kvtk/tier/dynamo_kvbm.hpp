@@ -7,7 +7,9 @@
 // leader in lib/bindings/kvbm, read at commit df888f6, whose log strings, filter constants and
 // environment variables are the ones compiled into the kvbm 1.6.1 wheel; docs/engines/
 // dynamo-kvbm-1.6.1.md cites each rule). Not run against KVBM itself: its leader needs the GPU
-// workers. The rules, in KVBM's unit, the engine's block of B tokens (one hash per full block):
+// workers. kvtk simulate runs the tiers below the GPU (kvbm_lower_tiers) under its vllm-v1
+// scheduler, with chunked prefill, preemption and time (docs/simulate.md "Dynamo KVBM"). The
+// rules, in KVBM's unit, the engine's block of B tokens (one hash per full block):
 //  * Lookup (get_num_new_matched_tokens). g = vLLM's GPU hit (capped at floor((L - 1) / B)
 //    blocks). From block g, the leading run of the prompt's full blocks held in G2, then from
 //    where that stops the leading run held in G3 (a G3 hit is read straight to the GPU, not
@@ -34,8 +36,8 @@
 //  * Every asynchronous transfer and the offload queue finish before the next request.
 //
 // Not modelled: offload priorities (DYN_KVBM_HOST_OFFLOAD_PREFIX_MIN_PRIORITY: vLLM's path gives
-// every block priority 0, so a threshold above 0 turns G1 -> G2 off), a prompt offloaded over
-// several steps (chunked prefill), preemption, the KVBM v2 policies (pass_all, presence,
+// every block priority 0, so a threshold above 0 turns G1 -> G2 off), in replay a prompt
+// offloaded over several steps (chunked prefill) and preemption (simulate has both), the KVBM v2 policies (pass_all, presence,
 // presence_lfu: not in the 1.6.1 wheel), tensor and data parallelism.
 //
 // Design: the GPU pool (prefix/vllm_block_pool.hpp) is the top; G2 and G3 are kvtk LRU caches
@@ -105,15 +107,17 @@ inline void validate(const dynamo_kvbm_config& c) {
 
 /// KVBM's G2 and G3 with the FrequencyFilter, below a GPU pool the caller keeps: dynamo_kvbm's
 /// for replay, the engine scheduler's own in kvtk simulate (vllm-v1), which calls lookup at each
-/// admission attempt, count_hits when a load starts and offload after each step.
+/// admission attempt (twice when nothing matches: vLLM asks again on the plain path, the same
+/// touches in the same order), count_hits at each admission (the GPU hit and what it loads) and
+/// offload after each step.
 /// Thread safety: as block_cache: one per thread.
 class kvbm_lower_tiers {
   using pool = block_cache<lru>;
 
  public:
-  /// Throws: as validate(); std::bad_alloc.
+  /// Throws: as validate() (gpu_blocks is not read: the caller keeps the GPU pool); std::bad_alloc.
   explicit kvbm_lower_tiers(const dynamo_kvbm_config& c)
-      : cfg_((validate(c), c)), host_(make_pool(c.host_blocks)), disk_(make_pool(c.disk_blocks)) {}
+      : cfg_(checked(c)), host_(make_pool(c.host_blocks)), disk_(make_pool(c.disk_blocks)) {}
 
   [[nodiscard]] const dynamo_kvbm_config& config() const noexcept { return cfg_; }
   [[nodiscard]] const dynamo_kvbm_counters& counters() const noexcept { return totals_; }
@@ -213,6 +217,13 @@ class kvbm_lower_tiers {
   }
 
  private:
+  static dynamo_kvbm_config checked(dynamo_kvbm_config c) {
+    const std::uint32_t gpu = c.gpu_blocks;
+    c.gpu_blocks = 1;
+    validate(c);
+    c.gpu_blocks = gpu;
+    return c;
+  }
   static std::unique_ptr<pool> make_pool(std::uint32_t blocks) {
     if (blocks == 0) return nullptr;
     pool::config c{};
@@ -282,7 +293,7 @@ class dynamo_kvbm {
   static constexpr const char* engine_version = "vLLM 0.33.0 + Dynamo KVBM 1.6.1";
 
   /// Throws: as validate(); std::bad_alloc.
-  explicit dynamo_kvbm(const dynamo_kvbm_config& c) : lower_(c), gpu_(c.gpu_blocks) {}
+  explicit dynamo_kvbm(const dynamo_kvbm_config& c) : lower_((validate(c), c)), gpu_(c.gpu_blocks) {}
 
   [[nodiscard]] const dynamo_kvbm_config& config() const noexcept { return lower_.config(); }
   [[nodiscard]] const dynamo_kvbm_counters& counters() const noexcept { return lower_.counters(); }

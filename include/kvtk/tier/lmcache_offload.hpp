@@ -309,18 +309,29 @@ class lmcache_offload {
     if (hc > 0) {
       while (e < h && cpu_.holds(chunk_keys_[e])) ++e;
     }
-    // Pinned while staging: the lookup's CPU hits and the chunks read from the CPU.
-    for (std::uint64_t i = 0; i < hc; ++i) cpu_.hide(cpu_.find(chunk_keys_[i]));
-    for (std::uint64_t i = s; i < e; ++i) cpu_.hide(cpu_.find(chunk_keys_[i]));
+    // Pinned while staging: the lookup's CPU hits and the chunks read from the CPU. Under
+    // simulate a lookup can be older than the state (kept while its request waits for GPU
+    // blocks; LMCache's lookup pins are not modelled), so a chunk it found may be gone: it is
+    // still read (LMCache would have pinned it) but neither pinned nor touched here.
+    auto hide = [&](block_key k) {
+      if (const std::uint32_t x = cpu_.find(k); x != lmcache_backend::none) cpu_.hide(x);
+    };
+    auto show = [&](block_key k) {
+      if (const std::uint32_t x = cpu_.find(k); x != lmcache_backend::none) cpu_.show(x);
+    };
+    for (std::uint64_t i = 0; i < hc; ++i) hide(chunk_keys_[i]);
+    for (std::uint64_t i = s; i < e; ++i) hide(chunk_keys_[i]);
     std::uint64_t staged = 0;
     while (e + staged < h && cpu_.reserve()) ++staged;
     if (e + staged < h) {
       ++totals_.stalled_retrievals;
       totals_.first_stall_request = std::min(totals_.first_stall_request, totals_.requests - 1);
     }
-    for (std::uint64_t i = 0; i < hc; ++i) cpu_.show(cpu_.find(chunk_keys_[i]));
-    for (std::uint64_t i = s; i < e; ++i) cpu_.show(cpu_.find(chunk_keys_[i]));
-    for (std::uint64_t i = e; i < h; ++i) disk_->hit(disk_->find(chunk_keys_[i]));
+    for (std::uint64_t i = 0; i < hc; ++i) show(chunk_keys_[i]);
+    for (std::uint64_t i = s; i < e; ++i) show(chunk_keys_[i]);
+    for (std::uint64_t i = e; i < h; ++i) {
+      if (const std::uint32_t x = disk_->find(chunk_keys_[i]); x != lmcache_backend::none) disk_->hit(x);
+    }
     for (std::uint64_t i = e; i < e + staged; ++i) totals_.chunks_promoted += cpu_.put(chunk_keys_[i]);
     return e;
   }
