@@ -426,6 +426,10 @@ std::string vllm_flags(const offload_spec& s, std::uint32_t block_tokens) {
   }
   if (s.cfg.store_threshold >= 2) extra["store_threshold"] = s.cfg.store_threshold;
   if (s.cfg.max_tracker_size != 64000) extra["max_tracker_size"] = s.cfg.max_tracker_size;
+  if (s.cfg.secondary_fs) {
+    extra["spec_name"] = "TieringOffloadingSpec";
+    extra["secondary_tiers"] = nlohmann::json::array({{{"type", "fs"}, {"root_dir", "/path/to/kv-offload-dir"}}});
+  }
   const nlohmann::json cfg = {{"kv_connector", "OffloadingConnector"},
                               {"kv_role", "kv_both"},
                               {"kv_connector_extra_config", extra}};
@@ -451,7 +455,7 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   }
   if (s.medium != "cpu") {
     throw usage_error(where + ": unknown medium '" + s.medium + "' (cpu: vLLM 0.33's CPU "
-                      "offloading, whose fs/obj secondary tiers are not modelled; lmcache-cpu: "
+                      "offloading, with its fs secondary tier as secondary=fs; lmcache-cpu: "
                       "LMCache 0.5.6's local CPU backend under vLLM; host: SGLang 0.5.23's "
                       "HiCache host pool; kvbm: Dynamo KVBM 1.6.1's host and disk tiers under vLLM)");
   }
@@ -477,9 +481,15 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
       if (s.cfg.max_tracker_size == 0) {
         throw usage_error(where + ": max_tracker_size must be >= 1 (kvtk's tracker holds keys)");
       }
+    } else if (key == "secondary") {
+      if (value != "fs") {
+        throw usage_error(where + ": secondary='" + value + "': kvtk models vLLM 0.33's fs "
+                          "secondary tier (secondary=fs); obj, p2p and kvcr are not modelled");
+      }
+      s.cfg.secondary_fs = true;
     } else {
       throw usage_error(where + ": unknown knob '" + key +
-                        "' (known: block_size store_threshold max_tracker_size)");
+                        "' (known: block_size store_threshold max_tracker_size secondary)");
     }
   }
   if (block_size == 0 || block_size % block_tokens != 0) {
@@ -496,6 +506,13 @@ offload_spec parse_offload_spec(const std::string& text, std::uint32_t block_tok
   }
   if (chunks >= (1ull << 31)) throw usage_error(where + ": the size must be below 2^31 blocks");
   s.cfg.cpu_chunks = static_cast<std::uint32_t>(chunks);
+  if (s.cfg.secondary_fs && s.cfg.policy != "lru") {
+    throw usage_error(where + ": secondary=fs is modelled with vLLM's lru only (how its promotions "
+                      "interact with arc and the adapter's policies is not)");
+  }
+  if (s.cfg.secondary_fs && s.cfg.store_threshold >= 2) {
+    throw usage_error(where + ": vLLM's TieringOffloadingSpec (secondary=fs) refuses store_threshold >= 2");
+  }
   const std::string& p = s.cfg.policy;
   const std::string kvtk_name = p.rfind("kvtk-", 0) == 0 ? p.substr(5) : p;
   if (p != "lru" && p != "arc" && !is_policy_name(kvtk_name)) {
@@ -590,6 +607,14 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
                              {"store_refusals", c.store_refusals},
                              {"threshold_skips", c.threshold_skips},
                              {"reused_chunks", c.reused_chunks}};
+  if (s.cfg.secondary_fs) {
+    counters["fs_promoted_chunks"] = c.fs_promoted_chunks;
+    counters["fs_promotion_evictions"] = c.fs_promotion_evictions;
+    counters["fs_promotion_refusals"] = c.fs_promotion_refusals;
+    counters["fs_written_chunks"] = c.fs_written_chunks;
+    counters["lookup_retries"] = c.lookup_retries;
+    counters["lookup_stalls"] = c.lookup_stalls;
+  }
   nlohmann::json tiers = nlohmann::json::array();
   tiers.push_back(gpu_tier(gpu_blocks, c.gpu_hit_blocks, block_tokens));
   nlohmann::json cpu = {{"name", s.medium},
@@ -608,6 +633,20 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
               trace_days);
   }
   tiers.push_back(cpu);
+  if (s.cfg.secondary_fs) {
+    // What the fs tier served: the chunks promoted from it (each then loaded from the CPU).
+    nlohmann::json fs = {{"name", "fs"},
+                         {"policy", "none (unbounded, never evicts)"},
+                         {"capacity", "unbounded"},
+                         {"hit_blocks", c.fs_promoted_chunks * s.cfg.blocks_per_chunk},
+                         {"chunks_promoted", c.fs_promoted_chunks},
+                         {"chunks_written", c.fs_written_chunks}};
+    if (s.block_bytes > 0) {
+      fs["bytes_read"] = static_cast<double>(c.fs_promoted_chunks) * chunk_bytes;
+      fs["bytes_written"] = static_cast<double>(c.fs_written_chunks) * chunk_bytes;
+    }
+    tiers.push_back(fs);
+  }
   return {{"engine", "vllm"},
           {"engine_version", kvtk::tier::vllm_offload<>::engine_version},
           {"spec", s.text},

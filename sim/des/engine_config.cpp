@@ -177,6 +177,10 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
     if (!(c.disk_bytes_per_s > 0) || !(c.disk_latency_s >= 0)) {
       refuse_offload("needs a positive disk rate and a latency of at least 0");
     }
+    if (vllm_cpu && c.offload_cfg.secondary_fs) {
+      refuse_offload("has vLLM's fs secondary tier (secondary=fs), which runs in kvtk replay only, "
+                     "for now (its promotions' steps are not timed)");
+    }
     if (vllm_cpu) {
       kvtk::tier::validate_cpu(c.offload_cfg);
       check_memory("prefill_instances x offload (" + std::to_string(c.prefill_instances) + " x " +

@@ -50,6 +50,7 @@
 #include <utility>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "kvtk/cache/block_cache.hpp"
@@ -70,6 +71,7 @@ struct vllm_offload_config {
   std::string policy = "lru";          ///< vLLM's `lru` or `arc`, or a kvtk policy (kvtk-NAME)
   std::uint32_t store_threshold = 0;   ///< offers before a chunk is stored (< 2: no filter)
   std::uint32_t max_tracker_size = 64000;  ///< keys the store-threshold tracker keeps
+  bool secondary_fs = false;  ///< TieringOffloadingSpec with an fs secondary tier (lru only)
 };
 
 /// What one request did.
@@ -91,6 +93,12 @@ struct vllm_offload_counters {
   std::uint64_t store_refusals = 0;   ///< prepare_store calls that stored nothing for want of room
   std::uint64_t threshold_skips = 0;  ///< missing chunks not stored below store_threshold
   std::uint64_t reused_chunks = 0;    ///< offered chunks already resident
+  // The fs secondary tier (secondary_fs): chunks promoted from it into the CPU (one CPU slot
+  // each), the CPU chunks those promotions evicted (not in chunks_evicted), promotions refused
+  // (no evictable CPU chunk), chunks written through to it, scheduler steps requests waited for
+  // promotions, and requests whose promotions never settled (vLLM would retry forever).
+  std::uint64_t fs_promoted_chunks = 0, fs_promotion_evictions = 0, fs_promotion_refusals = 0;
+  std::uint64_t fs_written_chunks = 0, lookup_retries = 0, lookup_stalls = 0;
 };
 
 /// Requires (throws std::invalid_argument naming the knob otherwise): cpu_chunks in [1, 2^31)
@@ -107,6 +115,15 @@ inline void validate_cpu(const vllm_offload_config& c) {
   }
   if (c.store_threshold >= 2 && c.max_tracker_size == 0) {
     throw std::invalid_argument("vllm offload: max_tracker_size must be >= 1 with a store_threshold");
+  }
+  if (c.secondary_fs && c.policy != "lru") {
+    throw std::invalid_argument("vllm offload: a secondary fs tier is modelled with vLLM's lru "
+                                "only (its promotions' effect on arc and the adapter's policies "
+                                "is not)");
+  }
+  if (c.secondary_fs && c.store_threshold >= 2) {
+    throw std::invalid_argument("vllm offload: vLLM's TieringOffloadingSpec refuses "
+                                "store_threshold >= 2");
   }
   if (c.policy == "arc" && c.cpu_chunks + 1 >= (1u << 29)) {
     throw std::invalid_argument("vllm offload: vLLM's arc holds at most 2^29 - 2 offloaded blocks here");
@@ -242,6 +259,53 @@ class vllm_cpu_offload<type_list<Ps...>> {
     }
   }
 
+  /// The fs secondary tier before a lookup (TieringOffloadingManager.lookup over scheduler
+  /// steps, each step's promotions finished by the next): the lookup's scan from the chunk
+  /// holding the GPU hit's end (`computed` tokens) to the last it would read goes key by key: a
+  /// CPU hit goes on; a CPU miss the fs tier holds is promoted (a CPU slot allocated, evicting
+  /// the policy's victim among idle chunks: this step's promotions are pending, the request's
+  /// earlier hits are not protected) and the scan goes on; a miss in both, or a promotion with
+  /// nothing to evict, ends it. A step that promoted anything is followed by another (vLLM's
+  /// lookup returns None); fs existence checks cost one step first. Returns the steps waited.
+  /// Requires: secondary_fs.  Complexity: O(chunks x steps).  Throws: std::bad_alloc.
+  std::uint32_t promote(vllm_offload_state& s, std::uint64_t L, std::uint64_t computed,
+                        std::uint64_t B) {
+    const std::uint64_t tpc = cfg_.blocks_per_chunk * B;
+    const std::uint64_t max = std::min<std::uint64_t>(L, s.chunk_keys.size() * tpc);
+    if (max < computed + tpc) return 0;
+    const std::uint64_t start = computed / tpc;
+    const std::uint64_t end = std::min<std::uint64_t>((max + tpc - 1) / tpc, s.chunk_keys.size());
+    std::uint32_t steps = 0;
+    asked_.clear();  // the fs tier's first answer for a key is RETRY (its existence check)
+    for (std::uint64_t round = 0;; ++round) {
+      pending_.clear();
+      bool retry = false;
+      for (std::uint64_t i = start; i < end; ++i) {
+        const block_key key = s.chunk_keys[i];
+        if (cpu_holds(key)) continue;
+        if (asked_.insert(key).second) {
+          retry = true;  // RETRY does not stop the scan: every later key is asked too
+          continue;
+        }
+        if (!fs_.contains(key)) break;
+        if (!promote_one(key)) break;
+        pending_.push_back(key);
+      }
+      cpu_.with(1, [&](auto& c) {
+        for (const block_key key : pending_) (void)c.unpin(key);  // complete_store: ready
+      });
+      if (!retry && pending_.empty()) break;
+      ++steps;
+      if (round > 2 * (end - start) + 4) {  // promotions evict the request's own chunks: no end
+        ++totals_.lookup_stalls;
+        break;
+      }
+    }
+    totals_.lookup_retries += steps;
+    return steps;
+  }
+  [[nodiscard]] std::size_t fs_resident() const noexcept { return fs_.size(); }
+
   /// prepare_store + complete_store of the request's chunks [s.offered_end, to) in one call
   /// (one scheduler step's new full chunks); s.offered_end becomes `to`. out.stored_chunks and
   /// out.store_refused say what it did. Requires: to <= s.chunk_keys.size().
@@ -288,7 +352,8 @@ class vllm_cpu_offload<type_list<Ps...>> {
         for (const std::uint64_t i : offered_) c.unpin(s.chunk_keys[i]);
       });
     }
-    totals_.chunks_evicted = arc_ ? arc_->evictions() : cpu_.counters(1).evictions;
+    totals_.chunks_evicted = (arc_ ? arc_->evictions() : cpu_.counters(1).evictions) -
+                             totals_.fs_promotion_evictions;
     if (!ok) {
       out.store_refused = true;
       ++totals_.store_refusals;
@@ -305,6 +370,10 @@ class vllm_cpu_offload<type_list<Ps...>> {
     }
     out.stored_chunks += static_cast<std::uint32_t>(missing_.size());
     totals_.chunks_stored += missing_.size();
+    if (cfg_.secondary_fs) {  // complete_store copies the newly stored chunks to the fs tier
+      for (const std::uint64_t i : missing_) fs_.insert(s.chunk_keys[i]);
+      totals_.fs_written_chunks += missing_.size();
+    }
   }
 
   /// The request's end (CPUOffloadingManager.on_request_finished): vLLM's LRU touches every
@@ -338,6 +407,26 @@ class vllm_cpu_offload<type_list<Ps...>> {
 
  private:
   using lru_tracker = block_cache<lru>;
+
+  // _initiate_promotion: one CPU slot for `key` (prepare_write: the policy evicts an idle chunk
+  // when the tier is full; this step's pending promotions are not idle), inserted most recent
+  // and pinned until the step ends. False when nothing can be evicted.
+  bool promote_one(block_key key) {
+    bool ok = true;
+    if (cpu_resident() >= cfg_.cpu_chunks) {
+      const std::uint64_t before = cpu_.counters(1).evictions;
+      cpu_.with(1, [&](auto& c) { ok = c.evict(1); });
+      totals_.fs_promotion_evictions += cpu_.counters(1).evictions - before;
+    }
+    if (!ok) {
+      ++totals_.fs_promotion_refusals;
+      return false;
+    }
+    (void)cpu_.insert_into(1, key, 0, true);
+    cpu_.with(1, [&](auto& c) { (void)c.pin(key); });
+    ++totals_.fs_promoted_chunks;
+    return true;
+  }
 
   static vllm_offload_config checked(const vllm_offload_config& c) {
     validate_cpu(c);
@@ -413,6 +502,9 @@ class vllm_cpu_offload<type_list<Ps...>> {
   std::vector<std::uint64_t> offered_, missing_;  // store()'s scratch
   std::vector<block_key> missing_keys_;    // vLLM's arc: the store misses
   std::vector<block_key> held_, protect_;  // vLLM's arc: chunks loads hold; evict()'s protection
+  std::unordered_set<block_key> fs_;       // the fs secondary tier: unbounded, never evicts
+  std::vector<block_key> pending_;         // promote()'s step: promotions in flight
+  std::unordered_set<block_key> asked_;    // promote(): keys whose fs answer is known
   std::unique_ptr<vllm_arc> arc_;          // policy "arc": vLLM's own ARC
   vllm_offload_counters totals_;
 };
@@ -461,6 +553,7 @@ class vllm_offload<type_list<Ps...>> {
     if (held_.size() < n) held_.resize(n);
     // The GPU hit, the lookup, the load.
     out.gpu_hit_blocks = pool_.find_hit(keys, prefix::vllm_block_pool::hit_cap(L, B, f), held_);
+    if (cpu_.config().secondary_fs) (void)cpu_.promote(state_, L, std::uint64_t{out.gpu_hit_blocks} * B, B);
     out.loaded_tokens = cpu_.lookup(state_, L, std::uint64_t{out.gpu_hit_blocks} * B, B);
     out.loaded_chunks = cpu_.load(state_, out.gpu_hit_blocks, out.loaded_tokens, B);
     // The GPU pool runs the request (loads take new blocks as prefills do).
