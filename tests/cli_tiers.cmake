@@ -219,3 +219,15 @@ expect(0 "" replay --trace ${T} --model deepseek-v3
 expect(2 "the price 'x' is not a number" replay --trace ${T} --tiers hbm:10:lru,dram:20:arc:x)
 expect(2 "--usd-per-gb-month prices the capacity of a kvtk mrc curve" cost --from ${WORK_DIR}/priced.json
        --usd-per-gb-month 3)
+# vLLM 0.33's fs secondary tier (--offload cpu:SIZE:lru,secondary=fs): pinned counts of the
+# conversation trace, the TieringOffloadingSpec flags, and what it refuses by name.
+expect(0 "\"fs_promoted_chunks\": 93435,[^}]*\"fs_written_chunks\": 170900,"
+       replay --trace ${T} --engine vllm --capacity 300 --no-opt --offload cpu:400:lru,secondary=fs --json -)
+expect(0 "TieringOffloadingSpec" replay --trace ${T} --engine vllm --capacity 300 --no-opt
+       --offload cpu:400:lru,secondary=fs)
+expect(2 "secondary='obj'.*fs[ \n]+secondary[ \n]+tier" replay --trace ${T} --engine vllm --capacity 300
+       --offload cpu:400:lru,secondary=obj)
+expect(2 "secondary=fs[ \n]+is[ \n]+modelled[ \n]+with[ \n]+vLLM's[ \n]+lru[ \n]+only" replay --trace ${T} --engine vllm
+       --capacity 300 --offload cpu:400:arc,secondary=fs)
+expect(2 "fs[ \n]+secondary[ \n]+tier[ \n]+\\(secondary=fs\\),[ \n]+which[ \n]+runs[ \n]+in[ \n]+kvtk[ \n]+replay[ \n]+only"
+       simulate --trace ${T} --set model=qwen2.5-7b --set gpu=h100 --engine vllm --set offload=cpu:400:lru,secondary=fs)

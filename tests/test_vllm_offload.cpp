@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <kvtk/kvtk.hpp>
 #include <kvtk/tier/vllm_offload.hpp>
+#include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -156,4 +158,83 @@ TEST_CASE("vllm offload: refused configurations", "[vllm_offload]") {
   CHECK_NOTHROW(offload(config(4, 4, 1, "arc")));  // vLLM's own ARC (tier/vllm_arc.hpp)
   CHECK_THROWS_WITH(offload(config(4, 4, 1, "kvtk-nosuch")), Catch::Contains("unknown policy 'nosuch'"));
   CHECK_THROWS_WITH(offload(config(4, 4, 0)), Catch::Contains("block_size"));
+}
+
+TEST_CASE("vllm offload: the fs secondary tier, hand-computed", "[vllm_offload][fs]") {
+  // GPU 4 blocks, CPU 3 chunks, an fs tier below. Each request's first lookup waits a step for
+  // the fs tier's existence checks (RETRY) of its CPU misses.
+  auto c = config(4, 3);
+  c.secondary_fs = true;
+  offload o(c);
+  auto r = run(o, {1, 2, 3}, 48);  // stored in the CPU, written through to fs
+  CHECK(r.stored_chunks == 3);
+  r = run(o, {4, 5, 6}, 48);  // stores evict 1, 2, 3 from the CPU; fs keeps them
+  CHECK(r.stored_chunks == 3);
+  CHECK(o.counters().chunks_evicted == 3);
+  // {1,2,3}: the GPU still holds block 1 (hit 1); chunks 2 and 3 are only in fs: the first step
+  // asks fs, the second promotes both (evicting 6 and 5, vLLM's LRU victims after request 1's
+  // end touched 6, 5, 4), the third finds them in the CPU and loads 32 tokens.
+  r = run(o, {1, 2, 3}, 48);
+  CHECK(r.gpu_hit_blocks == 1);
+  CHECK(r.loaded_tokens == 32);
+  CHECK(r.loaded_chunks == 2);
+  CHECK(r.stored_chunks == 0);
+  const auto& t = o.counters();
+  CHECK(t.fs_promoted_chunks == 2);
+  CHECK(t.fs_promotion_evictions == 2);
+  CHECK(t.chunks_evicted == 3);  // stores' evictions only
+  CHECK(t.fs_written_chunks == 6);
+  CHECK(t.lookup_retries == 1 + 1 + 2);
+  CHECK(t.lookup_stalls == 0);
+  CHECK(o.cpu_resident() == 3);
+  // Without the fs tier the third request loads nothing.
+  offload plain(config(4, 3));
+  (void)run(plain, {1, 2, 3}, 48);
+  (void)run(plain, {4, 5, 6}, 48);
+  CHECK(run(plain, {1, 2, 3}, 48).loaded_tokens == 0);
+}
+
+TEST_CASE("vllm offload: an unbounded fs tier serves what an unbounded CPU tier would",
+          "[vllm_offload][fs]") {
+  // Every full chunk a request computes is stored, so the CPU tier plus an fs tier that never
+  // evicts hold every chunk seen: with a CPU large enough for one request's promotions (no
+  // refusal, no stall), each request's GPU hit and loaded tokens equal those of a CPU tier that
+  // never evicts (the GPU pool is the same either way).
+  for (const std::uint32_t k : {1u, 2u}) {
+    for (std::uint64_t seed : {1, 2, 3}) {
+      std::mt19937_64 rng(seed);
+      auto small = config(24, 24 / k, k);
+      small.secondary_fs = true;
+      offload fs(small);
+      offload big(config(24, 100000, k));
+      std::vector<std::vector<block_key>> convs(4);
+      block_key next = 1;
+      for (int q = 0; q < 300; ++q) {
+        auto& cv = convs[rng() % convs.size()];
+        if (cv.size() > 12 || rng() % 4 == 0) cv.clear();
+        for (std::uint64_t n = 1 + rng() % 5; n > 0; --n) cv.push_back(next++);
+        std::vector<block_key> keys(cv.size());
+        prefix::chain_keys(std::span<const block_key>(cv), std::span<block_key>(keys));
+        const std::uint64_t L = 16 * keys.size() - (rng() % 2 ? 5 : 0);
+        INFO("k " << k << ", seed " << seed << ", request " << q);
+        const auto a = fs.run_request(keys, L, 16);
+        const auto b = big.run_request(keys, L, 16);
+        REQUIRE(a.gpu_hit_blocks == b.gpu_hit_blocks);
+        REQUIRE(a.loaded_tokens == b.loaded_tokens);
+      }
+      CHECK(fs.counters().fs_promotion_refusals == 0);
+      CHECK(fs.counters().lookup_stalls == 0);
+      CHECK(fs.counters().fs_promoted_chunks > 0);
+      CHECK(fs.counters().cpu_hit_blocks == big.counters().cpu_hit_blocks);
+    }
+  }
+}
+
+TEST_CASE("vllm offload: the fs secondary tier's refused configurations", "[vllm_offload][fs]") {
+  auto c = config(4, 4, 1, "arc");
+  c.secondary_fs = true;
+  CHECK_THROWS_WITH(offload(c), Catch::Contains("lru only"));
+  c.policy = "lru";
+  c.store_threshold = 2;
+  CHECK_THROWS_WITH(offload(c), Catch::Contains("refuses store_threshold"));
 }

@@ -632,15 +632,19 @@ nlohmann::json offload_report(const offload_spec& s, const kvtk::tier::vllm_offl
               static_cast<double>(c.chunks_stored) * chunk_bytes, tier_bytes, s.usd_per_gb_month,
               trace_days);
   }
+  if (s.cfg.secondary_fs) {  // the rows partition the loads: promoted chunks are the fs tier's
+    const std::uint64_t promoted = c.fs_promoted_chunks * s.cfg.blocks_per_chunk;
+    cpu["hit_blocks"] = c.cpu_hit_blocks > promoted ? c.cpu_hit_blocks - promoted : 0;
+  }
   tiers.push_back(cpu);
   if (s.cfg.secondary_fs) {
     // What the fs tier served: the chunks promoted from it (each then loaded from the CPU).
     nlohmann::json fs = {{"name", "fs"},
-                         {"policy", "none (unbounded, never evicts)"},
+                         {"policy", "none"},  // vLLM's fs tier has no size and never evicts
                          {"capacity", "unbounded"},
                          {"hit_blocks", c.fs_promoted_chunks * s.cfg.blocks_per_chunk},
-                         {"chunks_promoted", c.fs_promoted_chunks},
-                         {"chunks_written", c.fs_written_chunks}};
+                         {"chunks_loaded", c.fs_promoted_chunks},  // promoted into the CPU
+                         {"chunks_stored", c.fs_written_chunks}};  // written through
     if (s.block_bytes > 0) {
       fs["bytes_read"] = static_cast<double>(c.fs_promoted_chunks) * chunk_bytes;
       fs["bytes_written"] = static_cast<double>(c.fs_written_chunks) * chunk_bytes;

@@ -91,9 +91,10 @@ std::string offload_text(const nlohmann::json& row) {
   };
   for (const auto& t : rep["tiers"]) {
     const bool lower = t.contains("policy");
-    s += format("  %-11s %-12s %12llu %12llu %10s %10s %10s\n", t["name"].get<std::string>().c_str(),
+    s += format("  %-11s %-12s %12s %12llu %10s %10s %10s\n", t["name"].get<std::string>().c_str(),
                 lower ? t["policy"].get<std::string>().c_str() : engine.c_str(),
-                t["capacity_blocks"].get<unsigned long long>(),
+                t.contains("capacity_blocks") ? std::to_string(t["capacity_blocks"].get<unsigned long long>()).c_str()
+                                              : "unbounded",
                 t["hit_blocks"].get<unsigned long long>(),
                 lower ? number(t, "chunks_loaded", "blocks_loaded").c_str() : "-",
                 lower ? number(t, "chunks_stored", "blocks_stored").c_str() : "-",
@@ -107,6 +108,12 @@ std::string offload_text(const nlohmann::json& row) {
                 "room than the longest load's chunks); the counts after it are what-ifs\n",
                 c["stalled_retrievals"].get<unsigned long long>(),
                 c["first_stall_request"].get<unsigned long long>());
+  }
+  if (c.value("lookup_stalls", 0ull) > 0) {
+    s += format("  warning: %llu lookups never settle: promotions from the fs tier evict the same "
+                "request's chunks from the CPU tier, and vLLM would retry them forever (give the "
+                "CPU tier room for the longest prompt's offloaded blocks); the counts are what-ifs\n",
+                c["lookup_stalls"].get<unsigned long long>());
   }
   if (c.value("disk_lfu_key_errors", 0ull) > 0) {
     s += format("  warning: %llu stores reach a disk chunk still being written in LMCache 0.5.6's "

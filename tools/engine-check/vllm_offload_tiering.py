@@ -36,7 +36,8 @@ Counted from vLLM's calls (totals per configuration):
   lookup_retries           None answers (extra steps a request waited for its lookup);
   lookup_stalls            requests aborted after --max-steps steps.
 Diagnostics, not compared: fs_loaded_chunks (keys of the fs tier's submit_load), fs_io_failures,
-steps.
+fs_promotion_evicted_own (promotion evictions of a chunk of the promoting request's own prompt,
+which the next step's scan then finds missing from the CPU), steps.
 
 kvtk runs the same configurations through `kvtk replay --engine vllm --capacity C --offload
 cpu:{N*K}:lru,block_size={K*bt},secondary=fs --no-opt --json -`; the compared counts are those
@@ -65,7 +66,7 @@ COMPARED = ["unscheduled", "gpu_hit_blocks", "cpu_hit_blocks", "loaded_tokens", 
             "chunks_stored", "chunks_evicted", "store_refusals", "fs_promoted_chunks",
             "fs_promotion_evictions", "fs_promotion_refusals", "fs_written_chunks"]
 OPTIONAL = ["lookup_retries", "lookup_stalls"]  # compared when kvtk reports them
-DIAGNOSTIC = ["fs_loaded_chunks", "fs_io_failures", "steps"]
+DIAGNOSTIC = ["fs_loaded_chunks", "fs_io_failures", "fs_promotion_evicted_own", "steps"]
 
 
 def load_trace(path, limit):
@@ -166,7 +167,7 @@ def settle(mgr, timeout=60.0):
         time.sleep(0.0005)
 
 
-def run_vllm(env, reqs, C, N, K, policy, max_steps):
+def run_vllm(env, reqs, C, N, K, policy, max_steps, fs_dir):
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
         OffloadingWorkerMetadata)
     from vllm.sampling_params import SamplingParams
@@ -174,7 +175,7 @@ def run_vllm(env, reqs, C, N, K, policy, max_steps):
     from vllm.v1.request import Request, RequestStatus
     bt = env.bt
     max_len = max(r["input_length"] for r in reqs) + 2 * bt
-    root = tempfile.mkdtemp(prefix="kvtk-vllm-fs-tier-")
+    root = tempfile.mkdtemp(prefix="kvtk-vllm-fs-tier-", dir=fs_dir)
     s, cs, mgr = env.scheduler(C, N, K, policy, max_len, root)
     primary = mgr.primary_tier
     fs = mgr.secondary_tiers[0]
@@ -217,6 +218,10 @@ def run_vllm(env, reqs, C, N, K, policy, max_steps):
             else:
                 tot["fs_promoted_chunks"] += len(out.keys_to_store)
                 tot["fs_promotion_evictions"] += len(out.evicted_keys)
+                if out.evicted_keys:  # chunks of the promoting request's own prompt
+                    st = cs._req_status.get(ctx.req_id)
+                    own = set(st.group_states[0].offload_keys) if st else set()
+                    tot["fs_promotion_evicted_own"] += sum(k in own for k in out.evicted_keys)
         return out
     mgr._initiate_promotion, primary.prepare_write = initiate_promotion, prepare_write
 
@@ -344,6 +349,10 @@ def main():
                     default="300:400:1:lru;300:2000:1:lru;300:400:2:lru;1000:3000:1:lru")
     ap.add_argument("--max-steps", type=int, default=200,
                     help="steps after which a request still waiting is aborted (a stall)")
+    ap.add_argument("--fs-dir", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None,
+                    help="where each configuration's fresh fs-tier root_dir is made (default "
+                    "/dev/shm: tmpfs refuses O_DIRECT, so vLLM's fs tier uses buffered I/O, "
+                    "much faster than O_DIRECT on a disk; the files and decisions are the same)")
     ap.add_argument("--vllm-only", action="store_true",
                     help="run vLLM only and print its totals as JSON (no kvtk)")
     ap.add_argument("--json")
@@ -359,7 +368,7 @@ def main():
         if policy != "lru":
             sys.exit(f"{cfg}: only lru (kvtk refuses other policies with secondary=fs)")
         t0 = time.monotonic()
-        v, per_request = run_vllm(env, reqs, C, N, K, policy, a.max_steps)
+        v, per_request = run_vllm(env, reqs, C, N, K, policy, a.max_steps, a.fs_dir)
         row = {"gpu_blocks": C, "cpu_chunks": N, "blocks_per_chunk": K, "policy": policy,
                "gpu_block_tokens": a.block_tokens, "requests": len(reqs), "vllm": v,
                "vllm_seconds": round(time.monotonic() - t0, 1)}
