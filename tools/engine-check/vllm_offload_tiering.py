@@ -60,7 +60,9 @@ from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_common import tiny_llama  # noqa: E402
+import vllm_offload_connector as connector_check  # noqa: E402
+
+load_trace = connector_check.load_trace
 
 COMPARED = ["unscheduled", "gpu_hit_blocks", "cpu_hit_blocks", "loaded_tokens", "chunks_loaded",
             "chunks_stored", "chunks_evicted", "store_refusals", "fs_promoted_chunks",
@@ -69,28 +71,8 @@ OPTIONAL = ["lookup_retries", "lookup_stalls"]  # compared when kvtk reports the
 DIAGNOSTIC = ["fs_loaded_chunks", "fs_io_failures", "fs_promotion_evicted_own", "steps"]
 
 
-def load_trace(path, limit):
-    reqs = []
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                reqs.append(json.loads(line))
-                if limit and len(reqs) >= limit:
-                    break
-    return reqs
-
-
-class VllmEnv:
-    def __init__(self, bt, work):
-        import torch
-        from vllm.utils.hashing import get_hash_fn_by_name
-        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
-        hash_fn = get_hash_fn_by_name("sha256")
-        init_none_hash(hash_fn)
-        self.torch = torch
-        self.hasher = get_request_block_hasher(bt, hash_fn)
-        self.bt = bt
-        self.model = tiny_llama(work)
+class VllmEnv(connector_check.VllmEnv):
+    """vllm_offload_connector.py's environment (hasher, tiny model) with a tiering scheduler."""
 
     def scheduler(self, C, N, K, policy, max_len, root_dir):
         from vllm.config import (CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig,
