@@ -140,6 +140,12 @@ file(WRITE ${WORK_DIR}/allbad.jsonl "{\"a\": 1}\n{\"b\": 2}\n")
 expect(1 "every request line is invalid \\(2 skipped\\); the first: .*allbad.jsonl:1: missing field 'input_length'"
        replay --trace ${WORK_DIR}/allbad.jsonl --format mooncake --skip-invalid)
 expect(2 "--config: '.*' is a directory" simulate --trace ${TRACE} --config ${WORK_DIR})
+# An empty or broken config says where and why, without the JSON library's error id.
+file(WRITE ${WORK_DIR}/empty-config.json "")
+expect(2 "--config: '.*empty-config.json' is empty \\(a JSON object expected\\)" simulate --trace ${TRACE} --config ${WORK_DIR}/empty-config.json)
+file(WRITE ${WORK_DIR}/broken-config.json "{\"router\": }")
+expect(2 "--config: '.*broken-config.json' is not valid JSON: parse error at line 1, column 12"
+       simulate --trace ${TRACE} --config ${WORK_DIR}/broken-config.json)
 file(WRITE ${WORK_DIR}/huge-model.json
      "{\"layers\": 4294967295, \"kv_heads\": 4294967295, \"head_dim\": 4294967295}")
 expect(2 "the shape makes 2\\^32 or more KV bytes per token"

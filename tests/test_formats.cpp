@@ -124,6 +124,24 @@ TEST_CASE("kvtb files from other writers get the readers' semantic checks", "[fo
     }
     fs::remove(path);
   }
+  // A tenant table that is not UTF-8 (names end up in JSON output): refused where it is read.
+  const std::string path = tmp_path("tenant.kvtb");
+  {
+    kvtk::sim::kvtb::writer w(path, 16);
+    const std::vector<kvtk::block_key> one = {7};
+    request_record rec;
+    rec.keys = one;
+    rec.input_length = 16;
+    rec.block_tokens = 16;
+    const std::string bad = "t\xff\xfe";
+    rec.tenant = bad;
+    w.add(rec);
+    w.finish();
+  }
+  kvtk::sim::kvtb::mapping m(path);
+  CHECK_THROWS_WITH(kvtk::sim::kvtb::parse(m.bytes(), path),
+                    Catch::Contains("tenant 1 in the tenant table is not valid UTF-8"));
+  fs::remove(path);
 }
 
 TEST_CASE("kvtb round-trips every column", "[formats][kvtb]") {

@@ -9,6 +9,7 @@ their next progress report after Ctrl-C. See docs/python.md.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from typing import Any, Callable, Iterable, Optional, Union
@@ -62,6 +63,7 @@ def _options(command: str, given: dict[str, Any]) -> dict[str, Any]:
     for key, value in given.items():
         if value is None:
             continue
+        _check_finite(key, value)
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         default = defaults.get(key)
@@ -73,6 +75,15 @@ def _options(command: str, given: dict[str, Any]) -> dict[str, Any]:
                      for v in value]
         out[key] = value
     return out
+
+
+def _check_finite(key: str, value: Any) -> None:
+    """A NaN or infinite number gets the CLI's kind of message, naming the option (JSON, which
+    carries the options to C++, has no such numbers)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"--{key.replace('_', '-')}: must be a finite number, got {v}")
 
 
 def _with_trace(trace: Optional[TraceLike], options: dict[str, Any], scratch: str) -> dict[str, Any]:
@@ -221,6 +232,8 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
         if key in overrides:
             value = overrides.pop(key)
             options[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
+    for k, v in overrides.items():
+        _check_finite(k, v)
     options["set"] = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     with tempfile.TemporaryDirectory(prefix="kvtk-") as scratch:
         options = _with_trace(trace, options, scratch)

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
 #include <cstdint>
 #include <exception>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +24,59 @@ void bind_commands(nb::module_& m);
 void bind_block_cache(nb::module_& m);
 /// kvtk.PrefixTree (prefix_tree.cpp).
 void bind_prefix_tree(nb::module_& m);
+
+/// Any 1-D array on the CPU, of any dtype (no implicit conversion by nanobind: block_keys checks).
+using any_array = nb::ndarray<nb::ro, nb::ndim<1>, nb::device::cpu>;
+
+/// Block keys from a Python array, as every binding takes them: unsigned integers of any width
+/// are taken as they are (uint64, contiguous: no copy); signed integers must be non-negative;
+/// floats and bools are refused (a float key would be truncated, a negative one wrapped to a huge
+/// one). `what` names the argument in the message. Throws nb::type_error or nb::value_error.
+class block_keys {
+ public:
+  block_keys(const any_array& a, const char* what) {
+    const auto dt = a.dtype();
+    const auto n = static_cast<std::size_t>(a.shape(0));
+    const bool is_unsigned = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt);
+    const bool is_signed = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int);
+    if ((!is_unsigned && !is_signed) || dt.lanes != 1 ||
+        (dt.bits != 8 && dt.bits != 16 && dt.bits != 32 && dt.bits != 64)) {
+      throw nb::type_error((std::string(what) + ": unsigned integers expected; got an array of "
+                            "another type (floats or bools): convert it explicitly, e.g. "
+                            "a.astype(np.uint64), if that is what you mean").c_str());
+    }
+    if (is_unsigned && dt.bits == 64 && (n < 2 || a.stride(0) == 1)) {
+      view_ = {static_cast<const std::uint64_t*>(a.data()), n};
+      return;
+    }
+    copy_.resize(n);
+    const auto* base = static_cast<const unsigned char*>(a.data());
+    const std::size_t step = static_cast<std::size_t>(a.stride(0)) * (dt.bits / 8);
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned char* p = base + i * step;
+      std::int64_t s = 0;
+      std::uint64_t u = 0;
+      switch (dt.bits) {
+        case 8: is_signed ? s = *reinterpret_cast<const std::int8_t*>(p) : u = *p; break;
+        case 16: is_signed ? s = *reinterpret_cast<const std::int16_t*>(p) : u = *reinterpret_cast<const std::uint16_t*>(p); break;
+        case 32: is_signed ? s = *reinterpret_cast<const std::int32_t*>(p) : u = *reinterpret_cast<const std::uint32_t*>(p); break;
+        default: is_signed ? s = *reinterpret_cast<const std::int64_t*>(p) : u = *reinterpret_cast<const std::uint64_t*>(p); break;
+      }
+      if (is_signed && s < 0) {
+        throw nb::value_error((std::string(what) + ": " + std::to_string(s) + " at index " +
+                               std::to_string(i) + " is negative (unsigned integers expected)").c_str());
+      }
+      copy_[i] = is_signed ? static_cast<std::uint64_t>(s) : u;
+    }
+    view_ = copy_;
+  }
+  [[nodiscard]] std::span<const std::uint64_t> span() const noexcept { return view_; }
+  [[nodiscard]] std::size_t size() const noexcept { return view_.size(); }
+
+ private:
+  std::vector<std::uint64_t> copy_;
+  std::span<const std::uint64_t> view_;
+};
 
 /// Raises the Python exception for a C++ one (call it inside a catch (...) with the GIL held):
 /// sim::usage_error and std::invalid_argument -> ValueError with the CLI's message,

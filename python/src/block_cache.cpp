@@ -57,14 +57,13 @@ class py_block_cache {
   // hits[i] = whether keys[i] was resident when accessed (then it is, unless rejected). Runs in
   // chunks of 2^20 keys without the GIL; between chunks it reports progress(done, total) and
   // checks for Ctrl-C, so a long batch stops within a chunk's time (about 40 ms for LRU).
-  nb::ndarray<nb::numpy, bool, nb::ndim<1>> access(
-      nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> keys,
-      nb::object progress) {
+  nb::ndarray<nb::numpy, bool, nb::ndim<1>> access(const any_array& given, nb::object progress) {
+    const block_keys keys(given, "BlockCache.access: keys");
     constexpr std::size_t chunk = std::size_t{1} << 20;
-    const std::size_t n = keys.shape(0);
+    const std::size_t n = keys.size();
     auto* hits = new std::vector<std::uint8_t>(n);
     nb::capsule owner(hits, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
-    const std::uint64_t* k = keys.data();
+    const std::uint64_t* k = keys.span().data();
     std::vector<std::uint64_t> mine;  // this call's evictions, taken under its own lock hold
     for (std::size_t at = 0; at < n; at += chunk) {
       const std::size_t end = std::min(n, at + chunk);
@@ -106,15 +105,15 @@ class py_block_cache {
   // Evicts n unpinned entries in the policy's victim order, never one of `protect`, and returns
   // their keys; all or nothing (RuntimeError when fewer than n can go).
   nb::ndarray<nb::numpy, std::uint64_t, nb::ndim<1>> evict(
-      std::size_t n,
-      std::optional<nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>
-          protect) {
+      std::size_t n, std::optional<any_array> protect_given) {
+    std::optional<block_keys> protect;
+    if (protect_given) protect.emplace(*protect_given, "BlockCache.evict: protected");
     std::vector<kvtk::block_key> held;  // protected keys pinned for the call
     std::vector<std::uint64_t> mine;
     const bool done = locked([&] {
       if (protect) {
-        for (std::size_t i = 0; i < protect->shape(0); ++i) {
-          if (cache_->pin(protect->data()[i])) held.push_back(protect->data()[i]);
+        for (const std::uint64_t key : protect->span()) {
+          if (cache_->pin(key)) held.push_back(key);
         }
       }
       const bool ok = cache_->evict(n);

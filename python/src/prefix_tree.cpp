@@ -23,7 +23,7 @@
 namespace kvtk::python {
 namespace {
 
-using keys_array = nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using keys_array = any_array;
 
 template <class List>
 struct tree_variant;
@@ -65,14 +65,16 @@ class py_prefix_tree {
   }
 
   // Leading keys resident as a path from the root (no state change).
-  std::uint32_t match(keys_array keys) const {
-    return with([&](const auto& t) { return t.match(span(keys)).length; });
+  std::uint32_t match(const keys_array& given) const {
+    const block_keys keys(given, "PrefixTree.match: keys");
+    return with([&](const auto& t) { return t.match(keys.span()).length; });
   }
 
   // The request's access: touches the resident prefix, inserts the rest below it (evicting
   // unlocked leaves as needed). Returns how many leading keys were resident before.
-  std::uint32_t insert(keys_array keys) {
-    const auto k = span(keys);
+  std::uint32_t insert(const keys_array& given) {
+    const block_keys keys(given, "PrefixTree.insert: keys");
+    const auto k = keys.span();
     const std::uint32_t hit = with([&](auto& t) {
       const auto m = t.match(k);
       t.lock_and_touch(m.node, m.length, [](std::uint32_t) { return kvtk::access_hint{}; });
@@ -88,17 +90,19 @@ class py_prefix_tree {
   }
 
   // Locks the resident prefix of keys (never evicted while locked); returns its length.
-  std::uint32_t lock(keys_array keys) {
+  std::uint32_t lock(const keys_array& given) {
+    const block_keys keys(given, "PrefixTree.lock: keys");
     return with([&](auto& t) {
-      const auto m = t.match(span(keys));
+      const auto m = t.match(keys.span());
       t.lock(m.node);
       return m.length;
     });
   }
   // Releases one lock on the resident prefix of keys. False when it was not locked.
-  bool unlock(keys_array keys) {
+  bool unlock(const keys_array& given) {
+    const block_keys keys(given, "PrefixTree.unlock: keys");
     return with([&](auto& t) {
-      const auto m = t.match(span(keys));
+      const auto m = t.match(keys.span());
       return m.length == 0 || t.unlock(m.node);
     });
   }
@@ -108,9 +112,7 @@ class py_prefix_tree {
   const std::string& order() const { return order_; }
 
  private:
-  static std::span<const kvtk::block_key> span(const keys_array& a) {
-    return {a.data(), a.shape(0)};
-  }
+
 
   eviction_queue evicted_;
   typename tree_variant<kvtk::prefix::all_leaf_policies>::type tree_;

@@ -86,22 +86,26 @@ std::vector<T> per_request(const std::optional<column<T>>& a, std::size_t n, con
 
 // A trace from numpy arrays (copied): request r's prefix keys are
 // block_keys[block_offsets[r]:block_offsets[r+1]], used as given.
-trace from_arrays(column<std::uint64_t> keys, column<std::uint64_t> offsets,
-                  column<std::uint64_t> input_tokens, std::optional<column<double>> arrival_s,
+trace from_arrays(const any_array& keys_given, const any_array& offsets_given,
+                  const any_array& inputs_given, std::optional<column<double>> arrival_s,
                   std::optional<column<std::uint64_t>> output_tokens,
                   std::optional<column<std::uint64_t>> session, std::uint32_t block_tokens) {
-  const std::size_t n = input_tokens.shape(0);
+  const block_keys keys_checked(keys_given, "Trace.from_arrays: block_keys");
+  const block_keys offsets_checked(offsets_given, "Trace.from_arrays: block_offsets");
+  const block_keys inputs_checked(inputs_given, "Trace.from_arrays: input_tokens");
+  const auto keys = keys_checked.span(), offsets = offsets_checked.span(), inputs = inputs_checked.span();
+  const std::size_t n = inputs.size();
   if (block_tokens == 0) throw nb::value_error("Trace.from_arrays: block_tokens must be >= 1");
-  if (offsets.shape(0) != n + 1 || offsets.data()[0] != 0 || offsets.data()[n] != keys.shape(0)) {
+  if (offsets.size() != n + 1 || offsets[0] != 0 || offsets[n] != keys.size()) {
     throw nb::value_error("Trace.from_arrays: block_offsets must have len(input_tokens) + 1 "
                           "entries, from 0 to len(block_keys)");
   }
   kvtk::prefix::prefix_trace p;
   p.block_tokens = block_tokens;
   for (std::size_t r = 0; r < n; ++r) {
-    const std::uint64_t a = offsets.data()[r], b = offsets.data()[r + 1];
+    const std::uint64_t a = offsets[r], b = offsets[r + 1];
     if (b < a) throw nb::value_error("Trace.from_arrays: block_offsets must not decrease");
-    p.add({keys.data() + a, keys.data() + b}, input_tokens.data()[r]);
+    p.add({keys.data() + a, keys.data() + b}, inputs[r]);
   }
   p.arrival_s = per_request(arrival_s, n, "arrival_s");
   p.output_length = per_request(output_tokens, n, "output_tokens");

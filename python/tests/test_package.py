@@ -187,6 +187,35 @@ def test_bad_options_raise_value_error_with_the_cli_message():
         kvtk.replay(CONVERSATION, bogus=1)
     with pytest.raises(ValueError, match="--sample"):
         kvtk.mrc(CONVERSATION, sample=2.0)
+    # Non-finite numbers get a message naming the option, as the CLI's do (not a JSON error).
+    with pytest.raises(ValueError, match="--hit-ratio: must be a finite number, got nan"):
+        kvtk.cost(hit_ratio=float("nan"), input_tokens=1000)
+    with pytest.raises(ValueError, match="--capacity: must be a finite number, got inf"):
+        kvtk.replay(CONVERSATION, capacity=[1000, float("inf")])
+    with pytest.raises(ValueError, match="--local-cache: must be a finite number"):
+        kvtk.simulate(CONVERSATION, local_cache=float("nan"))
+
+
+def test_keys_must_be_unsigned_integers():
+    # Floats would be truncated and negative int64 keys wrapped to huge ones: both are refused,
+    # naming the argument; non-negative signed and narrower unsigned arrays are taken as keys.
+    for make in (lambda: kvtk.BlockCache("lru", 4), lambda: kvtk.PrefixTree("lru", 4)):
+        c = make()
+        call = c.access if isinstance(c, kvtk.BlockCache) else c.insert
+        with pytest.raises(TypeError, match="unsigned integers expected"):
+            call(np.array([1.5, 2.5]))
+        with pytest.raises(TypeError, match="unsigned integers expected"):
+            call(np.array([True, False]))
+        with pytest.raises(ValueError, match="-3 at index 1 is negative"):
+            call(np.array([1, -3], dtype=np.int64))
+    c = kvtk.BlockCache("lru", 4)
+    assert list(c.access(np.array([7, 8], dtype=np.int64))) == [False, False]
+    assert list(c.access(np.array([7, 8], dtype=np.uint32))) == [True, True]
+    assert list(c.access(np.array([9, 7, 8], dtype=np.uint64)[::2])) == [False, True]  # strided
+    with pytest.raises(ValueError, match="is negative"):
+        c.evict(1, protected=np.array([-1]))
+    with pytest.raises(TypeError, match="block_keys: unsigned integers expected"):
+        kvtk.Trace.from_arrays(np.array([1.0]), np.array([0, 1]), np.array([16]), block_tokens=16)
 
 
 def test_bad_trace_raises_trace_error_with_path_and_line(tmp_path):

@@ -118,6 +118,16 @@ std::uint64_t bytes_per_token_of(const std::string& model) {
                     ", or a JSON file: docs/formats.md)");
 }
 
+std::string json_error_text(const std::exception& e) {
+  // nlohmann's messages start "[json.exception.parse_error.101] parse error at line 1, column 5:
+  // ": the user needs the place and the reason, not the library's error id.
+  std::string what = e.what();
+  if (what.rfind("[json.exception.", 0) == 0) {
+    if (const auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
+  }
+  return what;
+}
+
 nlohmann::json read_json_file(const std::string& option, const std::string& path) {
   // A directory opens as a stream and fails later with "basic_filebuf::underflow"; a FIFO or
   // device may never end. Say what the path is instead.
@@ -130,12 +140,13 @@ nlohmann::json read_json_file(const std::string& option, const std::string& path
   if (st.st_size > (std::int64_t{64} << 20)) {
     throw usage_error(option + ": '" + path + "' is over 64 MiB (not a config file?)");
   }
+  if (st.st_size == 0) throw usage_error(option + ": '" + path + "' is empty (a JSON object expected)");
   std::ifstream in(path);
   if (!in) throw usage_error(option + ": cannot open '" + path + "'");
   try {
     return nlohmann::json::parse(in);
   } catch (const std::exception& e) {  // nlohmann's parse errors, and stream failures
-    throw usage_error(option + ": '" + path + "' is not valid JSON: " + e.what());
+    throw usage_error(option + ": '" + path + "' is not valid JSON: " + json_error_text(e));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,9 @@ loaded_trace load_trace_for(const std::string& path, std::string& format,
 /// Reads a JSON file for option `option` (e.g. "--tier-config"). Throws usage_error "option:
 /// cannot open 'path'" or "option: 'path' is not valid JSON: reason".
 nlohmann::json read_json_file(const std::string& option, const std::string& path);
+
+/// A JSON library error's text without its "[json.exception.NAME.ID] " prefix: the place and the
+/// reason, for messages users read.
+std::string json_error_text(const std::exception& e);
 
 }  // namespace kvtk::sim

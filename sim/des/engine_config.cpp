@@ -211,6 +211,7 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
   if (t.arrival_s.size() != t.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }
+  check_every_arrival(t);
   if (c.sched.kind() == scheduler_kind::sglang && c.sched.max_num_batched_tokens < t.block_tokens) {
     throw std::invalid_argument("max_num_batched_tokens (" +
                                 std::to_string(c.sched.max_num_batched_tokens) +

@@ -89,6 +89,7 @@ void cluster::validate() const {
   if (t_.arrival_s.size() != t_.requests()) {
     throw std::invalid_argument("the trace has no arrival times (simulate needs them)");
   }
+  check_every_arrival(t_);
   sparse_decoder::validate(c_.sparse);
 }
 

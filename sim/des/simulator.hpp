@@ -47,8 +47,10 @@
 //  `kvtk replay --index flat` with the same policy and capacity (tested).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -67,6 +69,17 @@
 #include "kvtk/tier/vllm_offload.hpp"
 
 namespace kvtk::sim::des {
+
+/// Throws std::invalid_argument naming the first request without an arrival time (NaN: a trace
+/// may leave some untimed, docs/formats.md), which simulate cannot place in time.
+inline void check_every_arrival(const kvtk::prefix::prefix_trace_view& t) {
+  for (std::size_t r = 0; r < t.arrival_s.size(); ++r) {
+    if (std::isnan(t.arrival_s[r])) {
+      throw std::invalid_argument("request " + std::to_string(r) + " of the trace has no arrival "
+                                  "time (simulate needs every request's; the others have one)");
+    }
+  }
+}
 
 /// One request's recorded decode-step selections (kvtk JSONL "type": "decode" records), in step
 /// order: step[i] is the decode step of pattern.step(i). Decode step k uses the last record with

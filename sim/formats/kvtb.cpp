@@ -16,6 +16,7 @@
 
 #include "formats/requests.hpp"
 #include "formats/trace_limits.hpp"
+#include "formats/utf8.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "kvtb is little-endian and mapped without conversion");
@@ -206,7 +207,12 @@ void map_columns(image& im, const unsigned char* b, const header_counts& h,
     if (e == std::string_view::npos) {
       throw trace_error(name, 0, "kvtb: tenant table not '\\n'-terminated");
     }
-    im.tenants.emplace_back(names.substr(s, e - s));
+    const std::string_view tenant = names.substr(s, e - s);
+    if (!valid_utf8(tenant)) {
+      throw trace_error(name, 0, "kvtb: tenant " + std::to_string(im.tenants.size()) +
+                                     " in the tenant table is not valid UTF-8");
+    }
+    im.tenants.emplace_back(tenant);
     s = e + 1;
   }
 }

@@ -1,4 +1,5 @@
 #include "formats/requests.hpp"
+#include "formats/utf8.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -19,38 +20,6 @@ std::uint64_t string_id(std::string_view s) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return kvtk::detail::mix64(h);
-}
-
-// True when `s` is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF): names
-// read from a trace end up in JSON output, which must be valid UTF-8.
-bool valid_utf8(std::string_view s) noexcept {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    static constexpr std::uint32_t min_of[4] = {0, 0x80, 0x800, 0x10000};
-    if (cp < min_of[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
 }
 
 // Everything a JSONL request line may carry.
