@@ -64,6 +64,7 @@ set(KVTK_API_SOURCES
   api/sparse.cpp
   api/sparse_plan.cpp
   api/trace_convert.cpp
+  api/trace_import.cpp
   api/trace_gen.cpp
   api/trace_stats.cpp
   api/simulate.cpp
@@ -81,6 +82,7 @@ set(KVTK_CLI_SOURCES
   cli/trace_stats.cpp
   cli/trace_gen.cpp
   cli/trace_convert.cpp
+  cli/trace_import.cpp
   cli/simulate.cpp
   cli/cost.cpp
   cli/move.cpp

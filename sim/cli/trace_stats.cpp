@@ -16,6 +16,7 @@
 #include "cli/common.hpp"
 #include "util/phase_clock.hpp"
 #include "cli/trace_convert.hpp"
+#include "cli/trace_import.hpp"
 #include "cli/trace_gen.hpp"
 
 namespace kvtk::sim {
@@ -75,7 +76,8 @@ int run_trace(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(
         "usage: kvtk trace stats F [options] | kvtk trace gen -o F [options] |\n"
-        "       kvtk trace convert IN -o OUT [--to FORMAT] [options]\n",
+        "       kvtk trace convert IN -o OUT [--to FORMAT] [options] |\n"
+        "       kvtk trace import LOG -o OUT [--engine vllm|sglang] [options]\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
@@ -84,7 +86,10 @@ int run_trace(const std::vector<std::string>& args) {
   if (args[0] == "convert") {
     return run_trace_convert(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats gen convert)\n",
+  if (args[0] == "import") {
+    return run_trace_import(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats gen convert import)\n",
                args[0].c_str());
   return 2;
 }

@@ -1,0 +1,78 @@
+// sim/api/trace_import.hpp — `kvtk trace import` as a library call: a user's request log with
+// token ids (JSONL, one object per request) turned into a kvtk trace whose block keys are the
+// ones the chosen engine computes (vLLM v1's block hashes or SGLang's page hashes, byte for byte
+// through kvtk::prefix::block_hasher), streaming, the hashing spread over threads.
+//
+//   kvtk::sim::trace_import_options o;
+//   o.log = "requests.jsonl";      // {"timestamp": 0.5, "token_ids": [...], "output_length": 64}
+//   o.output = "mine.kvtb";
+//   o.engine = "vllm";
+//   o.block_tokens = 16;
+//   std::cout << kvtk::sim::run(o).requests << "\n";
+//
+// Keys: a request's full blocks get the engine's keys (its 64-bit key of each block hash, as
+// replay --engine uses them); its partial last block, which neither engine caches (vLLM; SGLang
+// by default), gets a key kvtk derives from the block's tokens and the key before it, so the
+// written trace has one key per block as every kvtk format does. Replays skip partial blocks by
+// default, so the import replays as the engine accounts.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "api/progress.hpp"
+
+namespace kvtk::sim {
+
+/// What `kvtk trace import` does; each field is the option of the same name.
+struct trace_import_options {
+  std::string log;                     ///< the request log (required; a regular file)
+  std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL)
+  std::string output;                  ///< output file, or - for stdout (required)
+  std::string to;                      ///< kvtb | kvtk | mooncake; "" = kvtb for a .kvtb name
+  std::string engine = "vllm";         ///< whose block keys: vllm | sglang
+  std::uint32_t block_tokens = 16;     ///< vLLM --block-size / SGLang --page-size (tokens)
+  std::string hash_algo = "sha256";    ///< vLLM --prefix-caching-hash-algo: sha256 | sha256_cbor
+                                       ///< | xxhash | xxhash_cbor
+  std::string hash_seed;               ///< vLLM: PYTHONHASHSEED ("" = unset: vLLM's default seed)
+  std::string preset = "kvtk";         ///< field names: kvtk | vllm (below)
+  std::string field_timestamp;         ///< "" = the preset's (kvtk: timestamp; vllm: arrival_time)
+  std::string field_tokens;            ///< (kvtk: token_ids; vllm: prompt_token_ids)
+  std::string field_output;            ///< (kvtk: output_length; vllm: max_tokens)
+  std::string field_session;           ///< (both: session)
+  std::string field_lora;              ///< (both: lora_name)
+  std::string field_lora_path;         ///< vLLM's LoRA key is (name, path) (both: lora_path)
+  std::string field_cache_salt;        ///< (both: cache_salt)
+  std::string time_unit = "s";         ///< the timestamps' unit: s | ms
+  std::uint32_t threads = 0;           ///< hashing threads; 0 = the machine's
+  bool force = false;                  ///< replace an existing output file (never the input)
+};
+
+nlohmann::json to_json(const trace_import_options& o);
+/// Throws usage_error naming an unknown key or a value of the wrong type.
+trace_import_options trace_import_options_from_json(const nlohmann::json& j);
+/// Checks the options and resolves `to` and the preset's field names, in place. Throws
+/// usage_error naming the option.
+void validate(trace_import_options& o);
+
+struct trace_import_result {
+  std::uint64_t requests = 0, tokens = 0, full_blocks = 0;
+  double seconds = 0;             ///< the whole import (read, parse, hash, write)
+  double hash_seconds = 0;        ///< wall time of the parallel parse-and-hash phases
+  double tokens_per_s = 0;        ///< tokens / hash_seconds (all threads)
+  std::uint32_t threads = 0;
+  std::string engine, to, output;
+  std::uint32_t block_tokens = 0;
+};
+
+nlohmann::json to_json(const trace_import_result& r);
+/// Progress counts requests (total unknown: 0). Throws: as validate(); trace_error naming the
+/// log's line (malformed JSON, a missing or mistyped field, time going backwards, a token id
+/// that is not an integer); output_refused / output_error naming the output.
+trace_import_result run(trace_import_options options, const progress_callback& progress = {});
+
+/// What `kvtk trace import` prints on stderr.
+std::string to_text(const trace_import_result& r);
+
+}  // namespace kvtk::sim

@@ -1,0 +1,218 @@
+// `kvtk trace import --format token-ids` (sim/api/trace_import.hpp): the imported keys are the
+// engine's (vLLM's own block hashes from tests/data/engine_hash_vectors.json, which
+// tools/engine-check/gen_hash_vectors.py wrote by calling vLLM's hasher; SGLang's through
+// block_hasher), a generated multi-turn log imports to the keys make_prefix_trace gives on any
+// thread count, and bad logs are refused naming the line.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "api/trace_import.hpp"
+#include "api/usage_error.hpp"
+#include "formats/requests.hpp"
+#include "kvtk/prefix/block_hasher.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using kvtk::block_key;
+
+std::string tmp(const std::string& name) {
+  return (fs::temp_directory_path() / ("kvtk_import_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+const json& vectors() {
+  static const json j = [] {
+    std::ifstream in(KVTK_ENGINE_VECTORS);
+    return json::parse(in);
+  }();
+  return j;
+}
+
+std::vector<std::int64_t> expand(const json& spec) {
+  std::vector<std::int64_t> out;
+  if (spec.is_array()) {
+    for (const auto& t : spec) out.push_back(t.get<std::int64_t>());
+    return out;
+  }
+  const auto& p = spec.at("affine");
+  const auto n = p.at("n").get<std::int64_t>(), a = p.at("a").get<std::int64_t>(),
+             b = p.at("b").get<std::int64_t>(), mod = p.at("mod").get<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i) out.push_back((a * i + b) % mod);
+  return out;
+}
+
+// Every request's keys and record of an imported trace.
+struct read_back {
+  std::vector<std::vector<block_key>> keys;
+  std::vector<kvtk::sim::request_record> records;
+};
+read_back read(const std::string& path, kvtk::sim::trace_format f) {
+  read_back r;
+  kvtk::sim::for_each_request(path, f, 0, {}, nullptr, [&](const kvtk::sim::request_record& rec) {
+    r.keys.emplace_back(rec.keys.begin(), rec.keys.end());
+    r.records.push_back(rec);
+  });
+  return r;
+}
+
+kvtk::sim::trace_import_options options(const std::string& log, const std::string& out) {
+  kvtk::sim::trace_import_options o;
+  o.log = log;
+  o.output = out;
+  o.force = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("trace import: the keys are vLLM's own block hashes", "[trace_import]") {
+  // One import per vector (each has its own algorithm, block size and seed); the extras a log
+  // carries (cache_salt, LoRA name and path) included; multimodal and prompt-embeds vectors are
+  // not a token log's, lookahead is not an import option.
+  std::size_t checked = 0;
+  for (const auto& v : vectors().at("vllm")) {
+    const auto& e = v.at("extras");
+    if (e.contains("mm") || e.contains("prompt_embeds") || v.at("lookahead").get<int>() != 0) continue;
+    if (e.contains("cache_salt") && !e["cache_salt"].is_string()) continue;
+    INFO(v.at("name").get<std::string>());
+    const auto tokens = v.at("token_ids_used").is_null()
+                            ? expand(vectors().at("sequences").at(v.at("tokens").get<std::string>()))
+                            : expand(v.at("token_ids_used"));
+    json line = {{"token_ids", tokens}};
+    if (e.contains("cache_salt")) line["cache_salt"] = e["cache_salt"];
+    if (e.contains("lora")) {
+      line["lora_name"] = e["lora"].at("name");
+      line["lora_path"] = e["lora"].at("path");
+    }
+    const std::string log = tmp("vec.jsonl"), out = tmp("vec.kvtb");
+    std::ofstream(log) << line.dump() << "\n";
+    auto o = options(log, out);
+    o.block_tokens = v.at("block_size").get<std::uint32_t>();
+    o.hash_algo = v.at("algo").get<std::string>();
+    if (!v.at("pythonhashseed").is_null()) o.hash_seed = v.at("none_hash_seed").get<std::string>();
+    const auto r = kvtk::sim::run(o);
+    CHECK(r.requests == 1);
+    const auto got = read(out, kvtk::sim::trace_format::kvtb);
+    REQUIRE(got.keys.size() == 1);
+    std::vector<block_key> want;
+    for (const auto& k : v.at("int_block_hashes")) want.push_back(k.get<std::uint64_t>());
+    const std::size_t full = tokens.size() / o.block_tokens;
+    REQUIRE(want.size() == full);
+    CHECK(std::vector<block_key>(got.keys[0].begin(), got.keys[0].begin() + full) == want);
+    CHECK(got.keys[0].size() == (tokens.size() + o.block_tokens - 1) / o.block_tokens);
+    CHECK(got.records[0].input_length == tokens.size());
+    fs::remove(log);
+    fs::remove(out);
+    ++checked;
+  }
+  CHECK(checked >= 60);
+}
+
+TEST_CASE("trace import: a generated multi-turn log, any thread count, both engines",
+          "[trace_import]") {
+  // Conversations growing turn by turn (shared prefixes), timestamps, sessions, output lengths.
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<std::int64_t>> convs(4), seqs;
+  const std::string log = tmp("gen.jsonl");
+  {
+    std::ofstream f(log);
+    double t = 0;
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t c = rng() % convs.size();
+      if (convs[c].size() > 600) convs[c].clear();
+      for (std::uint64_t n = 1 + rng() % 90; n > 0; --n) convs[c].push_back(static_cast<std::int64_t>(rng() % 50000));
+      seqs.push_back(convs[c]);
+      t += 0.25;
+      f << json{{"timestamp", t}, {"token_ids", convs[c]}, {"output_length", 8 + i % 5},
+                {"session", "conv-" + std::to_string(c)}}.dump()
+        << "\n";
+    }
+  }
+  for (const char* engine : {"vllm", "sglang"}) {
+    kvtk::prefix::vllm_hash_options vo;
+    vo.block_size = 16;
+    kvtk::prefix::sglang_hash_options so;
+    so.page_size = 16;
+    const auto hasher = std::string(engine) == "vllm" ? kvtk::prefix::block_hasher(vo)
+                                                      : kvtk::prefix::block_hasher(so);
+    const auto want = kvtk::prefix::make_prefix_trace(seqs, hasher);
+    for (const std::uint32_t threads : {1u, 2u, 3u}) {
+      INFO(engine << ", " << threads << " threads");
+      const std::string out = tmp("gen.jsonl.out");
+      auto o = options(log, out);
+      o.to = "kvtk";
+      o.engine = engine;
+      o.threads = threads;
+      const auto r = kvtk::sim::run(o);
+      CHECK(r.requests == 300);
+      const auto got = read(out, kvtk::sim::trace_format::kvtk);
+      REQUIRE(got.keys.size() == 300);
+      std::uint64_t full = 0;
+      for (std::size_t q = 0; q < 300; ++q) {
+        const auto w = want.blocks(q);
+        REQUIRE(got.keys[q].size() >= w.size());
+        CHECK(std::equal(w.begin(), w.end(), got.keys[q].begin()));
+        CHECK(got.records[q].input_length == seqs[q].size());
+        CHECK(got.records[q].arrival_s == Approx(0.25 * static_cast<double>(q + 1)));
+        CHECK(got.records[q].output_length == std::uint64_t(8 + q % 5));
+        full += w.size();
+      }
+      CHECK(r.full_blocks == full);
+      // Two requests of one conversation share a session; different conversations do not.
+      fs::remove(out);
+    }
+  }
+  fs::remove(log);
+}
+
+TEST_CASE("trace import: bad logs are refused naming the line", "[trace_import]") {
+  struct bad_case {
+    const char* lines;
+    const char* want;
+  };
+  const std::vector<bad_case> cases = {
+      {"{\"timestamp\": 1, \"token_ids\": [1, 2]}\n{\"timestamp\": 2}\n", ":2: missing field 'token_ids'"},
+      {"{\"timestamp\": 2, \"token_ids\": [1]}\n{\"timestamp\": 1, \"token_ids\": [1]}\n",
+       ":2: timestamp goes backwards"},
+      {"{\"token_ids\": [1, 2.5]}\n", ":1: 'token_ids'\\[1\\] is a number, not a token id"},
+      {"{\"token_ids\": [1, -2]}\n", ":1: 'token_ids'\\[1\\] is a negative number, not a token id"},
+      {"{\"timestamp\": 1, \"token_ids\": [1]}\n{\"token_ids\": [1]}\n", ":2: has no timestamp"},
+      {"{\"token_ids\": [1], \"lora_name\": \"a\"}\n", ":1: 'lora_name' without 'lora_path'"},
+      {"{\"token_ids\": []}\n", ":1: 'token_ids' is empty"},
+      {"{\"token_ids\": [1]\n", ":1: invalid JSON"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.want);
+    const std::string log = tmp("bad.jsonl"), out = tmp("bad.kvtb");
+    std::ofstream(log) << c.lines;
+    try {
+      (void)kvtk::sim::run(options(log, out));
+      FAIL("accepted");
+    } catch (const kvtk::sim::trace_error& e) {
+      CHECK(std::regex_search(std::string(e.what()), std::regex(c.want)));
+    }
+    CHECK_FALSE(fs::exists(out));  // nothing half-written under the real name
+    fs::remove(log);
+  }
+  auto o = options("/nonexistent/log.jsonl", tmp("x.kvtb"));
+  CHECK_THROWS_AS(kvtk::sim::run(o), kvtk::sim::usage_error);
+  o.log = tmp("ok.jsonl");
+  std::ofstream(o.log) << "{\"token_ids\": [1]}\n";
+  o.engine = "trtllm";
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("--engine: 'trtllm'"));
+  o.engine = "vllm";
+  o.hash_algo = "xxhash";
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("give --hash-seed"));
+  o.hash_algo = "md5";
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("--hash-algo: 'md5'"));
+  fs::remove(o.log);
+}
