@@ -21,7 +21,7 @@ __version__: str = _kvtk.__version__
 
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
-    "cost", "sparse", "trace_stats", "trace_gen", "results_frame", "ReplayResults", "sweep",
+    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "results_frame", "ReplayResults", "sweep",
     "read_sweep",
 ]
 
@@ -200,6 +200,20 @@ def trace_gen(output: Union[str, "os.PathLike[str]"], profile: str = "mixed",
     given = dict(output=os.fspath(output), profile=profile, requests=requests, seed=seed,
                  rate=rate, to=to, force=force, **options)
     return _run("trace_gen", None, given)
+
+
+def import_trace(log: Union[str, "os.PathLike[str]"], output: Union[str, "os.PathLike[str]"],
+                 engine: str = "vllm", block_tokens: int = 16, force: bool = False,
+                 progress: Progress = None, **options: Any) -> dict:
+    """``kvtk trace import``: a request log with token ids (JSONL, one object per request:
+    ``timestamp``, ``token_ids``, ``output_length``, optional ``session``, ``lora_name`` and
+    ``lora_path``, ``cache_salt``; other names through ``field_*=`` or ``preset="vllm"``) written
+    to `output` as a kvtk trace whose keys are `engine`'s block hashes (vLLM: ``hash_algo``,
+    ``hash_seed`` = its PYTHONHASHSEED). Returns requests, tokens, full_blocks, seconds and the
+    hashing rate (tokens_per_s over ``threads``)."""
+    given = dict(log=os.fspath(log), output=os.fspath(output), engine=engine,
+                 block_tokens=block_tokens, force=force, **options)
+    return _run("trace_import", None, given, progress)
 
 
 def sparse(trace: Optional[TraceLike] = None, **options: Any) -> dict:

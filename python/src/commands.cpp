@@ -21,6 +21,7 @@
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
 #include "api/trace_gen.hpp"
+#include "api/trace_import.hpp"
 #include "api/trace_stats.hpp"
 #include "bindings.hpp"
 
@@ -123,8 +124,12 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
     return {{"requests", r.requests}, {"output", r.output}, {"format", r.format},
             {"warnings", r.warnings}};
   }
+  if (command == "trace_import") {
+    return sim::to_json(sim::run(sim::trace_import_options_from_json(j), progress));
+  }
   throw nb::value_error(("unknown command '" + command +
-                         "' (replay mrc tune compare cost sparse trace_stats trace_gen simulate)").c_str());
+                         "' (replay mrc tune compare cost sparse trace_stats trace_gen trace_import "
+                         "simulate)").c_str());
 }
 
 // A numpy array that owns `values` (moved to the heap, freed with the array). bool columns are
@@ -180,6 +185,7 @@ std::string default_options(const std::string& command) {
   if (command == "trace_stats") return sim::to_json(sim::trace_stats_options{}).dump();
   if (command == "simulate") return sim::to_json(sim::simulate_options{}).dump();
   if (command == "trace_gen") return sim::to_json(sim::trace_gen_options{}).dump();
+  if (command == "trace_import") return sim::to_json(sim::trace_import_options{}).dump();
   throw nb::value_error(("unknown command '" + command + "'").c_str());
 }
 

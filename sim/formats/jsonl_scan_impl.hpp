@@ -240,6 +240,20 @@ struct cursor {
       if (p >= end) return fail("unterminated array");
       if (v.bad_element == value::npos) {
         const char c = *p;
+        // The common case first: a plain non-negative integer of at most 19 digits (token ids,
+        // block ids) ends at a separator; anything else goes through number().
+        if (c >= '0' && c <= '9') {
+          const char* q = p;
+          std::uint64_t n = 0;
+          while (q < end && q - p < 19 && *q >= '0' && *q <= '9') n = n * 10 + static_cast<std::uint64_t>(*q++ - '0');
+          const bool plain = q < end && (*q == ',' || *q == ']' || *q == ' ' || *q == '\t') &&
+                             !(c == '0' && q - p > 1);
+          if (plain) {
+            ints.push_back(n);
+            p = q;
+            goto separator;
+          }
+        }
         if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
           value e;
           if (!number(e)) return false;
@@ -263,6 +277,7 @@ struct cursor {
       } else if (!skip_value(1)) {
         return false;
       }
+    separator:
       ws();
       if (p < end && *p == ',') {
         ++p;
