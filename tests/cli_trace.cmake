@@ -87,3 +87,17 @@ if(NOT "${ra};${rb};${rc};${rd};${re}" STREQUAL "${ra};${ra};${ra};${ra};${ra}"
   message(FATAL_ERROR "block refs by command: replay ${ra}, mrc ${rb}, stats ${rc}, simulate ${rd}, "
                       "move replay ${re}; rules ${pa} ${pb} ${pc} ${pd} ${pe}")
 endif()
+# trace import --format token-ids (docs/formats.md "Importing your traffic"): the committed
+# example log imports to vLLM's keys; its replay under --engine vllm is pinned; bad options and
+# bad lines are refused by name.
+set(ILOG ${CMAKE_CURRENT_LIST_DIR}/data/import/token_ids_example.jsonl)
+expect(0 "wrote 40 requests \\(14835 tokens, 912 full vllm blocks of 16 tokens\\)"
+       trace import ${ILOG} -o ${WORK_DIR}/imported.kvtb)
+expect(0 "\"block_hits\": 639," replay --trace ${WORK_DIR}/imported.kvtb --engine vllm --capacity 100 --no-opt --json -)
+expect(2 "it exists; pass" trace import ${ILOG} -o ${WORK_DIR}/imported.kvtb)
+expect(0 "\"full_blocks\": 211," trace import ${ILOG} -o ${WORK_DIR}/imported64.jsonl --to kvtk --engine sglang
+       --block-tokens 64 --json -)
+expect(2 "--format: 'openai' cannot be imported here" trace import ${ILOG} --format openai -o ${WORK_DIR}/x.kvtb)
+expect(2 "--hash-algo xxhash: without PYTHONHASHSEED" trace import ${ILOG} --hash-algo xxhash -o ${WORK_DIR}/x.kvtb)
+file(WRITE ${WORK_DIR}/bad-log.jsonl "{\"timestamp\": 1, \"token_ids\": [1, 2]}\n{\"timestamp\": 0.5, \"token_ids\": [3]}\n")
+expect(1 "bad-log.jsonl:2: timestamp goes backwards" trace import ${WORK_DIR}/bad-log.jsonl -o ${WORK_DIR}/x.kvtb)

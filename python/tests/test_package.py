@@ -481,3 +481,20 @@ def test_block_cache_batches_report_progress():
     hits = kvtk.BlockCache("lru", 1000).access(keys, progress=lambda d, n: calls.append((d, n)))
     assert calls == [(1 << 20, 3 << 20), (2 << 20, 3 << 20), (3 << 20, 3 << 20)]
     assert not hits.any()  # a cyclic scan over 5,000 keys never hits a 1,000-block LRU
+
+
+def test_import_trace_equals_the_cli(kvtk_bin, tmp_path):
+    # kvtk.import_trace is `kvtk trace import`: the same trace file, byte for byte, and the same
+    # counts; its result replays under --engine vllm.
+    log = ROOT / "tests" / "data" / "import" / "token_ids_example.jsonl"
+    r = kvtk.import_trace(log, tmp_path / "py.kvtb", engine="vllm", block_tokens=16, threads=2)
+    assert (r["requests"], r["tokens"], r["full_blocks"]) == (40, 14835, 912)
+    subprocess.run([kvtk_bin, "trace", "import", str(log), "-o", str(tmp_path / "cli.kvtb")],
+                   check=True, capture_output=True)
+    assert (tmp_path / "py.kvtb").read_bytes() == (tmp_path / "cli.kvtb").read_bytes()
+    rows = kvtk.replay(tmp_path / "py.kvtb", engine="vllm", capacity=100, opt=False)
+    assert rows[0]["block_hits"] == 639
+    with pytest.raises(ValueError, match="it exists"):
+        kvtk.import_trace(log, tmp_path / "py.kvtb")
+    with pytest.raises(kvtk.TraceError, match="missing field 'prompt_token_ids'"):
+        kvtk.import_trace(log, tmp_path / "p2.kvtb", preset="vllm")

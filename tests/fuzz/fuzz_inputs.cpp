@@ -1,6 +1,6 @@
 // libFuzzer targets for every non-trace input kvtk reads: the simulate config (with --set
-// overrides), tier configs, model files, calibrations, price tables, command-line values and
-// simulate's timing tables.
+// overrides), tier configs, model files, calibrations, price tables, command-line values,
+// simulate's timing tables and token-id request logs (trace import).
 // One source, compiled once; each target links it with a one-line TU that defines which reader
 // it drives (kvtk_fuzz_reader, see CMakeLists.txt), and has its own seed corpus under
 // tests/fuzz/inputs/<target>/.
@@ -24,6 +24,7 @@
 #include "api/pricing.hpp"
 #include "api/simulate.hpp"
 #include "api/tiers.hpp"
+#include "api/trace_import.hpp"
 #include "api/trace_options.hpp"
 #include "cli/common.hpp"  // parse_command: the options fuzzer reads the command line
 #include "des/timing.hpp"
@@ -173,6 +174,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (!(p >= 0) || !(d >= 0)) __builtin_trap();  // clamped at 0; never NaN
       }
     });
+    break;
+  }
+  case 8: {  // fuzz_trace_import: a token-id log, imported for vLLM (sha256_cbor) and SGLang
+    const std::string& path = input_file(data, size);
+    static const std::string out =
+        (std::filesystem::temp_directory_path() / ("kvtk_fuzz_import_" + std::to_string(::getpid()) + ".kvtb"))
+            .string();
+    for (const char* engine : {"vllm", "sglang"}) {
+      expect_documented([&] {
+        sim::trace_import_options o;
+        o.log = path;
+        o.output = out;
+        o.force = true;
+        o.threads = 1;
+        o.engine = engine;
+        o.block_tokens = 4;
+        if (std::string(engine) == "vllm") o.hash_algo = "sha256_cbor";
+        (void)sim::run(o);
+      });
+    }
+    std::remove(out.c_str());
     break;
   }
   default:
