@@ -26,6 +26,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define KVTK_SHA256_SHANI 1
 #include <cpuid.h>
+#include <cstdlib>
 #include <immintrin.h>
 #endif
 
@@ -44,9 +45,11 @@ inline constexpr std::array<std::uint32_t, 64> sha256_k = {
     0xc67178f2u};
 
 #ifdef KVTK_SHA256_SHANI
-/// True when the CPU has the SHA extensions and SSSE3 / SSE4.1 (cpuid, asked once).
+/// True when the CPU has the SHA extensions and SSSE3 / SSE4.1 (cpuid, asked once), unless the
+/// environment has KVTK_NO_SHANI=1 (to measure the portable code on such a CPU).
 inline bool sha256_has_shani() noexcept {
   static const bool has = [] {
+    if (const char* off = std::getenv("KVTK_NO_SHANI"); off != nullptr && off[0] == '1') return false;
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
     const bool sse = (c & (1u << 9)) != 0 && (c & (1u << 19)) != 0;  // SSSE3, SSE4.1
