@@ -164,5 +164,5 @@ expect(2 "does[ \n]+not[ \n]+combine[ \n]+with[ \n]+dram" simulate --trace ${T} 
 # A trace may leave requests untimed (NaN in kvtb, no timestamp in JSONL); simulate cannot place
 # them and names the first one.
 file(WRITE ${WORK_DIR}/untimed.jsonl "{\"timestamp\": 0, \"input_length\": 16, \"hash_ids\": [1], \"output_length\": 2}\n{\"input_length\": 16, \"hash_ids\": [2], \"output_length\": 2}\n")
-expect(2 "request[ \n]+1[ \n]+of[ \n]+the[ \n]+trace[ \n]+has[ \n]+no[ \n]+arrival[ \n]+time" simulate --trace ${WORK_DIR}/untimed.jsonl --block-tokens 16)
-expect(2 "request[ \n]+1[ \n]+of[ \n]+the[ \n]+trace[ \n]+has[ \n]+no[ \n]+arrival[ \n]+time" simulate --trace ${WORK_DIR}/untimed.jsonl --block-tokens 16 --engine vllm)
+expect(2 "request[ \n]+1[ \n]+of[ \n]+the[ \n]+trace[ \n]+\\(counting[ \n]+from[ \n]+0\\)[ \n]+has[ \n]+no[ \n]+arrival[ \n]+time" simulate --trace ${WORK_DIR}/untimed.jsonl --block-tokens 16)
+expect(2 "request[ \n]+1[ \n]+of[ \n]+the[ \n]+trace[ \n]+\\(counting[ \n]+from[ \n]+0\\)[ \n]+has[ \n]+no[ \n]+arrival[ \n]+time" simulate --trace ${WORK_DIR}/untimed.jsonl --block-tokens 16 --engine vllm)

@@ -97,7 +97,7 @@ expect(0 "\"block_hits\": 639," replay --trace ${WORK_DIR}/imported.kvtb --engin
 expect(2 "it exists; pass" trace import ${ILOG} -o ${WORK_DIR}/imported.kvtb)
 expect(0 "\"full_blocks\": 211," trace import ${ILOG} -o ${WORK_DIR}/imported64.jsonl --to kvtk --engine sglang
        --block-tokens 64 --json -)
-expect(2 "--format: 'openai' cannot be imported here" trace import ${ILOG} --format openai -o ${WORK_DIR}/x.kvtb)
+expect(2 "--format: 'openai' cannot be imported" trace import ${ILOG} --format openai -o ${WORK_DIR}/x.kvtb)
 expect(2 "--hash-algo xxhash: without PYTHONHASHSEED" trace import ${ILOG} --hash-algo xxhash -o ${WORK_DIR}/x.kvtb)
 file(WRITE ${WORK_DIR}/bad-log.jsonl "{\"timestamp\": 1, \"token_ids\": [1, 2]}\n{\"timestamp\": 0.5, \"token_ids\": [3]}\n")
 expect(1 "bad-log.jsonl:2: timestamp goes backwards" trace import ${WORK_DIR}/bad-log.jsonl -o ${WORK_DIR}/x.kvtb)

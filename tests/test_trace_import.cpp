@@ -122,6 +122,7 @@ TEST_CASE("trace import: a generated multi-turn log, any thread count, both engi
   // Conversations growing turn by turn (shared prefixes), timestamps, sessions, output lengths.
   std::mt19937_64 rng(7);
   std::vector<std::vector<std::int64_t>> convs(4), seqs;
+  std::vector<std::size_t> conv_of;
   const std::string log = tmp("gen.jsonl");
   {
     std::ofstream f(log);
@@ -131,6 +132,7 @@ TEST_CASE("trace import: a generated multi-turn log, any thread count, both engi
       if (convs[c].size() > 600) convs[c].clear();
       for (std::uint64_t n = 1 + rng() % 90; n > 0; --n) convs[c].push_back(static_cast<std::int64_t>(rng() % 50000));
       seqs.push_back(convs[c]);
+      conv_of.push_back(c);
       t += 0.25;
       f << json{{"timestamp", t}, {"token_ids", convs[c]}, {"output_length", 8 + i % 5},
                 {"session", "conv-" + std::to_string(c)}}.dump()
@@ -168,10 +170,33 @@ TEST_CASE("trace import: a generated multi-turn log, any thread count, both engi
       }
       CHECK(r.full_blocks == full);
       // Two requests of one conversation share a session; different conversations do not.
+      for (std::size_t q = 1; q < 300; ++q) {
+        CHECK((got.records[q].session == got.records[q - 1].session) == (conv_of[q] == conv_of[q - 1]));
+      }
       fs::remove(out);
     }
   }
   fs::remove(log);
+}
+
+TEST_CASE("trace import: a prompt shorter than a block keeps its extras apart", "[trace_import]") {
+  // Its only key is the derived partial key: two equal prompts with different cache_salt (or
+  // LoRA) must not share it; equal prompts and extras do.
+  const std::string log = tmp("short.jsonl"), out = tmp("short.jsonl.out");
+  std::ofstream(log) << "{\"token_ids\": [5, 6, 7]}\n{\"token_ids\": [5, 6, 7], \"cache_salt\": \"t\"}\n"
+                        "{\"token_ids\": [5, 6, 7], \"lora_name\": \"a\", \"lora_path\": \"/a\"}\n"
+                        "{\"token_ids\": [5, 6, 7], \"cache_salt\": \"t\"}\n";
+  auto o = options(log, out);
+  o.to = "kvtk";
+  (void)kvtk::sim::run(o);
+  const auto got = read(out, kvtk::sim::trace_format::kvtk);
+  REQUIRE(got.keys.size() == 4);
+  CHECK(got.keys[0][0] != got.keys[1][0]);
+  CHECK(got.keys[0][0] != got.keys[2][0]);
+  CHECK(got.keys[1][0] != got.keys[2][0]);
+  CHECK(got.keys[1][0] == got.keys[3][0]);
+  fs::remove(log);
+  fs::remove(out);
 }
 
 TEST_CASE("trace import: bad logs are refused naming the line", "[trace_import]") {
@@ -189,6 +214,9 @@ TEST_CASE("trace import: bad logs are refused naming the line", "[trace_import]"
       {"{\"token_ids\": [1], \"lora_name\": \"a\"}\n", ":1: 'lora_name' without 'lora_path'"},
       {"{\"token_ids\": []}\n", ":1: 'token_ids' is empty"},
       {"{\"token_ids\": [1]\n", ":1: invalid JSON"},
+      {"{\"timestamp\": -5, \"token_ids\": [1]}\n", ":1: the timestamp -5.0+ s is outside"},
+      {"{\"timestamp\": -0.5, \"token_ids\": [1]}\n", ":1: the timestamp -0.50+ s is outside"},
+      {"{\"token_ids\": [1], \"output_length\": 4294967296}\n", ":1: output_length 4294967296 is not below 2\\^32"},
   };
   for (const auto& c : cases) {
     INFO(c.want);
@@ -214,5 +242,16 @@ TEST_CASE("trace import: bad logs are refused naming the line", "[trace_import]"
   CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("give --hash-seed"));
   o.hash_algo = "md5";
   CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("--hash-algo: 'md5'"));
+  o.hash_algo = "sha256";
+  o.threads = 4096;
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("--threads: 4096 is over 256"));
+  o.threads = 1;
+  // vLLM's max_tokens default and an absent time: null means absent.
+  std::ofstream(o.log) << "{\"prompt_token_ids\": [1, 2, 3], \"max_tokens\": null, \"arrival_time\": null}\n";
+  o.preset = "vllm";
+  o.field_timestamp = o.field_tokens = o.field_output = o.field_session = o.field_lora =
+      o.field_lora_path = o.field_cache_salt = "";
+  CHECK(kvtk::sim::run(o).requests == 1);
+  fs::remove(o.output);
   fs::remove(o.log);
 }

@@ -77,13 +77,18 @@ def _options(command: str, given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_finite(key: str, value: Any) -> None:
-    """A NaN or infinite number gets the CLI's kind of message, naming the option (JSON, which
-    carries the options to C++, has no such numbers)."""
-    items = value if isinstance(value, (list, tuple)) else [value]
-    for v in items:
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"--{key.replace('_', '-')}: must be a finite number, got {v}")
+def _check_finite(key: str, value: Any, where: str = "") -> None:
+    """A NaN or infinite number, at any depth (lists, dicts such as a simulate config), gets the
+    CLI's kind of message naming the option and the place (JSON, which carries the options to
+    C++, has no such numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"--{key.replace('_', '-')}{where}: must be a finite number, got {value}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(key, v, f"{where}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(key, v, f"{where}[{i}]")
 
 
 def _with_trace(trace: Optional[TraceLike], options: dict[str, Any], scratch: str) -> dict[str, Any]:
@@ -238,6 +243,7 @@ def simulate(trace: TraceLike, config: Union[None, dict, str, "os.PathLike[str]"
     """
     options: dict[str, Any] = {}
     if isinstance(config, dict):
+        _check_finite("config", config)
         options["config"] = config
     elif config is not None:
         options["config_file"] = os.fspath(config)

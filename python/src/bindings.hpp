@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <string>
@@ -50,17 +51,22 @@ class block_keys {
       return;
     }
     copy_.resize(n);
-    const auto* base = static_cast<const unsigned char*>(a.data());
-    const std::size_t step = static_cast<std::size_t>(a.stride(0)) * (dt.bits / 8);
+    const auto base = reinterpret_cast<std::uintptr_t>(a.data());
+    // Strides are in elements and may be negative (a[::-1]); memcpy reads unaligned buffers.
+    const std::ptrdiff_t step = static_cast<std::ptrdiff_t>(a.stride(0)) * (dt.bits / 8);
+    auto read = [&]<class T>(std::size_t i, T) {
+      T v;
+      std::memcpy(&v, reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(static_cast<std::ptrdiff_t>(i) * step)), sizeof v);
+      return v;
+    };
     for (std::size_t i = 0; i < n; ++i) {
-      const unsigned char* p = base + i * step;
       std::int64_t s = 0;
       std::uint64_t u = 0;
       switch (dt.bits) {
-        case 8: is_signed ? s = *reinterpret_cast<const std::int8_t*>(p) : u = *p; break;
-        case 16: is_signed ? s = *reinterpret_cast<const std::int16_t*>(p) : u = *reinterpret_cast<const std::uint16_t*>(p); break;
-        case 32: is_signed ? s = *reinterpret_cast<const std::int32_t*>(p) : u = *reinterpret_cast<const std::uint32_t*>(p); break;
-        default: is_signed ? s = *reinterpret_cast<const std::int64_t*>(p) : u = *reinterpret_cast<const std::uint64_t*>(p); break;
+        case 8: is_signed ? s = read(i, std::int8_t{}) : u = read(i, std::uint8_t{}); break;
+        case 16: is_signed ? s = read(i, std::int16_t{}) : u = read(i, std::uint16_t{}); break;
+        case 32: is_signed ? s = read(i, std::int32_t{}) : u = read(i, std::uint32_t{}); break;
+        default: is_signed ? s = read(i, std::int64_t{}) : u = read(i, std::uint64_t{}); break;
       }
       if (is_signed && s < 0) {
         throw nb::value_error((std::string(what) + ": " + std::to_string(s) + " at index " +

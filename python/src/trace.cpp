@@ -88,8 +88,8 @@ std::vector<T> per_request(const std::optional<column<T>>& a, std::size_t n, con
 // block_keys[block_offsets[r]:block_offsets[r+1]], used as given.
 trace from_arrays(const any_array& keys_given, const any_array& offsets_given,
                   const any_array& inputs_given, std::optional<column<double>> arrival_s,
-                  std::optional<column<std::uint64_t>> output_tokens,
-                  std::optional<column<std::uint64_t>> session, std::uint32_t block_tokens) {
+                  std::optional<any_array> output_given, std::optional<any_array> session_given,
+                  std::uint32_t block_tokens) {
   const block_keys keys_checked(keys_given, "Trace.from_arrays: block_keys");
   const block_keys offsets_checked(offsets_given, "Trace.from_arrays: block_offsets");
   const block_keys inputs_checked(inputs_given, "Trace.from_arrays: input_tokens");
@@ -108,8 +108,20 @@ trace from_arrays(const any_array& keys_given, const any_array& offsets_given,
     p.add({keys.data() + a, keys.data() + b}, inputs[r]);
   }
   p.arrival_s = per_request(arrival_s, n, "arrival_s");
-  p.output_length = per_request(output_tokens, n, "output_tokens");
-  p.session = per_request(session, n, "session");
+  auto unsigned_column = [&](const std::optional<any_array>& a, const char* name) {
+    std::vector<std::uint64_t> out;
+    if (!a) return out;
+    const block_keys checked(*a, (std::string("Trace.from_arrays: ") + name).c_str());
+    if (checked.size() != n) {
+      throw nb::value_error((std::string("Trace.from_arrays: ") + name + " has " +
+                             std::to_string(checked.size()) + " entries for " + std::to_string(n) +
+                             " requests").c_str());
+    }
+    out.assign(checked.span().begin(), checked.span().end());
+    return out;
+  };
+  p.output_length = unsigned_column(output_given, "output_tokens");
+  p.session = unsigned_column(session_given, "session");
   trace t;
   t.format = "kvtb";  // what a command reads it as (saved to a temporary .kvtb)
   t.block_tokens = block_tokens;

@@ -190,10 +190,12 @@ def test_bad_options_raise_value_error_with_the_cli_message():
     # Non-finite numbers get a message naming the option, as the CLI's do (not a JSON error).
     with pytest.raises(ValueError, match="--hit-ratio: must be a finite number, got nan"):
         kvtk.cost(hit_ratio=float("nan"), input_tokens=1000)
-    with pytest.raises(ValueError, match="--capacity: must be a finite number, got inf"):
+    with pytest.raises(ValueError, match=r"--capacity\[1\]: must be a finite number, got inf"):
         kvtk.replay(CONVERSATION, capacity=[1000, float("inf")])
     with pytest.raises(ValueError, match="--local-cache: must be a finite number"):
         kvtk.simulate(CONVERSATION, local_cache=float("nan"))
+    with pytest.raises(ValueError, match=r"--config.gpu.tflops: must be a finite number, got inf"):
+        kvtk.simulate(CONVERSATION, {"gpu": {"tflops": float("inf")}})
 
 
 def test_keys_must_be_unsigned_integers():
@@ -212,10 +214,14 @@ def test_keys_must_be_unsigned_integers():
     assert list(c.access(np.array([7, 8], dtype=np.int64))) == [False, False]
     assert list(c.access(np.array([7, 8], dtype=np.uint32))) == [True, True]
     assert list(c.access(np.array([9, 7, 8], dtype=np.uint64)[::2])) == [False, True]  # strided
+    assert list(c.access(np.array([8, 1, 9], dtype=np.int64)[::-1])) == [True, False, True]  # reversed
     with pytest.raises(ValueError, match="is negative"):
         c.evict(1, protected=np.array([-1]))
     with pytest.raises(TypeError, match="block_keys: unsigned integers expected"):
         kvtk.Trace.from_arrays(np.array([1.0]), np.array([0, 1]), np.array([16]), block_tokens=16)
+    with pytest.raises(ValueError, match="output_tokens: -4 at index 0 is negative"):
+        kvtk.Trace.from_arrays(np.array([1]), np.array([0, 1]), np.array([16]),
+                               output_tokens=np.array([-4]), block_tokens=16)
 
 
 def test_bad_trace_raises_trace_error_with_path_and_line(tmp_path):

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -76,9 +77,8 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
 void validate(trace_import_options& o) {
   if (o.log.empty()) throw usage_error("give the request log (kvtk trace import LOG -o OUT)");
   if (o.format != "token-ids") {
-    throw usage_error("--format: '" + o.format + "' cannot be imported here (token-ids: a JSONL "
-                      "log with token ids; OpenAI text logs go through Python's "
-                      "kvtk.import_trace with a tokenizer)");
+    throw usage_error("--format: '" + o.format + "' cannot be imported (token-ids: a JSONL log "
+                      "with token ids; text logs, KV events and Dynamo traces are not supported yet)");
   }
   if (o.engine != "vllm" && o.engine != "sglang") {
     throw usage_error("--engine: '" + o.engine + "' is not vllm or sglang");
@@ -115,6 +115,9 @@ void validate(trace_import_options& o) {
   name(o.field_lora, "lora_name");
   name(o.field_lora_path, "lora_path");
   name(o.field_cache_salt, "cache_salt");
+  if (o.threads > 256) {
+    throw usage_error("--threads: " + std::to_string(o.threads) + " is over 256 (0 = every core)");
+  }
   if (o.time_unit != "s" && o.time_unit != "ms") {
     throw usage_error("--time-unit: '" + o.time_unit + "' is not s or ms");
   }
@@ -189,13 +192,15 @@ class line_importer {
             }
             have_tokens = true;
           } else if (key == o_.field_timestamp) {
+            if (v.type == jsonl::kind::null) return;  // absent
             if (v.type != jsonl::kind::integer && v.type != jsonl::kind::number) {
               fail("'" + o_.field_timestamp + "' is a " + std::string(v.type_name()) + ", not a number");
               return;
             }
-            const double t = v.negative ? -v.number : v.number;
+            const double t = v.number;  // signed already
             out.arrival_s = o_.time_unit == "ms" ? t * 0.001 : t;
           } else if (key == o_.field_output) {
+            if (v.type == jsonl::kind::null) return;  // absent (vLLM's max_tokens default)
             if (v.type != jsonl::kind::integer || v.negative) {
               fail("'" + o_.field_output + "' is not a non-negative integer");
               return;
@@ -262,7 +267,7 @@ class line_importer {
     }
     if (out.arrival_s && (!std::isfinite(*out.arrival_s) || *out.arrival_s < 0 ||
                           *out.arrival_s > limits::max_arrival_s)) {
-      out.error = "the timestamp is outside [0, 1e12] s";
+      out.error = "the timestamp " + std::to_string(*out.arrival_s) + " s is outside [0, 1e12] s";
       return;
     }
     try {
@@ -274,12 +279,29 @@ class line_importer {
     out.full_blocks = out.keys.size();
     const std::uint64_t bt = o_.block_tokens;
     const std::uint64_t blocks = (tokens.size() + bt - 1) / bt;
-    if (out.keys.size() > blocks) out.keys.resize(blocks);  // SGLang with a partial page
+    if (out.keys.size() > blocks) out.keys.resize(blocks);  // never with full pages only
+    out.full_blocks = std::min<std::uint64_t>(out.full_blocks, tokens.size() / bt);
     if (out.keys.size() < blocks) {
-      const kvtk::block_key before = out.keys.empty() ? 0 : out.keys.back();
+      // Chained to the last full key, which carries the request's extra keys; a prompt shorter
+      // than a block starts from its extras (cache_salt, LoRA), so that they still separate it.
+      kvtk::block_key before = 0;
+      if (!out.keys.empty()) {
+        before = out.keys.back();
+      } else {
+        before = string_id(x.cache_salt);
+        if (x.lora) before = kvtk::detail::mix64(before ^ string_id(x.lora->name) ^ (string_id(x.lora->path) << 1));
+        if (x.extra_key) before = kvtk::detail::mix64(before ^ string_id(*x.extra_key) ^ 0x65787472ull);
+      }
       out.keys.push_back(partial_key(before, std::span<const std::uint64_t>(tokens).subspan(out.keys.size() * bt)));
     }
     out.tokens = tokens.size();
+    // What every kvtk reader checks (formats/trace_limits.hpp), here on the log's line.
+    if (auto p = limits::request_problem(out.tokens, out.keys.size(), o_.block_tokens, out.arrival_s,
+                                         out.output_length);
+        !p.empty()) {
+      out.error = p;
+      return;
+    }
   }
 
  private:
@@ -331,14 +353,23 @@ trace_import_result run(trace_import_options o, const progress_callback& progres
     numbers.clear();
     std::size_t bytes = 0;
     std::string_view line;
-    while (batch.size() < batch_lines && bytes < batch_bytes && (more = lines.next(line))) {
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines
-      batch.emplace_back(line);
-      numbers.push_back(lines.line_number());
-      bytes += line.size();
+    std::exception_ptr read_failure;  // a line over the cap or a read error: after the lines before it
+    try {
+      while (batch.size() < batch_lines && bytes < batch_bytes && (more = lines.next(line))) {
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines
+        batch.emplace_back(line);
+        numbers.push_back(lines.line_number());
+        bytes += line.size();
+      }
+    } catch (const trace_error&) {
+      read_failure = std::current_exception();
+      more = false;
     }
-    if (batch.empty()) continue;
+    if (batch.empty()) {
+      if (read_failure) std::rethrow_exception(read_failure);
+      continue;
+    }
     const auto t0 = clock::now();
     detail::parallel_for(threads, batch.size(), [&](std::size_t i) { importer.run(batch[i], done[i]); });
     hash_s += std::chrono::duration<double>(clock::now() - t0).count();
@@ -377,6 +408,7 @@ trace_import_result run(trace_import_options o, const progress_callback& progres
       r.full_blocks += q.full_blocks;
       bar.add(1);
     }
+    if (read_failure) std::rethrow_exception(read_failure);
   }
   writer->finish();
   r.seconds = std::chrono::duration<double>(clock::now() - start).count();

@@ -75,8 +75,9 @@ namespace kvtk::sim::des {
 inline void check_every_arrival(const kvtk::prefix::prefix_trace_view& t) {
   for (std::size_t r = 0; r < t.arrival_s.size(); ++r) {
     if (std::isnan(t.arrival_s[r])) {
-      throw std::invalid_argument("request " + std::to_string(r) + " of the trace has no arrival "
-                                  "time (simulate needs every request's; the others have one)");
+      throw std::invalid_argument("request " + std::to_string(r) + " of the trace (counting from 0) "
+                                  "has no arrival time, though others have one: simulate needs "
+                                  "every request's");
     }
   }
 }
