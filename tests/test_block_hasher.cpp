@@ -15,37 +15,16 @@
 #include "kvtk/detail/xxh3.hpp"
 #include "kvtk/prefix/block_hasher.hpp"
 #include "kvtk/prefix/mrc.hpp"
+#include "engine_vectors.hpp"
 
-#ifndef KVTK_ENGINE_VECTORS
-#error "define KVTK_ENGINE_VECTORS as the path of tests/data/engine_hash_vectors.json"
-#endif
 
 namespace {
 
 using namespace kvtk::prefix;
 using json = nlohmann::json;
 
-const json& vectors() {
-  static const json j = [] {
-    std::ifstream in(KVTK_ENGINE_VECTORS);
-    if (!in) throw std::runtime_error("cannot open " + std::string(KVTK_ENGINE_VECTORS));
-    return json::parse(in);
-  }();
-  return j;
-}
-
-std::vector<std::int64_t> expand(const json& spec) {
-  std::vector<std::int64_t> out;
-  if (spec.is_array()) {
-    for (const auto& t : spec) out.push_back(t.get<std::int64_t>());
-    return out;
-  }
-  const auto& p = spec.at("affine");
-  const auto n = p.at("n").get<std::int64_t>(), a = p.at("a").get<std::int64_t>(),
-             b = p.at("b").get<std::int64_t>(), mod = p.at("mod").get<std::int64_t>();
-  for (std::int64_t i = 0; i < n; ++i) out.push_back((a * i + b) % mod);
-  return out;
-}
+using engine_vectors::expand;
+using engine_vectors::vectors;
 
 std::vector<std::int64_t> sequence(const std::string& name) {
   return expand(vectors().at("sequences").at(name));

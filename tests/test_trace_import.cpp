@@ -16,6 +16,7 @@
 
 #include "api/trace_import.hpp"
 #include "api/usage_error.hpp"
+#include "engine_vectors.hpp"
 #include "formats/requests.hpp"
 #include "kvtk/prefix/block_hasher.hpp"
 
@@ -29,26 +30,8 @@ std::string tmp(const std::string& name) {
   return (fs::temp_directory_path() / ("kvtk_import_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
-const json& vectors() {
-  static const json j = [] {
-    std::ifstream in(KVTK_ENGINE_VECTORS);
-    return json::parse(in);
-  }();
-  return j;
-}
-
-std::vector<std::int64_t> expand(const json& spec) {
-  std::vector<std::int64_t> out;
-  if (spec.is_array()) {
-    for (const auto& t : spec) out.push_back(t.get<std::int64_t>());
-    return out;
-  }
-  const auto& p = spec.at("affine");
-  const auto n = p.at("n").get<std::int64_t>(), a = p.at("a").get<std::int64_t>(),
-             b = p.at("b").get<std::int64_t>(), mod = p.at("mod").get<std::int64_t>();
-  for (std::int64_t i = 0; i < n; ++i) out.push_back((a * i + b) % mod);
-  return out;
-}
+using engine_vectors::expand;
+using engine_vectors::vectors;
 
 // Every request's keys and record of an imported trace.
 struct read_back {
