@@ -29,23 +29,10 @@ std::uint64_t whole(const std::string& where, const std::string& key, const std:
   return n;
 }
 
-// A positive finite number below 1e6 (seconds, GB/s, microseconds).
-double positive(const std::string& where, const std::string& key, const std::string& v) {
-  std::size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty() || !(x > 0) || !(x < 1e6)) {
-    throw usage_error(where + ": " + key + "='" + v + "' is not a number in (0, 1e6)");
-  }
-  return x;
-}
-
-// A finite number in [0, 1e6) (a latency that may be zero).
-double nonnegative(const std::string& where, const std::string& key, const std::string& v) {
+// A finite number below 1e6 (seconds, GB/s, microseconds): positive, or also 0 when
+// `zero_ok` (a latency).
+double number_below_1e6(const std::string& where, const std::string& key, const std::string& v,
+                        bool zero_ok) {
   std::size_t used = 0;
   double x = -1;
   try {
@@ -53,10 +40,17 @@ double nonnegative(const std::string& where, const std::string& key, const std::
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != v.size() || v.empty() || !(x >= 0) || !(x < 1e6)) {
-    throw usage_error(where + ": " + key + "='" + v + "' is not a number in [0, 1e6)");
+  if (used != v.size() || v.empty() || !(zero_ok ? x >= 0 : x > 0) || !(x < 1e6)) {
+    throw usage_error(where + ": " + key + "='" + v + "' is not a number in " +
+                      (zero_ok ? "[0, 1e6)" : "(0, 1e6)"));
   }
   return x;
+}
+double positive(const std::string& where, const std::string& key, const std::string& v) {
+  return number_below_1e6(where, key, v, false);
+}
+double nonnegative(const std::string& where, const std::string& key, const std::string& v) {
+  return number_below_1e6(where, key, v, true);
 }
 
 std::string without_option(const std::string& message);

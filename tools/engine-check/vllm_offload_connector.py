@@ -60,26 +60,27 @@ class VllmEnv:
         self.bt = bt
         self.model = tiny_llama(work)
 
-    def scheduler(self, C, N, K, policy, threshold, max_len):
+    def chunk_bytes(self, K):
+        """The bytes of one offloaded block of K GPU blocks, aligned as CPUOffloadingSpec does,
+        and the GPU block's KV spec."""
+        from vllm.v1.kv_cache_interface import FullAttentionSpec
+        from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
+        spec = FullAttentionSpec(block_size=self.bt, num_kv_heads=1, head_size=1,
+                                 dtype=self.torch.float16)
+        align = CPUOffloadingSpec.BLOCK_SIZE_ALIGNMENT
+        return -(-(spec.page_size_bytes * K) // align) * align, spec
+
+    def scheduler_with(self, C, extra, max_len):
+        """vLLM's V1 Scheduler with the OffloadingConnector configured by `extra`
+        (kv_connector_extra_config) over a GPU pool of C blocks; returns (scheduler,
+        connector scheduler)."""
         from vllm.config import (CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig,
                                  VllmConfig)
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-        from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
+        from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
         from vllm.v1.structured_output import StructuredOutputManager
         bt = self.bt
-        spec = FullAttentionSpec(block_size=bt, num_kv_heads=1, head_size=1,
-                                 dtype=self.torch.float16)
-        align = CPUOffloadingSpec.BLOCK_SIZE_ALIGNMENT
-        chunk_bytes = spec.page_size_bytes * K
-        chunk_bytes = -(-chunk_bytes // align) * align
-        extra = {"cpu_bytes_to_use": N * chunk_bytes, "block_size": K * bt,
-                 "store_threshold": threshold}
-        if policy.startswith("kvtk-"):
-            extra["eviction_policy"] = "Kvtk_" + policy[5:]
-            extra["cache_policy_module_path"] = "kvtk_policy_shim"
-        else:
-            extra["eviction_policy"] = policy
+        _, spec = self.chunk_bytes(1)
         scfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=max_len,
                                max_model_len=max_len, enable_chunked_prefill=True,
                                async_scheduling=False, is_encoder_decoder=False)
@@ -96,8 +97,19 @@ class VllmEnv:
         s = Scheduler(vllm_config=vcfg, kv_cache_config=kcfg,
                       structured_output_manager=StructuredOutputManager(vcfg), block_size=bt,
                       log_stats=False)
-        cs = s.connector.connector_scheduler
         assert s.kv_cache_manager.block_pool.get_num_free_blocks() == C
+        return s, s.connector.connector_scheduler
+
+    def scheduler(self, C, N, K, policy, threshold, max_len):
+        chunk_bytes, _ = self.chunk_bytes(K)
+        extra = {"cpu_bytes_to_use": N * chunk_bytes, "block_size": K * self.bt,
+                 "store_threshold": threshold}
+        if policy.startswith("kvtk-"):
+            extra["eviction_policy"] = "Kvtk_" + policy[5:]
+            extra["cache_policy_module_path"] = "kvtk_policy_shim"
+        else:
+            extra["eviction_policy"] = policy
+        s, cs = self.scheduler_with(C, extra, max_len)
         assert cs.manager._num_chunks == N, (cs.manager._num_chunks, N)
         assert cs.config.blocks_per_chunk == K
         return s, cs

@@ -75,43 +75,18 @@ class VllmEnv(connector_check.VllmEnv):
     """vllm_offload_connector.py's environment (hasher, tiny model) with a tiering scheduler."""
 
     def scheduler(self, C, N, K, policy, max_len, root_dir):
-        from vllm.config import (CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig,
-                                 VllmConfig)
-        from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
         from vllm.v1.kv_offload.tiering.spec import TieringOffloadingSpec
-        from vllm.v1.structured_output import StructuredOutputManager
-        bt = self.bt
-        spec = FullAttentionSpec(block_size=bt, num_kv_heads=1, head_size=1,
-                                 dtype=self.torch.float16)
-        align = TieringOffloadingSpec.BLOCK_SIZE_ALIGNMENT
-        chunk_bytes = spec.page_size_bytes * K
-        chunk_bytes = -(-chunk_bytes // align) * align
+        from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
+        assert TieringOffloadingSpec.BLOCK_SIZE_ALIGNMENT == CPUOffloadingSpec.BLOCK_SIZE_ALIGNMENT
+        chunk_bytes, _ = self.chunk_bytes(K)
         # No store_threshold: TieringOffloadingSpec refuses one of 2 or more.
         extra = {"spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": N * chunk_bytes,
-                 "block_size": K * bt, "eviction_policy": policy,
+                 "block_size": K * self.bt, "eviction_policy": policy,
                  "secondary_tiers": [{"type": "fs", "root_dir": root_dir,
                                       "n_read_threads": 2, "n_write_threads": 2}]}
-        scfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=max_len,
-                               max_model_len=max_len, enable_chunked_prefill=True,
-                               async_scheduling=False, is_encoder_decoder=False)
-        mcfg = ModelConfig(model=self.model, dtype="float16", seed=0, skip_tokenizer_init=True,
-                           max_model_len=max_len)
-        ccfg = CacheConfig(block_size=bt, enable_prefix_caching=True)
-        kt = KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both",
-                              kv_connector_extra_config=extra)
-        vcfg = VllmConfig(scheduler_config=scfg, model_config=mcfg, cache_config=ccfg,
-                          kv_transfer_config=kt)
-        kcfg = KVCacheConfig(num_blocks=C + 1, kv_cache_tensors=[],
-                             kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)])
-        ccfg.num_gpu_blocks = C + 1
-        s = Scheduler(vllm_config=vcfg, kv_cache_config=kcfg,
-                      structured_output_manager=StructuredOutputManager(vcfg), block_size=bt,
-                      log_stats=False)
-        cs = s.connector.connector_scheduler
+        s, cs = self.scheduler_with(C, extra, max_len)
         mgr = cs.manager
         assert type(mgr).__name__ == "TieringOffloadingManager", type(mgr)
-        assert s.kv_cache_manager.block_pool.get_num_free_blocks() == C
         assert mgr.primary_tier._num_chunks == N, (mgr.primary_tier._num_chunks, N)
         assert cs.config.blocks_per_chunk == K
         assert len(mgr.secondary_tiers) == 1 and mgr.secondary_tiers[0].tier_type == "fs"
