@@ -65,6 +65,7 @@ set(KVTK_API_SOURCES
   api/sparse_plan.cpp
   api/trace_convert.cpp
   api/trace_import.cpp
+  api/trace_anonymize.cpp
   api/trace_gen.cpp
   api/trace_stats.cpp
   api/simulate.cpp
@@ -83,6 +84,7 @@ set(KVTK_CLI_SOURCES
   cli/trace_gen.cpp
   cli/trace_convert.cpp
   cli/trace_import.cpp
+  cli/trace_anonymize.cpp
   cli/simulate.cpp
   cli/cost.cpp
   cli/move.cpp

@@ -101,3 +101,20 @@ expect(2 "--format: 'openai' cannot be imported" trace import ${ILOG} --format o
 expect(2 "--hash-algo xxhash: without PYTHONHASHSEED" trace import ${ILOG} --hash-algo xxhash -o ${WORK_DIR}/x.kvtb)
 file(WRITE ${WORK_DIR}/bad-log.jsonl "{\"timestamp\": 1, \"token_ids\": [1, 2]}\n{\"timestamp\": 0.5, \"token_ids\": [3]}\n")
 expect(1 "bad-log.jsonl:2: timestamp goes backwards" trace import ${WORK_DIR}/bad-log.jsonl -o ${WORK_DIR}/x.kvtb)
+# The same log as CSV (tests/data/import/make_examples.py writes both): the same trace.
+expect(0 "wrote 40 requests \\(14835 tokens, 912 full vllm blocks of 16 tokens\\)"
+       trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/token_ids_example.csv -o ${WORK_DIR}/imported-csv.kvtb)
+expect(0 "\"block_hits\": 639," replay --trace ${WORK_DIR}/imported-csv.kvtb --engine vllm --capacity 100 --no-opt --json -)
+
+# trace anonymize (docs/formats.md "Sharing a trace"): the anonymized import replays alike;
+# a short salt, a shift below zero and an unknown subcommand option are refused.
+file(WRITE ${WORK_DIR}/secret.salt "0123456789abcdef-kvtk-test")
+expect(0 "wrote 40 requests \\([0-9]+ block keys re-keyed, 4 sessions"
+       trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/shared.kvtb --salt-file ${WORK_DIR}/secret.salt)
+expect(0 "\"block_hits\": 639," replay --trace ${WORK_DIR}/shared.kvtb --engine vllm --capacity 100 --no-opt --json -)
+expect(0 "the salt was random and is not kept" trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/once.kvtb)
+file(WRITE ${WORK_DIR}/short.salt "short")
+expect(2 "--salt-file: .*short.salt' holds 5 bytes" trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/x.kvtb
+       --salt-file ${WORK_DIR}/short.salt)
+expect(1 "outside \\[0, 1e12\\] s" trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/x.kvtb --time-shift -1e6)
+expect(2 "it exists; pass" trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/shared.kvtb)

@@ -58,13 +58,13 @@ kvtk::sim::trace_import_options options(const std::string& log, const std::strin
 }  // namespace
 
 TEST_CASE("trace import: the keys are vLLM's own block hashes", "[trace_import]") {
-  // One import per vector (each has its own algorithm, block size and seed); the extras a log
-  // carries (cache_salt, LoRA name and path) included; multimodal and prompt-embeds vectors are
-  // not a token log's, lookahead is not an import option.
-  std::size_t checked = 0;
+  // One import per vector (each has its own algorithm, block size and seed), as JSONL and as
+  // CSV; the extras a log carries (cache_salt, LoRA name and path, multimodal items) included;
+  // prompt-embeds vectors are not a token log's, lookahead is not an import option.
+  std::size_t checked = 0, with_mm = 0;
   for (const auto& v : vectors().at("vllm")) {
     const auto& e = v.at("extras");
-    if (e.contains("mm") || e.contains("prompt_embeds") || v.at("lookahead").get<int>() != 0) continue;
+    if (e.contains("prompt_embeds") || v.at("lookahead").get<int>() != 0) continue;
     if (e.contains("cache_salt") && !e["cache_salt"].is_string()) continue;
     INFO(v.at("name").get<std::string>());
     const auto tokens = v.at("token_ids_used").is_null()
@@ -76,28 +76,52 @@ TEST_CASE("trace import: the keys are vLLM's own block hashes", "[trace_import]"
       line["lora_name"] = e["lora"].at("name");
       line["lora_path"] = e["lora"].at("path");
     }
-    const std::string log = tmp("vec.jsonl"), out = tmp("vec.kvtb");
-    std::ofstream(log) << line.dump() << "\n";
-    auto o = options(log, out);
-    o.block_tokens = v.at("block_size").get<std::uint32_t>();
-    o.hash_algo = v.at("algo").get<std::string>();
-    if (!v.at("pythonhashseed").is_null()) o.hash_seed = v.at("none_hash_seed").get<std::string>();
-    const auto r = kvtk::sim::run(o);
-    CHECK(r.requests == 1);
-    const auto got = read(out, kvtk::sim::trace_format::kvtb);
-    REQUIRE(got.keys.size() == 1);
-    std::vector<block_key> want;
-    for (const auto& k : v.at("int_block_hashes")) want.push_back(k.get<std::uint64_t>());
-    const std::size_t full = tokens.size() / o.block_tokens;
-    REQUIRE(want.size() == full);
-    CHECK(std::vector<block_key>(got.keys[0].begin(), got.keys[0].begin() + full) == want);
-    CHECK(got.keys[0].size() == (tokens.size() + o.block_tokens - 1) / o.block_tokens);
-    CHECK(got.records[0].input_length == tokens.size());
-    fs::remove(log);
-    fs::remove(out);
+    if (e.contains("mm")) {
+      line["mm_hashes"] = e["mm"];
+      ++with_mm;
+    }
+    // The same request as a CSV record: every cell quoted, quotes doubled.
+    auto cell = [](const json& j) {
+      std::string text = j.is_string() ? j.get<std::string>() : j.dump(), q = "\"";
+      for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+      return q + "\"";
+    };
+    std::string header, record;
+    for (const auto& [k, val] : line.items()) {
+      header += (header.empty() ? "" : ",") + k;
+      record += (record.empty() ? "" : ",") + cell(val);
+    }
+    for (const char* syntax : {"jsonl", "csv"}) {
+      INFO(syntax);
+      const std::string log = tmp(std::string("vec.") + syntax), out = tmp("vec.kvtb");
+      if (std::string(syntax) == "jsonl") {
+        std::ofstream(log) << line.dump() << "\n";
+      } else {
+        std::ofstream(log) << header << "\r\n" << record << "\r\n";
+      }
+      auto o = options(log, out);
+      o.block_tokens = v.at("block_size").get<std::uint32_t>();
+      o.hash_algo = v.at("algo").get<std::string>();
+      if (!v.at("pythonhashseed").is_null()) o.hash_seed = v.at("none_hash_seed").get<std::string>();
+      const auto r = kvtk::sim::run(o);
+      CHECK(r.requests == 1);
+      CHECK(r.log_format == syntax);
+      const auto got = read(out, kvtk::sim::trace_format::kvtb);
+      REQUIRE(got.keys.size() == 1);
+      std::vector<block_key> want;
+      for (const auto& k : v.at("int_block_hashes")) want.push_back(k.get<std::uint64_t>());
+      const std::size_t full = tokens.size() / o.block_tokens;
+      REQUIRE(want.size() == full);
+      CHECK(std::vector<block_key>(got.keys[0].begin(), got.keys[0].begin() + full) == want);
+      CHECK(got.keys[0].size() == (tokens.size() + o.block_tokens - 1) / o.block_tokens);
+      CHECK(got.records[0].input_length == tokens.size());
+      fs::remove(log);
+      fs::remove(out);
+    }
     ++checked;
   }
-  CHECK(checked >= 60);
+  CHECK(checked >= 70);
+  CHECK(with_mm >= 10);
 }
 
 TEST_CASE("trace import: a generated multi-turn log, any thread count, both engines",
@@ -237,4 +261,87 @@ TEST_CASE("trace import: bad logs are refused naming the line", "[trace_import]"
   CHECK(kvtk::sim::run(o).requests == 1);
   fs::remove(o.output);
   fs::remove(o.log);
+}
+
+TEST_CASE("trace import: CSV logs read as JSONL ones do, bad ones are refused", "[trace_import]") {
+  // Equal requests as JSONL and as CSV (ids bracketed with commas, or space-separated; a quoted
+  // cache_salt holding a comma and a quote; an empty cell = absent) give the same trace.
+  const std::string jsonl = tmp("same.jsonl"), csv = tmp("same.csv");
+  std::ofstream(jsonl) << "{\"timestamp\": 1.5, \"token_ids\": [1, 2, 3, 4, 5], \"output_length\": 7, "
+                          "\"session\": \"a\", \"cache_salt\": \"x,\\\"y\"}\n"
+                          "{\"timestamp\": 2, \"token_ids\": [1, 2, 3, 4, 9, 9], \"session\": 12}\n";
+  std::ofstream(csv) << "\xEF\xBB\xBFsession,timestamp,token_ids,output_length,cache_salt,notes\n"
+                        "a,1.5,\"[1, 2, 3, 4, 5]\",7,\"x,\"\"y\",free text\n"
+                        "12, 2 ,1 2 3 4 9 9,,,\n";
+  auto o = options(jsonl, tmp("same.a.kvtk"));
+  o.to = "kvtk";
+  o.block_tokens = 2;
+  (void)kvtk::sim::run(o);
+  o.log = csv;
+  o.output = tmp("same.b.kvtk");
+  CHECK(kvtk::sim::run(o).log_format == "csv");
+  const auto a = read(tmp("same.a.kvtk"), kvtk::sim::trace_format::kvtk);
+  const auto b = read(tmp("same.b.kvtk"), kvtk::sim::trace_format::kvtk);
+  CHECK(a.keys == b.keys);
+  REQUIRE(b.records.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(a.records[i].arrival_s == b.records[i].arrival_s);
+    CHECK(a.records[i].output_length == b.records[i].output_length);
+    CHECK(a.records[i].session == b.records[i].session);
+  }
+  CHECK_FALSE(b.records[1].output_length.has_value());
+  CHECK(a.keys[0][0] != a.keys[1][0]);  // the cache_salt separates the first block
+  fs::remove(jsonl);
+  fs::remove(csv);
+  fs::remove(tmp("same.a.kvtk"));
+  fs::remove(tmp("same.b.kvtk"));
+
+  struct bad_case {
+    const char* lines;
+    const char* want;
+  };
+  const std::vector<bad_case> cases = {
+      {"timestamp,prompt\n1,\"1 2\"\n", ":1: the CSV header has no 'token_ids' column"},
+      {"token_ids,token_ids\n1,2\n", ":1: the CSV header names 'token_ids' twice"},
+      {"timestamp,token_ids\n1,\"1 2\n", ":2: invalid CSV: column 3: a quoted field does not end"},
+      {"timestamp,token_ids\n1,1 2,3\n", ":2: has 3 fields, the header 2"},
+      {"timestamp,token_ids\n1,1 x 2\n", ":2: 'token_ids'\\[1\\] is 'x', not a token id"},
+      {"timestamp,token_ids\nsoon,1 2\n", ":2: 'timestamp' is 'soon', not a number"},
+      {"timestamp,token_ids\n1,\n", ":2: 'token_ids' is empty"},
+      {"timestamp,token_ids\n1,[1 2\n", ":2: 'token_ids' opens '\\[' and does not close it"},
+      {"token_ids,x\n1 2,a\"b\n", ":2: invalid CSV: column 5: a quote inside an unquoted field"},
+      {"token_ids,mm_hashes\n1 2 3,\"[{\"\"identifier\"\": \"\"i\"\", \"\"offset\"\": 2, \"\"length\"\": 5}]\"\n",
+       ":2: 'mm_hashes': an item ends at token 7, past the prompt's 3"},
+      {"{\"token_ids\": [1, 2, 3], \"mm_hashes\": [{\"identifier\": \"i\", \"offset\": 0}]}\n",
+       ":1: 'mm_hashes'\\[0\\] is not \\{"},
+      {"{\"token_ids\": [1, 2, 3], \"mm_hashes\": [{\"identifier\": \"i\", \"offset\": 0, \"length\": 2}, "
+       "{\"identifier\": \"j\", \"offset\": 1, \"length\": 1}]}\n",
+       ":1: 'mm_hashes': items at offsets 0 and 1 overlap"},
+      {"{\"token_ids\": [1, 2, 3], \"mm_hashes\": \"img\"}\n", ":1: 'mm_hashes' is a string, not an array"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.want);
+    const std::string log = tmp("bad.csv"), out = tmp("bad.kvtb");
+    std::ofstream(log) << c.lines;
+    try {
+      (void)kvtk::sim::run(options(log, out));
+      FAIL("accepted");
+    } catch (const kvtk::sim::trace_error& e) {
+      CHECK(std::regex_search(std::string(e.what()), std::regex(c.want)));
+    }
+    CHECK_FALSE(fs::exists(out));
+    fs::remove(log);
+  }
+  // Multimodal items are vLLM's: SGLang's keys come from the pad values in the ids.
+  auto s = options(tmp("mm.jsonl"), tmp("mm.kvtb"));
+  std::ofstream(s.log) << "{\"token_ids\": [1, 2, 3], \"mm_hashes\": [{\"identifier\": \"i\", \"offset\": 0, \"length\": 2}]}\n";
+  s.engine = "sglang";
+  CHECK_THROWS_WITH(kvtk::sim::run(s), Catch::Contains("'mm_hashes' is vLLM's"));
+  s.engine = "vllm";
+  s.field_session = "token_ids";
+  CHECK_THROWS_WITH(kvtk::sim::run(s), Catch::Contains("'token_ids' names two fields"));
+  s.field_session = "";
+  s.log_format = "tsv";
+  CHECK_THROWS_WITH(kvtk::sim::run(s), Catch::Contains("--log-format: 'tsv'"));
+  fs::remove(s.log);
 }

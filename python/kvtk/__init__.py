@@ -21,7 +21,7 @@ __version__: str = _kvtk.__version__
 
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
-    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "results_frame", "ReplayResults", "sweep",
+    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "anonymize_trace", "results_frame", "ReplayResults", "sweep",
     "read_sweep",
 ]
 
@@ -209,16 +209,76 @@ def trace_gen(output: Union[str, "os.PathLike[str]"], profile: str = "mixed",
 
 def import_trace(log: Union[str, "os.PathLike[str]"], output: Union[str, "os.PathLike[str]"],
                  engine: str = "vllm", block_tokens: int = 16, force: bool = False,
-                 progress: Progress = None, **options: Any) -> dict:
-    """``kvtk trace import``: a request log with token ids (JSONL, one object per request:
+                 progress: Progress = None, format: str = "token-ids",
+                 tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 chat_template: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 model: Optional[str] = None, **options: Any) -> dict:
+    """``kvtk trace import``: a request log written to `output` as a kvtk trace whose keys are
+    `engine`'s block hashes (vLLM: ``hash_algo``, ``hash_seed`` = its PYTHONHASHSEED).
+
+    format="token-ids": a JSONL or CSV log (``log_format``), or a Parquet one (a ``.parquet``
+    name or ``log_format="parquet"``; needs pyarrow), one request per line or row:
     ``timestamp``, ``token_ids``, ``output_length``, optional ``session``, ``lora_name`` and
-    ``lora_path``, ``cache_salt``; other names through ``field_*=`` or ``preset="vllm"``) written
-    to `output` as a kvtk trace whose keys are `engine`'s block hashes (vLLM: ``hash_algo``,
-    ``hash_seed`` = its PYTHONHASHSEED). Returns requests, tokens, full_blocks, seconds and the
-    hashing rate (tokens_per_s over ``threads``)."""
-    given = dict(log=os.fspath(log), output=os.fspath(output), engine=engine,
-                 block_tokens=block_tokens, force=force, **options)
-    return _run("trace_import", None, given, progress)
+    ``lora_path``, ``cache_salt``, ``mm_hashes``; other names through ``field_*=`` or
+    ``preset="vllm"``.
+
+    format="openai-chat": an OpenAI chat-completions JSONL log (``messages``, ``model``, a
+    timestamp or the response's ``created``, ``usage.completion_tokens``) tokenized with the
+    local Hugging Face tokenizer directory `tokenizer` and its chat template (or the Jinja file
+    `chat_template`), as vLLM's OpenAI server does; `model` keeps that model's records only.
+    Needs transformers (the ``text`` extra); nothing is downloaded.
+
+    Returns requests, tokens, full_blocks, seconds and the hashing rate (tokens_per_s over
+    ``threads``); for Python-read logs also ``log_format`` and ``skipped_other_model``."""
+    log = os.fspath(log)
+    given = dict(output=os.fspath(output), engine=engine, block_tokens=block_tokens, force=force,
+                 **options)
+    parquet = format == "token-ids" and (options.get("log_format") == "parquet" or (
+        options.get("log_format", "auto") == "auto" and log.lower().endswith(".parquet")))
+    if format not in ("openai-chat",) and not parquet:
+        if tokenizer is not None or chat_template is not None or model is not None:
+            raise ValueError("tokenizer, chat_template and model are for format='openai-chat'")
+        return _run("trace_import", None, dict(log=log, format=format, **given), progress)
+    from . import _logs
+    if not os.path.isfile(log):
+        raise ValueError(f"cannot open the log '{log}' (not a regular file)")
+    # The temporary log is in kvtk's field names: the user's names were read here.
+    for key in list(given):
+        if key.startswith("field_") or key in ("preset", "log_format"):
+            given.pop(key)
+    counts: dict = {}
+    if parquet:
+        if tokenizer is not None or chat_template is not None or model is not None:
+            raise ValueError("tokenizer, chat_template and model are for format='openai-chat'")
+        rows, kind = _logs.parquet_rows(log, options), "row"
+    else:
+        if tokenizer is None:
+            raise ValueError("format='openai-chat' needs tokenizer= (the local directory of the "
+                             "model's Hugging Face tokenizer)")
+        rows = _logs.chat_rows(log, os.fspath(tokenizer),
+                               os.fspath(chat_template) if chat_template is not None else None,
+                               model, options, counts)
+        kind = "record"
+    result = _logs._import_rows(
+        rows, log, kind,
+        lambda temp: _run("trace_import", None, dict(log=temp, log_format="jsonl", **given), progress))
+    result["log_format"] = "parquet" if parquet else "openai-chat"
+    result["skipped_other_model"] = counts.get("other_model", 0)
+    return result
+
+
+def anonymize_trace(trace: Union[str, "os.PathLike[str]"], output: Union[str, "os.PathLike[str]"],
+                    salt_file: Optional[Union[str, "os.PathLike[str]"]] = None,
+                    time_zero: bool = False, time_shift_s: float = 0.0, force: bool = False,
+                    progress: Progress = None, **options: Any) -> dict:
+    """``kvtk trace anonymize``: `trace` re-keyed through a secret keyed permutation (block keys
+    and session ids; tenants become opaque ids) and written to `output`, so that replays of the
+    output equal replays of the input. `salt_file`: the secret (16 B to 1 MiB); None draws a
+    random salt that is never kept. Returns requests, keys, sessions, tenants, random_salt."""
+    given = dict(trace=os.fspath(trace), output=os.fspath(output),
+                 salt_file=os.fspath(salt_file) if salt_file is not None else "",
+                 time_zero=time_zero, time_shift_s=time_shift_s, force=force, **options)
+    return _run("trace_anonymize", None, given, progress)
 
 
 def sparse(trace: Optional[TraceLike] = None, **options: Any) -> dict:

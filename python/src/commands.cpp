@@ -21,6 +21,7 @@
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
 #include "api/trace_gen.hpp"
+#include "api/trace_anonymize.hpp"
 #include "api/trace_import.hpp"
 #include "api/trace_stats.hpp"
 #include "bindings.hpp"
@@ -127,9 +128,12 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
   if (command == "trace_import") {
     return sim::to_json(sim::run(sim::trace_import_options_from_json(j), progress));
   }
+  if (command == "trace_anonymize") {
+    return sim::to_json(sim::run(sim::trace_anonymize_options_from_json(j), progress));
+  }
   throw nb::value_error(("unknown command '" + command +
                          "' (replay mrc tune compare cost sparse trace_stats trace_gen trace_import "
-                         "simulate)").c_str());
+                         "trace_anonymize simulate)").c_str());
 }
 
 // A numpy array that owns `values` (moved to the heap, freed with the array). bool columns are
@@ -186,6 +190,7 @@ std::string default_options(const std::string& command) {
   if (command == "simulate") return sim::to_json(sim::simulate_options{}).dump();
   if (command == "trace_gen") return sim::to_json(sim::trace_gen_options{}).dump();
   if (command == "trace_import") return sim::to_json(sim::trace_import_options{}).dump();
+  if (command == "trace_anonymize") return sim::to_json(sim::trace_anonymize_options{}).dump();
   throw nb::value_error(("unknown command '" + command + "'").c_str());
 }
 

@@ -5,6 +5,8 @@
 //
 //   kvtk::sim::trace_import_options o;
 //   o.log = "requests.jsonl";      // {"timestamp": 0.5, "token_ids": [...], "output_length": 64}
+//                                  // or a CSV log: a header line naming the columns, token ids
+//                                  // in one cell ("[1, 2, 3]" or "1 2 3")
 //   o.output = "mine.kvtb";
 //   o.engine = "vllm";
 //   o.block_tokens = 16;
@@ -28,7 +30,9 @@ namespace kvtk::sim {
 /// What `kvtk trace import` does; each field is the option of the same name.
 struct trace_import_options {
   std::string log;                     ///< the request log (required; a regular file)
-  std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL)
+  std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL or CSV)
+  std::string log_format = "auto";     ///< jsonl | csv | auto (JSONL when the first non-blank
+                                       ///< line opens an object, else a CSV header)
   std::string output;                  ///< output file, or - for stdout (required)
   std::string to;                      ///< kvtb | kvtk | mooncake; "" = kvtb for a .kvtb name
   std::string engine = "vllm";         ///< whose block keys: vllm | sglang
@@ -44,6 +48,8 @@ struct trace_import_options {
   std::string field_lora;              ///< (both: lora_name)
   std::string field_lora_path;         ///< vLLM's LoRA key is (name, path) (both: lora_path)
   std::string field_cache_salt;        ///< (both: cache_salt)
+  std::string field_mm;                ///< vLLM's multimodal items (both: mm_hashes): a JSON
+                                       ///< array of {identifier, offset, length}
   std::string time_unit = "s";         ///< the timestamps' unit: s | ms
   std::uint32_t threads = 0;           ///< hashing threads; 0 = the machine's
   bool force = false;                  ///< replace an existing output file (never the input)
@@ -64,6 +70,7 @@ struct trace_import_result {
   std::uint32_t threads = 0;
   std::string engine, to, output;
   std::uint32_t block_tokens = 0;
+  std::string log_format;         ///< jsonl | csv: what the log was read as
 };
 
 nlohmann::json to_json(const trace_import_result& r);

@@ -14,7 +14,8 @@ int run_trace_import(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   using namespace cli;
   po::options_description opts(
-      "kvtk trace import: a request log with token ids (JSONL, one object per request) to a kvtk\n"
+      "kvtk trace import: a request log with token ids (JSONL, one object per request, or CSV\n"
+      "with a header line) to a kvtk\n"
       "trace whose block keys are the ones the engine computes (vLLM's block hashes, SGLang's\n"
       "page hashes), streaming, hashing on every core. docs/formats.md \"Importing your traffic\".\n"
       "usage: kvtk trace import LOG -o OUT [--engine vllm|sglang] [--block-tokens N]\nOptions");
@@ -22,6 +23,8 @@ int run_trace_import(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("log", po::value(&o.log)->required(),
                                                  "the request log (also the first positional)")(
       "format", po::value(&o.format)->default_value("token-ids"), "the log's kind: token-ids")(
+      "log-format", po::value(&o.log_format)->default_value("auto"),
+      "jsonl | csv | auto (JSONL when the first line opens an object, else a CSV header line)")(
       "output,o", po::value(&o.output)->required(), "output file, or - for stdout")(
       "to", po::value(&o.to), "output format: kvtb | kvtk | mooncake (default: kvtb for a .kvtb name)")(
       "engine", po::value(&o.engine)->default_value("vllm"), "whose block keys: vllm | sglang")(
@@ -41,6 +44,8 @@ int run_trace_import(const std::vector<std::string>& args) {
       "field-lora", po::value(&o.field_lora), "the LoRA adapter name's field (an extra key)")(
       "field-lora-path", po::value(&o.field_lora_path), "the LoRA adapter path's field (vLLM)")(
       "field-cache-salt", po::value(&o.field_cache_salt), "the cache_salt's field")(
+      "field-mm", po::value(&o.field_mm),
+      "vLLM's multimodal items' field (default mm_hashes): [{identifier, offset, length}]")(
       "time-unit", po::value(&o.time_unit)->default_value("s"), "the timestamps' unit: s | ms")(
       "threads", po::value(&o.threads)->default_value(0), "hashing threads (0 = every core)")(
       "json", po::value<std::string>(), "also write the summary as JSON to this file, or - for stdout");

@@ -16,6 +16,7 @@
 #include "cli/common.hpp"
 #include "util/phase_clock.hpp"
 #include "cli/trace_convert.hpp"
+#include "cli/trace_anonymize.hpp"
 #include "cli/trace_import.hpp"
 #include "cli/trace_gen.hpp"
 
@@ -77,7 +78,8 @@ int run_trace(const std::vector<std::string>& args) {
     std::fputs(
         "usage: kvtk trace stats F [options] | kvtk trace gen -o F [options] |\n"
         "       kvtk trace convert IN -o OUT [--to FORMAT] [options] |\n"
-        "       kvtk trace import LOG -o OUT [--engine vllm|sglang] [options]\n",
+        "       kvtk trace import LOG -o OUT [--engine vllm|sglang] [options] |\n"
+        "       kvtk trace anonymize IN -o OUT [--salt-file F] [options]\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
@@ -89,7 +91,11 @@ int run_trace(const std::vector<std::string>& args) {
   if (args[0] == "import") {
     return run_trace_import(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  std::fprintf(stderr, "kvtk trace: unknown subcommand '%s' (known: stats gen convert import)\n",
+  if (args[0] == "anonymize") {
+    return run_trace_anonymize(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  std::fprintf(stderr,
+               "kvtk trace: unknown subcommand '%s' (known: stats gen convert import anonymize)\n",
                args[0].c_str());
   return 2;
 }

@@ -23,7 +23,8 @@ struct value {
   bool negative = false;        ///< integer: the sign
   std::uint64_t magnitude = 0;  ///< integer: |value|
   double number = 0;            ///< integer or number: the value as a double
-  std::string_view text;        ///< string: the raw contents between the quotes
+  std::string_view text;        ///< string: the raw contents between the quotes; other (an
+                                ///< object or an array not parsed as integers): its raw JSON
   /// int_array: the element at which the array stopped being one of non-negative integers
   /// (npos if it is one); the caller's vector holds the elements before it.
   std::size_t bad_element = npos;

@@ -335,7 +335,9 @@ std::string scan_object(std::string_view line, std::vector<std::uint64_t>& ints,
         ok = c.literal("null", 4);
       } else {
         v.type = kind::other;
+        const char* from = c.p;
         ok = c.skip_value(1);
+        if (ok) v.text = std::string_view(from, static_cast<std::size_t>(c.p - from));
       }
       if (!ok) return c.error;
       on_member(key, v);

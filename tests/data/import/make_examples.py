@@ -21,3 +21,47 @@ for turn in range(40):
     lines.append(json.dumps(rec, separators=(",", ":")))
     sessions[sid] += [rng.randrange(1, 32000) for _ in range(rec["output_length"])]  # the reply
 Path(__file__).with_name("token_ids_example.jsonl").write_text("\n".join(lines) + "\n")
+
+# The same requests as a CSV log (a header line; ids space-separated in one cell; no LoRA is an
+# empty cell) and, where pyarrow is installed, as Parquet: each imports to the JSONL's trace.
+records = [json.loads(line) for line in lines]
+csv_lines = ["timestamp,session,token_ids,output_length,lora_name,lora_path"]
+for rec in records:
+    csv_lines.append(",".join([str(rec["timestamp"]), rec["session"],
+                               " ".join(map(str, rec["token_ids"])), str(rec["output_length"]),
+                               rec.get("lora_name", ""), rec.get("lora_path", "")]))
+Path(__file__).with_name("token_ids_example.csv").write_text("\n".join(csv_lines) + "\n")
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError:
+    print("pyarrow is not installed: token_ids_example.parquet not written")
+else:
+    columns = {k: [rec.get(k) for rec in records] for k in
+               ("timestamp", "session", "token_ids", "output_length", "lora_name", "lora_path")}
+    table = pa.table(columns, schema=pa.schema([
+        ("timestamp", pa.float64()), ("session", pa.string()), ("token_ids", pa.list_(pa.int32())),
+        ("output_length", pa.int32()), ("lora_name", pa.string()), ("lora_path", pa.string())]))
+    pq.write_table(table, Path(__file__).with_name("token_ids_example.parquet"), compression="zstd")
+
+# An OpenAI chat-completions log (what a gateway records: the request's model and messages, the
+# response's created time and usage) of 3 conversations growing turn by turn, for the text import
+# (kvtk.import_trace(format="openai-chat", tokenizer=...)); tests train a tokenizer for it.
+topics = {"c0": "the cache hit ratio of a radix tree", "c1": "offloading KV blocks to NVMe",
+          "c2": "pricing prefill tokens"}
+words = ("the blocks cache prefix tokens hit miss tier host disk evict reuse session turn reply "
+         "latency cost prefill decode page radix tree node leaf memory").split()
+chats = {c: [{"role": "system", "content": "You are a helpful assistant for KV-cache questions."},
+             {"role": "user", "content": f"Tell me about {topic}."}] for c, topic in topics.items()}
+chat_lines, created = [], 1764700000
+for turn in range(12):
+    cid = f"c{rng.randrange(3)}"
+    completion = " ".join(rng.choice(words) for _ in range(rng.randrange(6, 20)))
+    created += rng.randrange(1, 30)
+    chat_lines.append(json.dumps({
+        "request": {"model": "toy-chat", "messages": list(chats[cid]), "user": cid},
+        "response": {"created": created, "usage": {"completion_tokens": len(completion.split()) + 1}},
+    }, separators=(",", ":")))
+    chats[cid] += [{"role": "assistant", "content": completion},
+                   {"role": "user", "content": "And " + " ".join(rng.choice(words) for _ in range(5)) + "?"}]
+Path(__file__).with_name("openai_chat_example.jsonl").write_text("\n".join(chat_lines) + "\n")
