@@ -250,7 +250,7 @@ def import_trace(log: Union[str, "os.PathLike[str]"], output: Union[str, "os.Pat
     if parquet:
         if tokenizer is not None or chat_template is not None or model is not None:
             raise ValueError("tokenizer, chat_template and model are for format='openai-chat'")
-        rows, kind = _logs.parquet_rows(log, options), "row"
+        rows, kind, names = _logs.parquet_rows(log, options), "row", _logs.user_names(options)
     else:
         if tokenizer is None:
             raise ValueError("format='openai-chat' needs tokenizer= (the local directory of the "
@@ -258,10 +258,11 @@ def import_trace(log: Union[str, "os.PathLike[str]"], output: Union[str, "os.Pat
         rows = _logs.chat_rows(log, os.fspath(tokenizer),
                                os.fspath(chat_template) if chat_template is not None else None,
                                model, options, counts)
-        kind = "record"
+        kind, names = "record", {}
     result = _logs._import_rows(
         rows, log, kind,
-        lambda temp: _run("trace_import", None, dict(log=temp, log_format="jsonl", **given), progress))
+        lambda temp: _run("trace_import", None, dict(log=temp, log_format="jsonl", **given), progress),
+        names)
     result["log_format"] = "parquet" if parquet else "openai-chat"
     result["skipped_other_model"] = counts.get("other_model", 0)
     return result

@@ -33,13 +33,16 @@ def _error(log: str, kind: str, number: int, reason: str) -> Exception:
     return TraceError(f"{log}: {kind} {number}: {reason}", log, number)
 
 
-def _relabel(error: Exception, temp: str, log: str, kind: str) -> Exception:
+def _relabel(error: Exception, temp: str, log: str, kind: str, names: dict) -> Exception:
     """An importer error on line N of the temporary log, renamed to the user's log: its record
-    number (``log_record``, which the importer ignores) where rows were skipped, else row N."""
+    number (``log_record``, which the importer ignores) where rows were skipped, else row N, and
+    the user's field names (`names`: kvtk's name -> the log's)."""
     from . import TraceError
     if not (isinstance(error, TraceError) and error.path == temp and error.line > 0):
         return error
     reason = str(error).split(f"{temp}:{error.line}: ", 1)[-1]
+    for ours, theirs in names.items():
+        reason = reason.replace(f"'{ours}'", f"'{theirs}'")
     number = error.line
     with open(temp, encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
@@ -49,8 +52,10 @@ def _relabel(error: Exception, temp: str, log: str, kind: str) -> Exception:
     return _error(log, kind, number, reason)
 
 
-def _import_rows(rows: Iterable[dict], log: str, kind: str, run: Callable[[str], dict]) -> dict:
-    """Writes `rows` to a temporary JSONL log, imports it with `run(path)`, and removes it."""
+def _import_rows(rows: Iterable[dict], log: str, kind: str, run: Callable[[str], dict],
+                 names: Optional[dict] = None) -> dict:
+    """Writes `rows` to a temporary JSONL log, imports it with `run(path)`, and removes it.
+    `names`: kvtk's field name -> the log's, for error messages."""
     with tempfile.TemporaryDirectory(prefix="kvtk-import-") as scratch:
         temp = os.path.join(scratch, "log.jsonl")
         with open(temp, "w", encoding="utf-8") as out:
@@ -60,7 +65,7 @@ def _import_rows(rows: Iterable[dict], log: str, kind: str, run: Callable[[str],
         try:
             return run(temp)
         except Exception as e:  # noqa: BLE001 — re-raised, renamed
-            raise _relabel(e, temp, log, kind) from None
+            raise _relabel(e, temp, log, kind, names or {}) from None
 
 
 def _field_names(options: dict) -> dict:
@@ -72,6 +77,12 @@ def _field_names(options: dict) -> dict:
         if options.get(key):
             names[key] = options[key]
     return names
+
+
+def user_names(options: dict) -> dict:
+    """kvtk's field name -> the name the user's log gives it (where they differ)."""
+    return {_KVTK_FIELDS[key]: theirs for key, theirs in _field_names(options).items()
+            if theirs != _KVTK_FIELDS[key]}
 
 
 def _seconds(value: Any) -> Any:

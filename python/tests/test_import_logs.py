@@ -1,0 +1,158 @@
+"""Logs only Python reads (kvtk._logs): Parquet token-id logs and OpenAI chat-completions text
+logs tokenized with a local Hugging Face tokenizer and chat template. The tokenizer is trained
+here with `tokenizers` from the example log's own text and saved as a model directory would hold
+it; the import loads it through transformers (the real loading code), and its trace equals the
+token-id import of ids computed independently (Jinja2 + the raw `tokenizers` file). Tests skip
+without pyarrow / transformers unless KVTK_REQUIRE_SWEEP_DEPS=1 / KVTK_REQUIRE_TEXT_DEPS=1
+(scripts/python sets both)."""
+import importlib
+import json
+import os
+
+import pytest
+
+import kvtk
+from conftest import ROOT
+
+IMPORT = ROOT / "tests" / "data" / "import"
+CHAT = IMPORT / "openai_chat_example.jsonl"
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def need(module, env, extra):
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get(env) == "1":
+            pytest.fail(f"{module} is not installed and {env}=1")
+        pytest.skip(f"{module} is not installed (pip install ./python[{extra}])")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    """A byte-level BPE tokenizer trained on the example log's text, saved with a chat template
+    as a Hugging Face model directory (tokenizer.json, tokenizer_config.json)."""
+    need("transformers", "KVTK_REQUIRE_TEXT_DEPS", "text")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    texts = []
+    for line in CHAT.read_text().splitlines():
+        texts += [m["content"] for m in json.loads(line)["request"]["messages"]]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=500, special_tokens=["<unk>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>")
+    fast.chat_template = TEMPLATE
+    path = tmp_path_factory.mktemp("toy-tokenizer")
+    fast.save_pretrained(path)
+    return path
+
+
+def expected_token_log(path, tokenizer_dir):
+    """The chat log's token ids computed without transformers: the template rendered by Jinja2,
+    the text encoded by the raw tokenizer file (no special tokens added), as vLLM does."""
+    import jinja2
+    from tokenizers import Tokenizer
+    raw = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    template = jinja2.Environment().from_string(TEMPLATE)
+    with open(path, "w") as out:
+        for line in CHAT.read_text().splitlines():
+            rec = json.loads(line)
+            text = template.render(messages=rec["request"]["messages"], add_generation_prompt=True)
+            out.write(json.dumps({"timestamp": rec["response"]["created"],
+                                  "token_ids": raw.encode(text, add_special_tokens=False).ids,
+                                  "output_length": rec["response"]["usage"]["completion_tokens"],
+                                  "session": rec["request"]["user"]}) + "\n")
+
+
+def test_chat_log_equals_the_token_ids_the_engine_would_hash(tokenizer_dir, tmp_path):
+    r = kvtk.import_trace(CHAT, tmp_path / "chat.kvtb", format="openai-chat",
+                          tokenizer=tokenizer_dir, block_tokens=4)
+    assert r["requests"] == 12 and r["log_format"] == "openai-chat"
+    expected_token_log(tmp_path / "ids.jsonl", tokenizer_dir)
+    kvtk.import_trace(tmp_path / "ids.jsonl", tmp_path / "ids.kvtb", block_tokens=4)
+    assert (tmp_path / "chat.kvtb").read_bytes() == (tmp_path / "ids.kvtb").read_bytes()
+    # The conversations grow turn by turn: every request starts with the system prompt's blocks,
+    # and a later turn of a conversation shares its earlier turn's prefix.
+    t = kvtk.load_trace(tmp_path / "chat.kvtb")
+    firsts = {int(t.block_keys[t.block_offsets[i]]) for i in range(len(t))}
+    assert len(firsts) == 1
+    assert kvtk.replay(tmp_path / "chat.kvtb", capacity=10_000, opt=False)[0]["block_hits"] > 0
+    # A template file given explicitly is the one used (here: the same text, so the same trace).
+    (tmp_path / "t.jinja").write_text(TEMPLATE)
+    kvtk.import_trace(CHAT, tmp_path / "chat2.kvtb", format="openai-chat", tokenizer=tokenizer_dir,
+                      chat_template=tmp_path / "t.jinja", block_tokens=4)
+    assert (tmp_path / "chat2.kvtb").read_bytes() == (tmp_path / "chat.kvtb").read_bytes()
+
+
+def test_chat_log_models_and_bad_records(tokenizer_dir, tmp_path):
+    lines = CHAT.read_text().splitlines()
+    other = json.loads(lines[1])
+    other["request"]["model"] = "other-model"
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join([lines[0], json.dumps(other)] + lines[2:]) + "\n")
+    with pytest.raises(kvtk.TraceError, match=r"mixed.jsonl: record 2: is for model 'other-model'"):
+        kvtk.import_trace(mixed, tmp_path / "m.kvtb", format="openai-chat", tokenizer=tokenizer_dir)
+    r = kvtk.import_trace(mixed, tmp_path / "m.kvtb", format="openai-chat", tokenizer=tokenizer_dir,
+                          model="toy-chat")
+    assert (r["requests"], r["skipped_other_model"]) == (11, 1)
+    # An error the C++ importer finds is reported on the user's record, not the temporary log.
+    back = json.loads(lines[3])
+    back["response"]["created"] = 1
+    bad = tmp_path / "back.jsonl"
+    bad.write_text("\n".join(lines[:3] + [json.dumps(back)]) + "\n")
+    with pytest.raises(kvtk.TraceError, match=r"back.jsonl: record 4: timestamp goes backwards") as e:
+        kvtk.import_trace(bad, tmp_path / "b.kvtb", format="openai-chat", tokenizer=tokenizer_dir)
+    assert (e.value.path, e.value.line) == (str(bad), 4)
+    assert not (tmp_path / "b.kvtb").exists()
+    bad.write_text(lines[0] + "\n" + json.dumps({"request": {"model": "toy-chat"}}) + "\n")
+    with pytest.raises(kvtk.TraceError, match=r"record 2: has no 'messages' list"):
+        kvtk.import_trace(bad, tmp_path / "b.kvtb", format="openai-chat", tokenizer=tokenizer_dir)
+    with pytest.raises(ValueError, match="is not a directory"):
+        kvtk.import_trace(CHAT, tmp_path / "b.kvtb", format="openai-chat", tokenizer=tmp_path / "nope")
+    with pytest.raises(ValueError, match="needs tokenizer="):
+        kvtk.import_trace(CHAT, tmp_path / "b.kvtb", format="openai-chat")
+
+
+def test_parquet_log_equals_the_jsonl_one(tmp_path):
+    need("pyarrow", "KVTK_REQUIRE_SWEEP_DEPS", "sweep")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    r = kvtk.import_trace(IMPORT / "token_ids_example.parquet", tmp_path / "pq.kvtb")
+    assert (r["requests"], r["tokens"], r["full_blocks"], r["log_format"]) == (40, 14835, 912, "parquet")
+    kvtk.import_trace(IMPORT / "token_ids_example.jsonl", tmp_path / "js.kvtb")
+    assert (tmp_path / "pq.kvtb").read_bytes() == (tmp_path / "js.kvtb").read_bytes()
+    # Other column names through field_*; an error names the Parquet row.
+    table = pa.table({"t": [0.5, 1.0], "ids": [[1, 2, 3], []]})
+    pq.write_table(table, tmp_path / "bad.parquet")
+    with pytest.raises(kvtk.TraceError, match=r"bad.parquet: row 2: 'ids' is empty"):
+        kvtk.import_trace(tmp_path / "bad.parquet", tmp_path / "b.kvtb", field_tokens="ids",
+                          field_timestamp="t")
+    with pytest.raises(kvtk.TraceError, match=r"has no 'token_ids' column"):
+        kvtk.import_trace(tmp_path / "bad.parquet", tmp_path / "b.kvtb")
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(kvtk.TraceError, match="not a readable Parquet file"):
+        kvtk.import_trace(tmp_path / "junk.parquet", tmp_path / "b.kvtb")
+
+
+def test_anonymize_trace_equals_the_cli(kvtk_bin, tmp_path):
+    import subprocess
+    kvtk.import_trace(IMPORT / "token_ids_example.csv", tmp_path / "in.kvtb")
+    (tmp_path / "salt").write_bytes(os.urandom(32))
+    r = kvtk.anonymize_trace(tmp_path / "in.kvtb", tmp_path / "py.kvtb", salt_file=tmp_path / "salt",
+                             time_zero=True)
+    assert (r["requests"], r["sessions"], r["random_salt"]) == (40, 4, False)
+    subprocess.run([kvtk_bin, "trace", "anonymize", str(tmp_path / "in.kvtb"), "-o",
+                    str(tmp_path / "cli.kvtb"), "--salt-file", str(tmp_path / "salt"), "--time-zero"],
+                   check=True, capture_output=True)
+    assert (tmp_path / "py.kvtb").read_bytes() == (tmp_path / "cli.kvtb").read_bytes()
+    assert kvtk.replay(tmp_path / "py.kvtb", engine="vllm", capacity=100, opt=False)[0]["block_hits"] == 639
+    t = kvtk.load_trace(tmp_path / "py.kvtb")
+    assert t.arrival_s[0] == 0.0
+    assert not set(t.block_keys.tolist()) & set(kvtk.load_trace(tmp_path / "in.kvtb").block_keys.tolist())
+    with pytest.raises(ValueError, match="--time-shift-s: must be a finite number"):
+        kvtk.anonymize_trace(tmp_path / "in.kvtb", tmp_path / "x.kvtb", time_shift_s=float("nan"))
