@@ -19,7 +19,8 @@ set(KVTK_FORMATS_SOURCES
   formats/kvtb.cpp
   formats/next_use_file.cpp
   formats/writers.cpp
-  formats/decode_records.cpp)
+  formats/decode_records.cpp
+  formats/kv_events.cpp)
 set(KVTK_DES_SOURCES
   des/profiles.cpp
   des/simulator.cpp
@@ -66,6 +67,8 @@ set(KVTK_API_SOURCES
   api/trace_convert.cpp
   api/trace_import.cpp
   api/trace_anonymize.cpp
+  api/trace_import_events.cpp
+  api/check_engine.cpp
   api/trace_gen.cpp
   api/trace_stats.cpp
   api/simulate.cpp
@@ -85,6 +88,7 @@ set(KVTK_CLI_SOURCES
   cli/trace_convert.cpp
   cli/trace_import.cpp
   cli/trace_anonymize.cpp
+  cli/check_engine.cpp
   cli/simulate.cpp
   cli/cost.cpp
   cli/move.cpp

@@ -33,6 +33,7 @@ nlohmann::json to_json(const trace_import_options& o) {
   return {{"log", o.log},
           {"format", o.format},
           {"log_format", o.log_format},
+          {"keys", o.keys},
           {"output", o.output},
           {"to", o.to},
           {"engine", o.engine},
@@ -59,6 +60,7 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
   in.get("log", o.log);
   in.get("format", o.format);
   in.get("log_format", o.log_format);
+  in.get("keys", o.keys);
   in.get("output", o.output);
   in.get("to", o.to);
   in.get("engine", o.engine);
@@ -83,10 +85,25 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
 
 void validate(trace_import_options& o) {
   if (o.log.empty()) throw usage_error("give the request log (kvtk trace import LOG -o OUT)");
-  if (o.format != "token-ids") {
+  if (o.format != "token-ids" && o.format != "vllm-events") {
     throw usage_error("--format: '" + o.format + "' cannot be imported (token-ids: a JSONL or "
-                      "CSV log with token ids; text logs are imported by the Python package, "
-                      "kvtk.import_trace; KV events and Dynamo traces are not supported yet)");
+                      "CSV log with token ids; vllm-events: a kvtk trace record recording; text "
+                      "logs are imported by the Python package, kvtk.import_trace; SGLang and "
+                      "Dynamo events and Dynamo traces are not supported yet)");
+  }
+  if (o.keys != "derived" && o.keys != "engine") {
+    throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
+  }
+  if (o.format == "vllm-events") {
+    if (o.engine != "vllm") throw usage_error("--format vllm-events: --engine must be vllm");
+    if (o.to.empty() || (o.to != "ids" && o.to != "oracle-general")) {
+      throw usage_error(
+          "--to: a KV-event recording holds the blocks the engine stored (its misses) and "
+          "removed, not its requests: a prefix-cache hit emits nothing and events carry no "
+          "request id, so it cannot be a request trace. Give --to ids or --to oracle-general "
+          "for the engine's miss stream, or import the requests' token ids "
+          "(docs/formats.md \"KV-event recordings\")");
+    }
   }
   if (o.log_format != "auto" && o.log_format != "jsonl" && o.log_format != "csv") {
     throw usage_error("--log-format: '" + o.log_format + "' is not auto, jsonl or csv");
@@ -152,7 +169,7 @@ void validate(trace_import_options& o) {
     }
     o.to = "kvtb";
   }
-  if (o.to != "kvtb" && o.to != "kvtk" && o.to != "mooncake") {
+  if (o.to != "kvtb" && o.to != "kvtk" && o.to != "mooncake" && o.format == "token-ids") {
     throw usage_error("--to: cannot write '" + o.to + "' here (kvtb kvtk mooncake)");
   }
   struct stat st {};
@@ -641,6 +658,7 @@ kvtk::prefix::block_hasher make_hasher(const trace_import_options& o) {
 
 trace_import_result run(trace_import_options o, const progress_callback& progress) {
   validate(o);
+  if (o.format == "vllm-events") return detail::run_events(o, progress);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const kvtk::prefix::block_hasher hasher = make_hasher(o);
@@ -756,10 +774,40 @@ nlohmann::json to_json(const trace_import_result& r) {
           {"hash_seconds", r.hash_seconds}, {"tokens_per_s", r.tokens_per_s},
           {"threads", r.threads},       {"engine", r.engine},
           {"to", r.to},                 {"output", r.output},
-          {"block_tokens", r.block_tokens}, {"log_format", r.log_format}};
+          {"block_tokens", r.block_tokens}, {"log_format", r.log_format},
+          {"batches", r.batches},       {"stored_blocks", r.stored_blocks},
+          {"removed_blocks", r.removed_blocks}, {"other_media_events", r.other_media_events},
+          {"cleared", r.cleared},       {"lost_batches", r.lost_batches},
+          {"unresolved_blocks", r.unresolved_blocks}, {"recording_ended", r.recording_ended},
+          {"first_unresolved", r.first_unresolved}};
 }
 
 std::string to_text(const trace_import_result& r) {
+  if (r.log_format == "events") {
+    std::string s = "kvtk trace import: " + std::to_string(r.batches) + " event batches: " +
+                    std::to_string(r.stored_blocks) + " blocks stored (the engine's misses), " +
+                    std::to_string(r.removed_blocks) + " removed (its evictions), " +
+                    std::to_string(r.cleared) + " AllBlocksCleared; wrote the " +
+                    std::to_string(r.stored_blocks - r.unresolved_blocks) + " stored blocks' keys to " +
+                    r.output + " (" + r.to + ")\n";
+    if (r.unresolved_blocks > 0) {
+      s += "kvtk trace import: warning: " + std::to_string(r.unresolved_blocks) +
+           " stored blocks have no key and were left out: " + r.first_unresolved + "\n";
+    }
+    if (r.lost_batches > 0) {
+      s += "kvtk trace import: warning: the recording lost " + std::to_string(r.lost_batches) +
+           " batches (gaps the replay socket could not fill)\n";
+    }
+    if (r.other_media_events > 0) {
+      s += "kvtk trace import: " + std::to_string(r.other_media_events) +
+           " events of other media (CPU, disk: offload tiers) were not counted\n";
+    }
+    if (!r.recording_ended) {
+      s += "kvtk trace import: warning: the recording has no end line (the recorder was killed): "
+           "it may stop mid-stream\n";
+    }
+    return s;
+  }
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.1f M tokens/s", r.tokens_per_s / 1e6);
   return "kvtk trace import: wrote " + std::to_string(r.requests) + " requests (" +

@@ -30,7 +30,8 @@ namespace kvtk::sim {
 /// What `kvtk trace import` does; each field is the option of the same name.
 struct trace_import_options {
   std::string log;                     ///< the request log (required; a regular file)
-  std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL or CSV)
+  std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL or CSV) |
+                                       ///< vllm-events (a `kvtk trace record` recording)
   std::string log_format = "auto";     ///< jsonl | csv | auto (JSONL when the first non-blank
                                        ///< line opens an object, else a CSV header)
   std::string output;                  ///< output file, or - for stdout (required)
@@ -52,6 +53,8 @@ struct trace_import_options {
                                        ///< array of {identifier, offset, length}
   std::string time_unit = "s";         ///< the timestamps' unit: s | ms
   std::uint32_t threads = 0;           ///< hashing threads; 0 = the machine's
+  std::string keys = "derived";        ///< events: derived (from token ids and parents) |
+                                       ///< engine (the events' own hashes; api/event_keys.hpp)
   bool force = false;                  ///< replace an existing output file (never the input)
 };
 
@@ -70,7 +73,13 @@ struct trace_import_result {
   std::uint32_t threads = 0;
   std::string engine, to, output;
   std::uint32_t block_tokens = 0;
-  std::string log_format;         ///< jsonl | csv: what the log was read as
+  std::string log_format;         ///< jsonl | csv | events: what the log was read as
+  /// Events: batches, stored and removed blocks (GPU), other media's events (skipped),
+  /// AllBlocksCleared, lost batches (gaps), blocks whose keys could not be derived.
+  std::uint64_t batches = 0, stored_blocks = 0, removed_blocks = 0, other_media_events = 0,
+                cleared = 0, lost_batches = 0, unresolved_blocks = 0;
+  bool recording_ended = true;  ///< events: the recording has its end line
+  std::string first_unresolved;  ///< events: why the first unresolved block was
 };
 
 nlohmann::json to_json(const trace_import_result& r);
@@ -78,6 +87,11 @@ nlohmann::json to_json(const trace_import_result& r);
 /// log's line (malformed JSON, a missing or mistyped field, time going backwards, a token id
 /// that is not an integer); output_refused / output_error naming the output.
 trace_import_result run(trace_import_options options, const progress_callback& progress = {});
+
+namespace detail {
+/// run() for format vllm-events (api/trace_import_events.cpp); `o` validated.
+trace_import_result run_events(const trace_import_options& o, const progress_callback& progress);
+}  // namespace detail
 
 /// What `kvtk trace import` prints on stderr.
 std::string to_text(const trace_import_result& r);

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "cli/check_engine.hpp"
 #include "cli/common.hpp"
 #include "cli/compare.hpp"
 #include "cli/cost.hpp"
@@ -38,6 +39,7 @@ constexpr const char* kUsage =
     "  simulate  a discrete-event simulation of a serving cluster: hit ratios and latencies\n"
     "  cost      what a hit ratio is worth: API bills, GPU time saved, break-even capacity\n"
     "  sparse    sparse-attention residency: recalls, stalls, dropped mass under an HBM budget\n"
+    "  check-engine  compare a recording of an engine's KV events with kvtk's model of it\n"
     "  move      real block movement: measure and calibrate copy paths (host backend)\n"
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "  sweep     run a grid of replay/mrc/simulate/cost cells locally or on a Ray cluster\n"
@@ -45,34 +47,36 @@ constexpr const char* kUsage =
     "\n"
     "'kvtk <command> --help' describes a command; 'kvtk --version' prints the version.\n";
 
-// `kvtk sweep` is the Python package's (python/kvtk/_sweep): its cells call the bound library
-// from worker processes or Ray tasks and write Parquet through pyarrow, none of which the
-// executable has. exec keeps the exit code, stdin/stdout and Ctrl-C as they are.
-[[noreturn]] void exec_sweep(int argc, char** argv) {
+// `kvtk sweep` and `kvtk trace record` are the Python package's (python/kvtk/_sweep,
+// python/kvtk/_record.py): sweep cells call the bound library from worker processes or Ray tasks
+// and write Parquet through pyarrow; the recorder subscribes with pyzmq. The executable has none
+// of these. exec keeps the exit code, stdin/stdout and Ctrl-C as they are.
+[[noreturn]] void exec_python(const char* command, const char* module, const char* extra,
+                              int first_arg, int argc, char** argv) {
   const char* env = std::getenv("KVTK_SWEEP_PYTHON");
   const std::string python = env != nullptr && *env != '\0' ? env : "python3";
-  static const char* const script =
-      "import runpy, sys\n"
-      "try:\n"
-      "    import kvtk._sweep\n"
+  const std::string script =
+      std::string("import runpy, sys\n"
+                  "try:\n"
+                  "    import ") + module + "\n"
       "except ImportError as e:\n"
-      "    sys.stderr.write('kvtk sweep: the kvtk Python package is not importable by ' + "
-      "sys.executable + ' (' + str(e) + '); install it with pip install \"./python[sweep]\" "
-      "(docs/sweeps.md) or set KVTK_SWEEP_PYTHON to a Python that has it\\n')\n"
+      "    sys.stderr.write('kvtk " + command + ": the kvtk Python package is not importable by ' + "
+      "sys.executable + ' (' + str(e) + '); install it with pip install \"./python[" + extra + "]\" "
+      "or set KVTK_SWEEP_PYTHON to a Python that has it\\n')\n"
       "    sys.exit(2)\n"
-      "sys.argv[0] = 'kvtk sweep'\n"
-      "runpy.run_module('kvtk._sweep', run_name='__main__', alter_sys=False)\n";
+      "sys.argv[0] = 'kvtk " + command + "'\n"
+      "runpy.run_module('" + module + "', run_name='__main__', alter_sys=False)\n";
   std::vector<char*> args;
   args.push_back(const_cast<char*>(python.c_str()));
   args.push_back(const_cast<char*>("-c"));
-  args.push_back(const_cast<char*>(script));
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(const_cast<char*>(script.c_str()));
+  for (int i = first_arg; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   ::execvp(python.c_str(), args.data());
   std::fprintf(stderr,
-               "kvtk sweep: cannot run %s (%s): kvtk sweep needs Python with the kvtk package "
-               "(pip install \"./python[sweep]\"; docs/sweeps.md), or KVTK_SWEEP_PYTHON naming one\n",
-               python.c_str(), std::strerror(errno));
+               "kvtk %s: cannot run %s (%s): it needs Python with the kvtk package "
+               "(pip install \"./python[%s]\"), or KVTK_SWEEP_PYTHON naming one\n",
+               command, python.c_str(), std::strerror(errno), extra);
   std::exit(2);
 }
 
@@ -92,7 +96,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (cmd == "sweep") exec_sweep(argc, argv);
+  if (cmd == "sweep") exec_python("sweep", "kvtk._sweep", "sweep", 2, argc, argv);
+  if (cmd == "trace" && argc > 2 && std::string_view(argv[2]) == "record") {
+    exec_python("trace record", "kvtk._record", "events", 3, argc, argv);
+  }
   std::vector<std::string> rest(argv + 2, argv + argc);
   kvtk::sim::install_signal_cleanup();  // an interrupted write leaves no temporary behind
   try {
@@ -106,6 +113,7 @@ int main(int argc, char** argv) {
     if (cmd == "cost") rc = kvtk::sim::run_cost(rest);
     if (cmd == "move") rc = kvtk::sim::run_move(rest);
     if (cmd == "sparse") rc = kvtk::sim::run_sparse(rest);
+    if (cmd == "check-engine") rc = kvtk::sim::run_check_engine(rest);
     if (rc >= 0) {
       // Tables and JSON printed to stdout: a full disk or a closed pipe is an error too.
       std::cout.flush();

@@ -1,0 +1,219 @@
+"""``kvtk trace record``: a KV-event stream (vLLM, SGLang: ZMQ PUB) recorded to a file.
+
+The engines publish multipart messages ``(topic, sequence number: 8 bytes big-endian, payload:
+one msgpack-encoded event batch)`` on a PUB socket, and keep the last batches for a ROUTER
+"replay" socket: a client sends the 8-byte sequence number to start from and receives
+``(b"", seq, payload)`` frames for every buffered batch from there, ending with seq -1.
+
+PUB/SUB drops messages (a slow joiner misses the first ones; a subscriber behind the high-water
+mark loses some). The recorder sees a gap when a sequence number skips, asks the replay socket for
+the missing batches at once (so the file stays in sequence order), and records what it could not
+recover. The batches are kept raw (base64 of the payload bytes): decoding is the importer's job
+(``kvtk trace import --format vllm-events``), so a change of the engine's encoding never loses a
+recording.
+
+File (JSONL, docs/formats.md "KV-event recordings"):
+  {"kvtk_events": 1, "engine": ..., "endpoint": ..., "replay_endpoint": ..., "topic": ...,
+   "started_unix_s": ...}
+  {"seq": N, "t": receive time (unix s), "topic": ..., "payload": base64}   one per batch
+  {"gap": {"first": a, "last": b}}          batches a..b were lost and could not be replayed
+  {"kvtk_events_end": {"batches": ..., "recovered": ..., "lost": ..., "stopped": why}}
+The end line is written on every normal stop, Ctrl-C included; a file without one was killed.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import sys
+import time
+from typing import Optional
+
+END_OF_REPLAY = -1
+
+
+def _need_zmq():
+    try:
+        import zmq
+    except ImportError as e:
+        raise ImportError("kvtk trace record needs pyzmq: pip install './python[events]'") from e
+    return zmq
+
+
+def _seq(frame: bytes) -> int:
+    if len(frame) != 8:
+        raise ValueError(f"a sequence frame of {len(frame)} bytes (the engines send 8)")
+    return int.from_bytes(frame, "big", signed=True)
+
+
+class Recorder:
+    """Subscribes to `endpoint` and writes every batch to `out` (an open text file)."""
+
+    def __init__(self, out, endpoint: str, replay_endpoint: Optional[str], topic: str,
+                 engine: str, replay_timeout_s: float = 2.0):
+        zmq = _need_zmq()
+        self.zmq = zmq
+        self.ctx = zmq.Context()
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        self.sub.setsockopt(zmq.RCVHWM, 0)  # never drop on our side: the engine's HWM is the limit
+        self.sub.connect(endpoint)
+        self.replay = None
+        if replay_endpoint:
+            self.replay = self.ctx.socket(zmq.DEALER)
+            self.replay.setsockopt(zmq.LINGER, 0)
+            self.replay.connect(replay_endpoint)
+        self.replay_timeout_ms = int(replay_timeout_s * 1000)
+        self.out = out
+        self.last: Optional[int] = None
+        self.counts = {"batches": 0, "recovered": 0, "lost": 0, "gaps": 0}
+        self._write({"kvtk_events": 1, "engine": engine, "endpoint": endpoint,
+                     "replay_endpoint": replay_endpoint or "", "topic": topic,
+                     "started_unix_s": time.time()})
+
+    def _write(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def _batch(self, seq: int, topic: bytes, payload: bytes) -> None:
+        self._write({"seq": seq, "t": time.time(), "topic": topic.decode(errors="replace"),
+                     "payload": base64.b64encode(payload).decode()})
+        self.counts["batches"] += 1
+        self.last = seq
+
+    def _backfill(self, first: int, last: int, topic: bytes) -> None:
+        """Asks the replay socket for batches first..last; records the ones it returns and a gap
+        line for the rest."""
+        got = []
+        if self.replay is not None:
+            self.replay.send_multipart([b"", first.to_bytes(8, "big", signed=True)])
+            poller = self.zmq.Poller()
+            poller.register(self.replay, self.zmq.POLLIN)
+            while poller.poll(self.replay_timeout_ms):
+                frames = self.replay.recv_multipart()
+                seq = _seq(frames[-2])
+                if seq == END_OF_REPLAY:
+                    break
+                if first <= seq <= last:
+                    got.append((seq, frames[-1]))
+        have = {seq for seq, _ in got}
+        missing = [s for s in range(first, last + 1) if s not in have]
+        for seq, payload in sorted(got):
+            self._batch(seq, topic, payload)
+            self.counts["recovered"] += 1
+        # Contiguous runs of what stayed lost.
+        run = None
+        for s in missing + [None]:
+            if run is not None and (s is None or s != run[1] + 1):
+                self._write({"gap": {"first": run[0], "last": run[1]}})
+                self.counts["gaps"] += 1
+                run = None
+            if s is not None:
+                run = [s, s] if run is None else [run[0], s]
+        self.counts["lost"] += len(missing)
+        self.last = last
+
+    def run(self, count: Optional[int], duration_s: Optional[float], first_seq: Optional[int]) -> str:
+        """Records until `count` batches, `duration_s` seconds or Ctrl-C. Returns why it stopped."""
+        deadline = time.monotonic() + duration_s if duration_s is not None else None
+        poller = self.zmq.Poller()
+        poller.register(self.sub, self.zmq.POLLIN)
+        if first_seq is not None:
+            self.last = first_seq - 1  # batches before the first one received count as a gap
+        while True:
+            if count is not None and self.counts["batches"] >= count:
+                return "count"
+            wait_ms = 200
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "duration"
+                wait_ms = min(wait_ms, max(1, int(left * 1000)))
+            if not poller.poll(wait_ms):
+                continue
+            frames = self.sub.recv_multipart()
+            if len(frames) != 3:
+                raise ValueError(f"a message of {len(frames)} frames (the engines send topic, "
+                                 "sequence number, payload)")
+            topic, seq, payload = frames[0], _seq(frames[1]), frames[2]
+            if self.last is not None and seq <= self.last:
+                continue  # already recorded (from the replay socket)
+            if self.last is not None and seq > self.last + 1:
+                self._backfill(self.last + 1, seq - 1, topic)
+            self._batch(seq, topic, payload)
+            self.out.flush()
+
+    def close(self, stopped: str) -> None:
+        self._write({"kvtk_events_end": dict(self.counts, stopped=stopped)})
+        self.out.flush()
+        self.sub.close(linger=0)
+        if self.replay is not None:
+            self.replay.close(linger=0)
+        self.ctx.term()
+
+
+def record(output: str, endpoint: str, replay_endpoint: Optional[str] = None, topic: str = "",
+           engine: str = "vllm", count: Optional[int] = None, duration_s: Optional[float] = None,
+           first_seq: Optional[int] = None, force: bool = False) -> dict:
+    """Records the KV events published at `endpoint` to `output` until `count` batches,
+    `duration_s` seconds or Ctrl-C (KeyboardInterrupt), whichever comes first; returns the
+    counts (batches, recovered, lost, gaps) and why it stopped. `first_seq`: the sequence number
+    the engine starts from (vLLM and SGLang: 0), so that batches published before the recorder
+    joined are asked from the replay socket too."""
+    if engine not in ("vllm", "sglang"):
+        raise ValueError(f"engine: '{engine}' is not vllm or sglang (Dynamo publishes through "
+                         "NATS or its own ZMQ router: record with its tools)")
+    if count is not None and count <= 0:
+        raise ValueError("count: must be a positive number of batches")
+    if duration_s is not None and not duration_s > 0:
+        raise ValueError("duration_s: must be a positive number of seconds")
+    if os.path.exists(output) and not os.path.isfile(output):
+        raise ValueError(f"-o: '{output}' is not a regular file; kvtk never writes to a device or FIFO")
+    if os.path.exists(output) and not force:
+        raise ValueError(f"-o: '{output}' exists; pass --force to replace it")
+    with open(output, "w", encoding="utf-8") as out:
+        rec = Recorder(out, endpoint, replay_endpoint, topic, engine)
+        stopped = "interrupt"
+        try:
+            stopped = rec.run(count, duration_s, first_seq)
+        except KeyboardInterrupt:
+            stopped = "interrupt"
+        finally:
+            rec.close(stopped)
+    return dict(rec.counts, stopped=stopped, output=output)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="kvtk trace record",
+        description="Record an engine's KV-cache events (vLLM, SGLang: ZMQ PUB) to a file for "
+                    "kvtk trace import --format vllm-events. Stops at --count batches, after "
+                    "--duration seconds, or at Ctrl-C; gaps are backfilled from the replay socket.")
+    p.add_argument("--endpoint", required=True, help="the engine's PUB endpoint, e.g. tcp://host:5557")
+    p.add_argument("--replay-endpoint", help="the engine's replay (ROUTER) endpoint, for backfill")
+    p.add_argument("--topic", default="", help="the topic to subscribe to (default: all)")
+    p.add_argument("--engine", default="vllm", help="vllm | sglang")
+    p.add_argument("-o", "--output", required=True, help="the recording to write")
+    p.add_argument("--count", type=int, help="stop after this many batches")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--first-seq", type=int, help="the engine's first sequence number (0): "
+                   "batches before the first received are backfilled too")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    args = p.parse_args(argv)
+    # SIGTERM stops as Ctrl-C does: the end line is written.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        r = record(args.output, args.endpoint, args.replay_endpoint, args.topic, args.engine,
+                   args.count, args.duration, args.first_seq, args.force)
+    except (ValueError, ImportError, OSError) as e:
+        print(f"kvtk trace record: {e}", file=sys.stderr)
+        return 2
+    print(f"kvtk trace record: {r['batches']} batches to {r['output']} ({r['recovered']} "
+          f"recovered from the replay socket, {r['lost']} lost in {r['gaps']} gaps; stopped: "
+          f"{r['stopped']})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

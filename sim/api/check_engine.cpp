@@ -1,0 +1,222 @@
+#include "api/check_engine.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "api/event_keys.hpp"
+#include "api/options_json.hpp"
+#include "api/trace_options.hpp"
+#include "api/usage_error.hpp"
+#include "formats/kv_events.hpp"
+#include "kvtk/prefix/vllm_block_pool.hpp"
+
+namespace kvtk::sim {
+
+nlohmann::json to_json(const check_engine_options& o) {
+  return {{"events", o.events},       {"trace", o.trace},         {"format", o.format},
+          {"engine", o.engine},       {"gpu_blocks", o.gpu_blocks}, {"block_tokens", o.block_tokens},
+          {"hash_algo", o.hash_algo}, {"hash_seed", o.hash_seed}, {"keys", o.keys}};
+}
+
+check_engine_options check_engine_options_from_json(const nlohmann::json& j) {
+  check_engine_options o;
+  detail::options_reader in(j, "check-engine options");
+  in.get("events", o.events);
+  in.get("trace", o.trace);
+  in.get("format", o.format);
+  in.get("engine", o.engine);
+  in.get("gpu_blocks", o.gpu_blocks);
+  in.get("block_tokens", o.block_tokens);
+  in.get("hash_algo", o.hash_algo);
+  in.get("hash_seed", o.hash_seed);
+  in.get("keys", o.keys);
+  in.finish();
+  return o;
+}
+
+void validate(check_engine_options& o) {
+  if (o.events.empty()) throw usage_error("--events: give the recording (kvtk trace record's file)");
+  if (o.trace.empty()) throw usage_error("--trace: give the requests the engine served");
+  if (o.engine != "vllm") {
+    throw usage_error("--engine: '" + o.engine + "': check-engine models vllm (SGLang's events "
+                                                 "are not read yet)");
+  }
+  if (o.gpu_blocks < 2 || o.gpu_blocks > (std::uint64_t{1} << 31)) {
+    throw usage_error("--gpu-blocks: give the engine's logged number of GPU blocks (2 to 2^31; "
+                      "vLLM's count includes its null block)");
+  }
+  if (o.block_tokens == 0 || o.block_tokens > (1u << 20)) {
+    throw usage_error("--block-tokens: " + std::to_string(o.block_tokens) + " is outside [1, 2^20]");
+  }
+  try {
+    (void)kvtk::prefix::parse_vllm_hash_algo(o.hash_algo);
+  } catch (const std::invalid_argument&) {
+    throw usage_error("--hash-algo: '" + o.hash_algo + "' is not one of vLLM's (sha256 sha256_cbor xxhash xxhash_cbor)");
+  }
+  if (o.keys != "derived" && o.keys != "engine") throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
+  check_request_format(o.format);
+  std::uint32_t bt = o.block_tokens;
+  resolve_trace(o.trace, o.format, bt);
+}
+
+namespace {
+
+// One block of a stream, and where it came from.
+struct entry {
+  std::optional<kvtk::block_key> key;  // nullopt: unresolved (recorded side only)
+  std::uint64_t where = 0, block = 0;  // recorded: line, block in the event; predicted: request, block
+  std::int64_t seq = 0;                // recorded: the batch's sequence number
+};
+
+std::string hex(const std::optional<kvtk::block_key>& k) {
+  if (!k) return "(unresolved)";
+  char s[24];
+  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(*k));
+  return s;
+}
+
+// The first difference of two streams, or null.
+nlohmann::json first_difference(const char* stream, const std::vector<entry>& rec,
+                                const std::vector<entry>& pred, std::string& text) {
+  const std::size_t n = std::min(rec.size(), pred.size());
+  std::size_t i = 0;
+  while (i < n && rec[i].key && rec[i].key == pred[i].key) ++i;
+  if (i == n && rec.size() == pred.size()) return nullptr;
+  nlohmann::json d = {{"stream", stream}, {"index", i}};
+  std::string what = std::string(stream) + " block #" + std::to_string(i) + ": ";
+  if (i < rec.size()) {
+    d["recorded"] = {{"key", hex(rec[i].key)}, {"line", rec[i].where}, {"seq", rec[i].seq},
+                     {"block_in_event", rec[i].block}};
+    what += "the recording has " + hex(rec[i].key) + " (line " + std::to_string(rec[i].where) +
+            ", seq " + std::to_string(rec[i].seq) + ", block " + std::to_string(rec[i].block) +
+            " of its event)";
+  } else {
+    what += "the recording ends (" + std::to_string(rec.size()) + " blocks)";
+  }
+  if (i < pred.size()) {
+    d["predicted"] = {{"key", hex(pred[i].key)}, {"request", pred[i].where}, {"block", pred[i].block}};
+    what += ", kvtk predicts " + hex(pred[i].key) + " (request " + std::to_string(pred[i].where) +
+            ", its block " + std::to_string(pred[i].block) + ")";
+  } else {
+    what += ", kvtk predicts no more (" + std::to_string(pred.size()) + " blocks)";
+  }
+  text = what;
+  return d;
+}
+
+}  // namespace
+
+check_engine_result run(check_engine_options o) {
+  validate(o);
+  check_engine_result r;
+  // What the engine did.
+  kvtk::prefix::vllm_hash_options h;
+  h.algo = kvtk::prefix::parse_vllm_hash_algo(o.hash_algo);
+  h.block_size = o.block_tokens;
+  if (!o.hash_seed.empty()) h.none_hash_seed = o.hash_seed;
+  event_keys keys(h, o.keys == "derived");
+  std::vector<entry> rec_stored, rec_removed;
+  std::vector<std::optional<kvtk::block_key>> got;
+  const kv_recording recording = read_kv_events(o.events, "vllm", [&](const kv_batch& b) {
+    for (const kv_event& e : b.events) {
+      if (e.type == kv_event::kind::cleared) {
+        ++r.cleared;
+        continue;
+      }
+      if (!e.medium.empty() && e.medium != "GPU") {
+        ++r.other_media_events;
+        continue;
+      }
+      if (e.type == kv_event::kind::removed) {
+        for (std::size_t i = 0; i < e.hashes.size(); ++i) {
+          const auto k = keys.key_of(e.hashes[i]);
+          if (!k) ++r.unresolved_blocks;
+          rec_removed.push_back({k, b.line, i, b.seq});
+        }
+        continue;
+      }
+      got.clear();
+      event_keys::unresolved why{};
+      keys.stored(e, got, why);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (!got[i]) ++r.unresolved_blocks;
+        rec_stored.push_back({got[i], b.line, i, b.seq});
+      }
+    }
+  });
+  r.lost_batches = recording.lost_batches;
+  // What kvtk's model of the engine does with the same requests, one at a time.
+  kvtk::prefix::vllm_block_pool pool(static_cast<std::uint32_t>(o.gpu_blocks - 1));
+  pool.log_evictions();
+  std::vector<std::uint32_t> held;
+  std::vector<entry> pred_stored, pred_removed;
+  std::uint64_t request = 0;
+  for_each_request(o.trace, *parse_format_name(o.format), o.block_tokens, {}, nullptr,
+                   [&](const request_record& q) {
+                     if (q.block_tokens != o.block_tokens) {
+                       throw trace_error(o.trace, q.line, "has blocks of " + std::to_string(q.block_tokens) +
+                                                              " tokens, the engine's are " +
+                                                              std::to_string(o.block_tokens));
+                     }
+                     const std::uint64_t L = q.input_length, bt = o.block_tokens;
+                     const std::uint64_t full = std::min<std::uint64_t>(L / bt, q.keys.size());
+                     held.resize(std::max<std::size_t>(held.size(), (L + bt - 1) / bt));
+                     const auto res = pool.run_request(q.keys.first(full), L, o.block_tokens, held);
+                     pool.drain_evictions([&](kvtk::block_key k, std::uint32_t depth) {
+                       pred_removed.push_back({k, request, depth, 0});
+                     });
+                     if (res.scheduled) {
+                       for (std::uint64_t i = res.hit_blocks; i < full; ++i) {
+                         pred_stored.push_back({q.keys[i], request, i, 0});
+                       }
+                     }
+                     ++request;
+                   });
+  r.requests = request;
+  r.recorded_stored = rec_stored.size();
+  r.predicted_stored = pred_stored.size();
+  r.recorded_removed = rec_removed.size();
+  r.predicted_removed = pred_removed.size();
+  std::string stored_text, removed_text;
+  const auto ds = first_difference("stored", rec_stored, pred_stored, stored_text);
+  const auto dr = first_difference("removed", rec_removed, pred_removed, removed_text);
+  r.first_divergence = !ds.is_null() ? stored_text : removed_text;
+  if (!ds.is_null() || !dr.is_null()) r.divergence = {{"stored", ds}, {"removed", dr}};
+  r.equal = ds.is_null() && dr.is_null() && r.unresolved_blocks == 0 && r.lost_batches == 0 && r.cleared == 0;
+  return r;
+}
+
+nlohmann::json to_json(const check_engine_result& r) {
+  return {{"equal", r.equal},
+          {"requests", r.requests},
+          {"recorded_stored", r.recorded_stored},
+          {"predicted_stored", r.predicted_stored},
+          {"recorded_removed", r.recorded_removed},
+          {"predicted_removed", r.predicted_removed},
+          {"unresolved_blocks", r.unresolved_blocks},
+          {"lost_batches", r.lost_batches},
+          {"cleared", r.cleared},
+          {"other_media_events", r.other_media_events},
+          {"first_divergence", r.first_divergence},
+          {"divergence", r.divergence}};
+}
+
+std::string to_text(const check_engine_result& r) {
+  std::string s = "kvtk check-engine: " + std::to_string(r.requests) + " requests; stored blocks: " +
+                  std::to_string(r.recorded_stored) + " recorded, " + std::to_string(r.predicted_stored) +
+                  " predicted; removed: " + std::to_string(r.recorded_removed) + " recorded, " +
+                  std::to_string(r.predicted_removed) + " predicted\n";
+  if (r.equal) return s + "kvtk check-engine: no divergence: kvtk's model did what the engine did\n";
+  if (!r.first_divergence.empty()) s += "kvtk check-engine: first divergence: " + r.first_divergence + "\n";
+  if (r.unresolved_blocks > 0) {
+    s += "kvtk check-engine: " + std::to_string(r.unresolved_blocks) +
+         " recorded blocks have no key (see kvtk trace import --format vllm-events)\n";
+  }
+  if (r.lost_batches > 0) s += "kvtk check-engine: the recording lost " + std::to_string(r.lost_batches) + " batches\n";
+  if (r.cleared > 0) s += "kvtk check-engine: the engine cleared its cache (AllBlocksCleared), which the model does not\n";
+  return s;
+}
+
+}  // namespace kvtk::sim

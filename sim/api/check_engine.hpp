@@ -1,0 +1,64 @@
+// sim/api/check_engine.hpp — `kvtk check-engine`: does kvtk's engine model behave as the user's
+// engine did? A KV-event recording of the engine (`kvtk trace record`) is compared, block by
+// block, with the events kvtk's model of that engine predicts for the same requests.
+//
+//   kvtk::sim::check_engine_options o;
+//   o.events = "recorded.jsonl";   // kvtk trace record's file
+//   o.trace = "requests.kvtb";     // the same requests: kvtk trace import of their token ids
+//   o.gpu_blocks = 1025;           // vLLM's log line "GPU KV cache size: ... (# GPU blocks)"
+//   auto r = kvtk::sim::run(o);    // r.equal, r.first_divergence
+//
+// What is compared (vLLM 0.33.0, one full-attention group, prefix caching on): the stream of
+// blocks the engine stored (BlockStored: the blocks each request newly cached, in order) and the
+// stream it removed (BlockRemoved: the cached blocks it evicted to make room, in order), each
+// against kvtk's vllm_block_pool (include/kvtk/prefix/vllm_block_pool.hpp) running the trace's
+// requests one at a time to completion, prompt only. So the recording must be sequential (each
+// request finished before the next arrived) and prompt-only (max_tokens=1: no decode block is
+// ever full): under concurrency, running requests pin blocks and the eviction order depends on
+// the batch, which `kvtk simulate` models and this check does not. Stored and removed streams
+// are compared separately, so chunked prefill (a request's blocks stored over several steps,
+// with evictions between) does not matter. Keys come from api/event_keys.hpp (`keys`).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace kvtk::sim {
+
+struct check_engine_options {
+  std::string events;               ///< the recording (required)
+  std::string trace;                ///< the requests (required; any request format)
+  std::string format = "auto";      ///< the trace's format
+  std::string engine = "vllm";      ///< whose model: vllm
+  std::uint64_t gpu_blocks = 0;     ///< the engine's logged number of GPU blocks (required;
+                                    ///< vLLM counts its null block in it: usable = gpu_blocks - 1)
+  std::uint32_t block_tokens = 16;  ///< the engine's block size (the trace's must equal it)
+  std::string hash_algo = "sha256";  ///< as trace import's, for derived keys
+  std::string hash_seed;             ///< as trace import's
+  std::string keys = "derived";      ///< derived | engine (api/event_keys.hpp)
+};
+
+nlohmann::json to_json(const check_engine_options& o);
+/// Throws usage_error naming an unknown key or a value of the wrong type.
+check_engine_options check_engine_options_from_json(const nlohmann::json& j);
+/// Throws usage_error naming the option.
+void validate(check_engine_options& o);
+
+struct check_engine_result {
+  bool equal = false;  ///< both streams equal, whole, and every block resolved
+  std::uint64_t requests = 0;
+  std::uint64_t recorded_stored = 0, predicted_stored = 0;
+  std::uint64_t recorded_removed = 0, predicted_removed = 0;
+  std::uint64_t unresolved_blocks = 0, lost_batches = 0, cleared = 0, other_media_events = 0;
+  std::string first_divergence;  ///< "" when equal: the first difference, in words
+  nlohmann::json divergence;     ///< null when equal: stream, index, recorded and predicted
+};
+
+nlohmann::json to_json(const check_engine_result& r);
+/// Throws: as validate(); trace_error naming the recording's or the trace's line.
+check_engine_result run(check_engine_options o);
+/// What `kvtk check-engine` prints.
+std::string to_text(const check_engine_result& r);
+
+}  // namespace kvtk::sim

@@ -1,0 +1,70 @@
+// sim/formats/kv_events.hpp — KV-event recordings (`kvtk trace record`'s files): the batches an
+// engine published (vLLM, SGLang), decoded into one event model.
+//
+// The file (docs/formats.md "KV-event recordings") is JSONL: a header {"kvtk_events": 1,
+// "engine", ...}, one line per batch {"seq", "t", "topic", "payload": base64 of the msgpack bytes
+// the engine sent}, {"gap": {"first", "last"}} for batches lost for good, and an end line
+// {"kvtk_events_end": {...}} (absent when the recorder was killed).
+//
+// A payload is the engine's EventBatch: msgspec's array-like encoding [ts, events,
+// data_parallel_rank] or a map {"ts", "events", ...}; each event is a tagged array
+// ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, ...]
+// or a map {"type": "BlockStored", ...}. Both encodings are read (vLLM changed from the first to
+// the second in mid-2026; a reader that knows one breaks on the other). Block hashes arrive as
+// integers or as bytes; each is kept as an opaque byte string, since only equality matters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/trace_error.hpp"
+
+namespace kvtk::sim {
+
+/// One decoded event.
+struct kv_event {
+  enum class kind : std::uint8_t { stored, removed, cleared };
+  kind type = kind::stored;
+  /// Engine block hashes, each as opaque bytes: an integer as its 8 big-endian bytes, a bytes
+  /// hash as itself.
+  std::vector<std::string> hashes;
+  std::optional<std::string> parent;    ///< stored: the block before the first one, if any
+  std::vector<std::uint64_t> token_ids;  ///< stored: block_size tokens per block, in order
+  std::uint32_t block_size = 0;          ///< stored
+  std::string medium;                    ///< "GPU", "CPU", ... ("" = not sent: GPU)
+  std::optional<std::string> lora_name;  ///< stored
+  bool has_extra_keys = false;           ///< stored: the event carried per-block extra keys
+};
+
+/// One batch: the engine's EventBatch and where the recording had it.
+struct kv_batch {
+  std::int64_t seq = 0;
+  double ts = 0;  ///< the engine's timestamp (seconds)
+  std::uint64_t line = 0;
+  std::vector<kv_event> events;
+};
+
+/// What the recording says about itself.
+struct kv_recording {
+  std::string engine;  ///< the header's
+  std::uint64_t batches = 0, lost_batches = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  ///< lost seq ranges (recorder's)
+  std::uint64_t unrecorded_seqs = 0;  ///< seq numbers skipped with no gap line (should be 0)
+  bool ended = false;                 ///< the end line is there (the recorder stopped cleanly)
+};
+
+/// Reads the recording at `path`, calling on_batch for each batch in file order.
+/// Throws: trace_error naming the line (not a recording, a malformed line, bad base64, a
+/// payload that is not a msgpack EventBatch, an event of unknown type, sequence numbers going
+/// backwards, a header other than `engine` when engine is not empty).
+kv_recording read_kv_events(const std::string& path, const std::string& engine,
+                            const std::function<void(const kv_batch&)>& on_batch);
+
+/// Decodes one payload (the msgpack bytes of an EventBatch) into `out` (events replaced).
+/// Returns "" or the reason it is not one. Exposed for the fuzz target.
+std::string decode_event_batch(const std::string& msgpack, kv_batch& out);
+
+}  // namespace kvtk::sim
