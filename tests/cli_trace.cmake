@@ -118,3 +118,18 @@ expect(2 "--salt-file: .*short.salt' holds 5 bytes" trace anonymize ${WORK_DIR}/
        --salt-file ${WORK_DIR}/short.salt)
 expect(1 "outside \\[0, 1e12\\] s" trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/x.kvtb --time-shift -1e6)
 expect(2 "it exists; pass" trace anonymize ${WORK_DIR}/imported.kvtb -o ${WORK_DIR}/shared.kvtb)
+
+# KV-event recordings (docs/formats.md "KV-event recordings"): vLLM 0.33.0's own recording of the
+# example log imports as its miss stream, and check-engine finds kvtk's model equal to it (exit 0)
+# with the engine's block count, and a divergence (exit 1) with one block fewer.
+set(EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/vllm_events_example.jsonl)
+expect(0 "40 event batches: 481 blocks stored \\(the engine's misses\\), 419 removed"
+       trace import ${EVENTS} --format vllm-events --to ids -o ${WORK_DIR}/misses.ids)
+expect(2 "not its requests" trace import ${EVENTS} --format vllm-events -o ${WORK_DIR}/x.kvtb)
+expect(0 "wrote 40 requests" trace import ${ILOG} -o ${WORK_DIR}/nolora.kvtb --field-lora no_lora
+       --field-lora-path no_lora_path)
+expect(0 "no divergence" check-engine --events ${EVENTS} --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 64)
+expect(1 "first divergence: stored block #" check-engine --events ${EVENTS} --trace ${WORK_DIR}/nolora.kvtb
+       --gpu-blocks 65)
+expect(2 "--gpu-blocks: give the engine's logged number" check-engine --events ${EVENTS}
+       --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 1)

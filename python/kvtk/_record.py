@@ -8,7 +8,9 @@ one msgpack-encoded event batch)`` on a PUB socket, and keep the last batches fo
 PUB/SUB drops messages (a slow joiner misses the first ones; a subscriber behind the high-water
 mark loses some). The recorder sees a gap when a sequence number skips, asks the replay socket for
 the missing batches at once (so the file stays in sequence order), and records what it could not
-recover. The batches are kept raw (base64 of the payload bytes): decoding is the importer's job
+recover. When nothing arrives live for a second it asks the replay socket too: an engine that
+published a burst before the subscription completed (seen with vLLM on CPU: 40 requests in well
+under the connection time) sends nothing live afterwards, and only the replay socket has them. The batches are kept raw (base64 of the payload bytes): decoding is the importer's job
 (``kvtk trace import --format vllm-events``), so a change of the engine's encoding never loses a
 recording.
 
@@ -82,21 +84,43 @@ class Recorder:
         self.counts["batches"] += 1
         self.last = seq
 
-    def _backfill(self, first: int, last: int, topic: bytes) -> None:
-        """Asks the replay socket for batches first..last; records the ones it returns and a gap
-        line for the rest."""
+    def _replay_from(self, first: int) -> list:
+        """(seq, topic, payload) of every batch the replay socket still holds from `first` on."""
         got = []
-        if self.replay is not None:
-            self.replay.send_multipart([b"", first.to_bytes(8, "big", signed=True)])
-            poller = self.zmq.Poller()
-            poller.register(self.replay, self.zmq.POLLIN)
-            while poller.poll(self.replay_timeout_ms):
-                frames = self.replay.recv_multipart()
-                seq = _seq(frames[-2])
-                if seq == END_OF_REPLAY:
-                    break
-                if first <= seq <= last:
-                    got.append((seq, frames[-1]))
+        if self.replay is None:
+            return got
+        self.replay.send_multipart([b"", first.to_bytes(8, "big", signed=True)])
+        poller = self.zmq.Poller()
+        poller.register(self.replay, self.zmq.POLLIN)
+        while poller.poll(self.replay_timeout_ms):
+            frames = self.replay.recv_multipart()  # [b"", topic, seq, payload] or the end marker
+            if len(frames) < 3:
+                raise ValueError(f"a replay reply of {len(frames)} frames")
+            seq = _seq(frames[-2])
+            if seq == END_OF_REPLAY:
+                break
+            if seq >= first:
+                got.append((seq, frames[-3], frames[-1]))
+        return got
+
+    def _probe(self) -> None:
+        """No live batch for a while: asks the replay socket whether batches were published that
+        the subscription never saw (a slow joiner misses everything published before its
+        connection completes, and a short burst can be all of it)."""
+        if self.last is None:
+            return
+        got = self._replay_from(self.last + 1)
+        if got:
+            newest = max(seq for seq, _, _ in got)
+            self._backfill(self.last + 1, newest, got[0][1], got)
+            self.out.flush()
+
+    def _backfill(self, first: int, last: int, topic: bytes, got: Optional[list] = None) -> None:
+        """Asks the replay socket for batches first..last (or takes `got`); records the ones it
+        returns and a gap line for the rest."""
+        if got is None:
+            got = self._replay_from(first)
+        got = [(seq, payload) for seq, _, payload in got if first <= seq <= last]
         have = {seq for seq, _ in got}
         missing = [s for s in range(first, last + 1) if s not in have]
         for seq, payload in sorted(got):
@@ -114,9 +138,13 @@ class Recorder:
         self.counts["lost"] += len(missing)
         self.last = last
 
-    def run(self, count: Optional[int], duration_s: Optional[float], first_seq: Optional[int]) -> str:
-        """Records until `count` batches, `duration_s` seconds or Ctrl-C. Returns why it stopped."""
+    def run(self, count: Optional[int], duration_s: Optional[float], first_seq: Optional[int],
+            idle_s: Optional[float] = None) -> str:
+        """Records until `count` batches, `duration_s` seconds, `idle_s` seconds without a batch
+        (after the first), or Ctrl-C. Returns why it stopped."""
         deadline = time.monotonic() + duration_s if duration_s is not None else None
+        last_batch = None
+        last_probe = time.monotonic()
         poller = self.zmq.Poller()
         poller.register(self.sub, self.zmq.POLLIN)
         if first_seq is not None:
@@ -130,8 +158,17 @@ class Recorder:
                 if left <= 0:
                     return "duration"
                 wait_ms = min(wait_ms, max(1, int(left * 1000)))
+            if idle_s is not None and last_batch is not None and time.monotonic() - last_batch >= idle_s:
+                return "idle"
             if not poller.poll(wait_ms):
+                if self.replay is not None and time.monotonic() - last_probe >= 1.0:
+                    last_probe = time.monotonic()
+                    before = self.counts["batches"]
+                    self._probe()
+                    if self.counts["batches"] > before:
+                        last_batch = time.monotonic()
                 continue
+            last_batch = time.monotonic()
             frames = self.sub.recv_multipart()
             if len(frames) != 3:
                 raise ValueError(f"a message of {len(frames)} frames (the engines send topic, "
@@ -155,9 +192,11 @@ class Recorder:
 
 def record(output: str, endpoint: str, replay_endpoint: Optional[str] = None, topic: str = "",
            engine: str = "vllm", count: Optional[int] = None, duration_s: Optional[float] = None,
-           first_seq: Optional[int] = None, force: bool = False) -> dict:
+           first_seq: Optional[int] = None, force: bool = False,
+           idle_s: Optional[float] = None) -> dict:
     """Records the KV events published at `endpoint` to `output` until `count` batches,
-    `duration_s` seconds or Ctrl-C (KeyboardInterrupt), whichever comes first; returns the
+    `duration_s` seconds, `idle_s` seconds without a batch (after the first one) or Ctrl-C
+    (KeyboardInterrupt), whichever comes first; returns the
     counts (batches, recovered, lost, gaps) and why it stopped. `first_seq`: the sequence number
     the engine starts from (vLLM and SGLang: 0), so that batches published before the recorder
     joined are asked from the replay socket too."""
@@ -168,6 +207,8 @@ def record(output: str, endpoint: str, replay_endpoint: Optional[str] = None, to
         raise ValueError("count: must be a positive number of batches")
     if duration_s is not None and not duration_s > 0:
         raise ValueError("duration_s: must be a positive number of seconds")
+    if idle_s is not None and not idle_s > 0:
+        raise ValueError("idle_s: must be a positive number of seconds")
     if os.path.exists(output) and not os.path.isfile(output):
         raise ValueError(f"-o: '{output}' is not a regular file; kvtk never writes to a device or FIFO")
     if os.path.exists(output) and not force:
@@ -176,7 +217,7 @@ def record(output: str, endpoint: str, replay_endpoint: Optional[str] = None, to
         rec = Recorder(out, endpoint, replay_endpoint, topic, engine)
         stopped = "interrupt"
         try:
-            stopped = rec.run(count, duration_s, first_seq)
+            stopped = rec.run(count, duration_s, first_seq, idle_s)
         except KeyboardInterrupt:
             stopped = "interrupt"
         finally:
@@ -197,6 +238,8 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", required=True, help="the recording to write")
     p.add_argument("--count", type=int, help="stop after this many batches")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--idle", type=float, help="stop after this many seconds without a batch "
+                   "(after the first)")
     p.add_argument("--first-seq", type=int, help="the engine's first sequence number (0): "
                    "batches before the first received are backfilled too")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
@@ -205,7 +248,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         r = record(args.output, args.endpoint, args.replay_endpoint, args.topic, args.engine,
-                   args.count, args.duration, args.first_seq, args.force)
+                   args.count, args.duration, args.first_seq, args.force, args.idle)
     except (ValueError, ImportError, OSError) as e:
         print(f"kvtk trace record: {e}", file=sys.stderr)
         return 2

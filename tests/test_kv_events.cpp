@@ -1,0 +1,259 @@
+// KV-event recordings (sim/formats/kv_events.hpp), their import as the engine's miss stream and
+// `kvtk check-engine` (sim/api/check_engine.hpp). tests/data/import/vllm_events_example.jsonl was
+// recorded by `kvtk trace record` from vLLM 0.33.0's own Scheduler and ZmqEventPublisher serving
+// the example token-id log one request at a time, prompt only, 64 GPU blocks
+// (tools/engine-check/record_vllm_events.sh): kvtk's model must match it block for block, and a
+// block removed by hand must be the first divergence reported.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/check_engine.hpp"
+#include "api/trace_import.hpp"
+#include "api/usage_error.hpp"
+#include "formats/kv_events.hpp"
+#include "formats/requests.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string import_dir = KVTK_TEST_DATA_DIR "/../import";
+const std::string recording = import_dir + "/vllm_events_example.jsonl";
+
+std::string tmp(const std::string& name) {
+  return (fs::temp_directory_path() / ("kvtk_events_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+std::string b64(const std::vector<std::uint8_t>& bytes) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::uint32_t v = std::uint32_t{bytes[i]} << 16;
+    if (i + 1 < bytes.size()) v |= std::uint32_t{bytes[i + 1]} << 8;
+    if (i + 2 < bytes.size()) v |= bytes[i + 2];
+    out += a[(v >> 18) & 63];
+    out += a[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? a[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? a[v & 63] : '=';
+  }
+  return out;
+}
+
+// The example's requests as a trace (LoRA fields renamed away: the recording left LoRA out).
+const std::string& requests_trace() {
+  static const std::string path = [] {
+    kvtk::sim::trace_import_options o;
+    o.log = import_dir + "/token_ids_example.jsonl";
+    o.output = tmp("requests.kvtb");
+    o.field_lora = "no_lora";
+    o.field_lora_path = "no_lora_path";
+    o.force = true;
+    (void)kvtk::sim::run(o);
+    return o.output;
+  }();
+  return path;
+}
+
+kvtk::sim::check_engine_options check(const std::string& events) {
+  kvtk::sim::check_engine_options o;
+  o.events = events;
+  o.trace = requests_trace();
+  o.gpu_blocks = 64;
+  return o;
+}
+
+// The recording's lines, a function applied to each batch's decoded payload, written anew.
+std::string edited(const std::string& name, const std::function<void(std::int64_t seq, json& batch)>& edit) {
+  std::ifstream in(recording);
+  const std::string out = tmp(name);
+  std::ofstream o(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j.contains("payload")) {
+      static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      const std::string p = j["payload"];
+      std::vector<std::uint8_t> bytes;
+      std::uint32_t acc = 0;
+      int bits = 0;
+      for (char c : p) {
+        if (c == '=') break;
+        acc = (acc << 6) | static_cast<std::uint32_t>(alphabet.find(c));
+        bits += 6;
+        if (bits >= 8) {
+          bits -= 8;
+          bytes.push_back(static_cast<std::uint8_t>((acc >> bits) & 0xff));
+        }
+      }
+      json batch = json::from_msgpack(bytes);
+      edit(j["seq"].get<std::int64_t>(), batch);
+      if (batch.is_null()) continue;  // the batch dropped
+      j["payload"] = b64(json::to_msgpack(batch));
+    }
+    o << j.dump() << "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kv events: the vLLM recording decodes, imports as the miss stream", "[events]") {
+  std::uint64_t stored = 0, removed = 0, batches = 0;
+  const auto rec = kvtk::sim::read_kv_events(recording, "vllm", [&](const kvtk::sim::kv_batch& b) {
+    ++batches;
+    for (const auto& e : b.events) {
+      if (e.type == kvtk::sim::kv_event::kind::stored) {
+        stored += e.hashes.size();
+        CHECK(e.token_ids.size() == e.hashes.size() * 16);
+        CHECK(e.medium == "GPU");
+      } else if (e.type == kvtk::sim::kv_event::kind::removed) {
+        removed += e.hashes.size();
+      }
+    }
+  });
+  CHECK(rec.ended);
+  CHECK(rec.engine == "vllm");
+  CHECK((batches == 40 && stored == 481 && removed == 419));
+  // The import writes the stored blocks' derived keys: every one is a key of the requests, and
+  // each request's keys that were not cached before appear in order.
+  kvtk::sim::trace_import_options o;
+  o.log = recording;
+  o.format = "vllm-events";
+  o.to = "ids";
+  o.output = tmp("miss.ids");
+  o.force = true;
+  const auto r = kvtk::sim::run(o);
+  CHECK((r.stored_blocks == 481 && r.removed_blocks == 419 && r.unresolved_blocks == 0));
+  std::set<kvtk::block_key> request_keys;
+  kvtk::sim::for_each_request(requests_trace(), kvtk::sim::trace_format::kvtb, 0, {}, nullptr,
+                              [&](const kvtk::sim::request_record& q) {
+                                request_keys.insert(q.keys.begin(), q.keys.end());
+                              });
+  std::ifstream ids(o.output);
+  std::uint64_t k = 0, n = 0, known = 0;
+  while (ids >> k) {
+    ++n;
+    known += request_keys.count(k);
+  }
+  CHECK(n == 481);
+  CHECK(known == 481);
+  // A recording is not a request trace: request formats are refused, saying why.
+  o.to = "kvtb";
+  o.output = tmp("no.kvtb");
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("not its requests"));
+  fs::remove(tmp("miss.ids"));
+}
+
+TEST_CASE("check-engine: no divergence on vLLM's own recording; a removed block is found",
+          "[events]") {
+  auto r = kvtk::sim::run(check(recording));
+  CHECK(r.equal);
+  CHECK((r.requests == 40 && r.recorded_stored == 481 && r.predicted_stored == 481));
+  CHECK((r.recorded_removed == 419 && r.predicted_removed == 419));
+  auto engine_keys = check(recording);
+  engine_keys.keys = "engine";  // vLLM's default NONE_HASH: its own hashes are the import's
+  CHECK(kvtk::sim::run(engine_keys).equal);
+  // The engine's logged block count matters: one block fewer, other evictions.
+  auto smaller = check(recording);
+  smaller.gpu_blocks = 63;
+  CHECK_FALSE(kvtk::sim::run(smaller).equal);
+
+  // One stored block removed by hand from batch 7's event: the first divergence is that block.
+  std::uint64_t stored_before = 0;
+  std::string dropped_at;
+  const std::string cut = edited("cut.jsonl", [&](std::int64_t seq, json& batch) {
+    for (auto& e : batch[1]) {
+      if (e["type"] != "BlockStored") continue;
+      if (seq < 7) {
+        stored_before += e["block_hashes"].size();
+        continue;
+      }
+      if (seq == 7) {
+        REQUIRE(e["block_hashes"].size() >= 2);
+        e["block_hashes"].erase(e["block_hashes"].size() - 1);
+        auto& t = e["token_ids"];
+        t.erase(t.begin() + static_cast<std::ptrdiff_t>(t.size() - 16), t.end());
+        stored_before += e["block_hashes"].size();
+      }
+    }
+  });
+  r = kvtk::sim::run(check(cut));
+  CHECK_FALSE(r.equal);
+  INFO(r.first_divergence);
+  CHECK(r.divergence["stored"]["index"] == stored_before);
+  CHECK_THAT(r.first_divergence, Catch::StartsWith("stored block #" + std::to_string(stored_before) + ":"));
+
+  // The same edit as a map of array-like events (the pre-2026 encoding): read alike.
+  const std::string arrays = edited("arrays.jsonl", [&](std::int64_t, json& batch) {
+    for (auto& e : batch[1]) {
+      json a = json::array({e["type"]});
+      if (e["type"] == "BlockStored") {
+        for (const char* f : {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"}) a.push_back(e[f]);
+      } else if (e["type"] == "BlockRemoved") {
+        a.push_back(e["block_hashes"]);
+        a.push_back(e["medium"]);
+      }
+      e = a;
+    }
+  });
+  CHECK(kvtk::sim::run(check(arrays)).equal);
+  // A lost batch is reported, not passed off as equal.
+  const std::string lost = edited("lost.jsonl", [&](std::int64_t seq, json& batch) {
+    if (seq == 20) batch = nullptr;
+  });
+  r = kvtk::sim::run(check(lost));
+  CHECK_FALSE(r.equal);
+  for (const auto& f : {cut, arrays, lost}) fs::remove(f);
+}
+
+TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {
+  struct bad {
+    std::string text, want;
+  };
+  const std::string header = "{\"kvtk_events\": 1, \"engine\": \"vllm\"}\n";
+  const auto batch = [](const json& j) { return b64(json::to_msgpack(j)); };
+  const std::vector<bad> cases = {
+      {"{\"seq\": 0}\n", ":1: not a kvtk KV-event recording"},
+      {"{\"kvtk_events\": 1, \"engine\": \"sglang\"}\n", ":1: was recorded from sglang, not vllm"},
+      {header + "{\"seq\": 0, \"payload\": \"@@@@\"}\n", ":2: the payload is not base64"},
+      {header + "{\"seq\": 0, \"payload\": \"" + b64({0xc1}) + "\"}\n", ":2: the payload is not msgpack"},
+      {header + "{\"seq\": 0, \"payload\": \"" + batch(json::array({1.0, json::array({json{{"type", "BlockMoved"}}})})) + "\"}\n",
+       ":2: event 0: unknown event type 'BlockMoved'"},
+      {header + "{\"seq\": 0, \"payload\": \"" +
+           batch(json::array({1.0, json::array({json{{"type", "BlockStored"}, {"block_hashes", {1}},
+                                                      {"token_ids", {1, 2}}, {"block_size", 4}}})})) + "\"}\n",
+       ":2: event 0: 2 token ids for 1 blocks of 4"},
+      {header + "{\"seq\": 3, \"payload\": \"" + batch(json::array({1.0, json::array()})) + "\"}\n" +
+           "{\"seq\": 2, \"payload\": \"" + batch(json::array({1.0, json::array()})) + "\"}\n",
+       ":3: sequence number 2 after 3"},
+      {header + "{\"kvtk_events_end\": {}}\n{\"seq\": 0, \"payload\": \"\"}\n", ":3: comes after the end line"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.want);
+    const std::string path = tmp("bad.jsonl");
+    std::ofstream(path) << c.text;
+    CHECK_THROWS_WITH(kvtk::sim::read_kv_events(path, "vllm", [](const kvtk::sim::kv_batch&) {}),
+                      Catch::Contains(c.want));
+    fs::remove(path);
+  }
+  // Bytes hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0): the engine key is their last 8 bytes.
+  kvtk::sim::kv_batch b;
+  std::vector<std::uint8_t> digest(32);
+  for (std::size_t i = 0; i < 32; ++i) digest[i] = static_cast<std::uint8_t>(i);
+  const json stored = json::array({1.5, json::array({json{{"type", "BlockRemoved"},
+                                                          {"block_hashes", json::array({json::binary(digest)})},
+                                                          {"medium", "CPU"}}})});
+  const auto raw = json::to_msgpack(stored);
+  REQUIRE(kvtk::sim::decode_event_batch(std::string(raw.begin(), raw.end()), b).empty());
+  REQUIRE(b.events.size() == 1);
+  CHECK(b.events[0].medium == "CPU");
+  CHECK(b.events[0].hashes[0].size() == 32);
+}
