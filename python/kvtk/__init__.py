@@ -21,7 +21,7 @@ __version__: str = _kvtk.__version__
 
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
-    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "anonymize_trace", "results_frame", "ReplayResults", "sweep",
+    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "anonymize_trace", "record_events", "results_frame", "ReplayResults", "sweep",
     "read_sweep",
 ]
 
@@ -280,6 +280,22 @@ def anonymize_trace(trace: Union[str, "os.PathLike[str]"], output: Union[str, "o
                  salt_file=os.fspath(salt_file) if salt_file is not None else "",
                  time_zero=time_zero, time_shift_s=time_shift_s, force=force, **options)
     return _run("trace_anonymize", None, given, progress)
+
+
+def record_events(output: Union[str, "os.PathLike[str]"], endpoint: str,
+                  replay_endpoint: Optional[str] = None, topic: str = "", engine: str = "vllm",
+                  count: Optional[int] = None, duration_s: Optional[float] = None,
+                  idle_s: Optional[float] = None, first_seq: Optional[int] = None,
+                  force: bool = False) -> dict:
+    """``kvtk trace record``: the KV events an engine publishes at `endpoint` (vLLM, SGLang: ZMQ
+    PUB) written to `output` until `count` batches, `duration_s` seconds, `idle_s` seconds
+    without a batch, or Ctrl-C. Gaps (dropped messages, a slow joiner) are backfilled from
+    `replay_endpoint`; `first_seq` (the engines start at 0) makes batches published before the
+    recorder joined count as a gap. Needs pyzmq (the ``events`` extra). Returns batches,
+    recovered, lost, gaps and why it stopped (docs/formats.md "KV-event recordings")."""
+    from . import _record
+    return _record.record(os.fspath(output), endpoint, replay_endpoint, topic, engine, count,
+                          duration_s, first_seq, force, idle_s)
 
 
 def sparse(trace: Optional[TraceLike] = None, **options: Any) -> dict:

@@ -83,6 +83,25 @@ class Recorder:
                      "payload": base64.b64encode(payload).decode()})
         self.counts["batches"] += 1
         self.last = seq
+        self._count_events(payload)
+
+    def _count_events(self, payload: bytes) -> None:
+        """Events by type, for the summary (msgpack: the events extra); the file keeps the bytes
+        whatever they hold, so a payload msgpack cannot read is counted, not dropped."""
+        try:
+            import msgpack
+        except ImportError:
+            return
+        try:
+            batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+            events = batch[1] if isinstance(batch, list) else batch["events"]
+            for e in events:
+                kind = e[0] if isinstance(e, list) else e.get("type")
+                key = f"events_{kind}" if kind in ("BlockStored", "BlockRemoved", "AllBlocksCleared") \
+                    else "events_other"
+                self.counts[key] = self.counts.get(key, 0) + 1
+        except Exception:  # noqa: BLE001 — any payload; the importer says what is wrong with it
+            self.counts["undecodable_batches"] = self.counts.get("undecodable_batches", 0) + 1
 
     def _replay_from(self, first: int) -> list:
         """(seq, topic, payload) of every batch the replay socket still holds from `first` on."""

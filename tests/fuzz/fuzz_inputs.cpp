@@ -25,6 +25,7 @@
 #include "api/simulate.hpp"
 #include "api/tiers.hpp"
 #include "api/trace_import.hpp"
+#include "formats/kv_events.hpp"
 #include "api/trace_options.hpp"
 #include "cli/common.hpp"  // parse_command: the options fuzzer reads the command line
 #include "des/timing.hpp"
@@ -194,6 +195,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)sim::run(o);
       });
     }
+    std::remove(out.c_str());
+    break;
+  }
+  case 9: {  // fuzz_kv_events: a KV-event recording, imported as vLLM's miss stream and checked
+    const std::string& path = input_file(data, size);
+    static const std::string out =
+        (std::filesystem::temp_directory_path() / ("kvtk_fuzz_events_" + std::to_string(::getpid()) + ".ids"))
+            .string();
+    expect_documented([&] {
+      sim::trace_import_options o;
+      o.log = path;
+      o.format = "vllm-events";
+      o.to = "ids";
+      o.output = out;
+      o.force = true;
+      o.block_tokens = 4;
+      (void)sim::run(o);
+    });
+    // The payload decoder alone, on the raw bytes (msgpack straight from a publisher).
+    sim::kv_batch b;
+    (void)sim::decode_event_batch(std::string(reinterpret_cast<const char*>(data), size), b);
     std::remove(out.c_str());
     break;
   }
