@@ -226,7 +226,8 @@ TEST_CASE("kvtk schema: the writer's lines validate; the reader knows every prop
   text +=
       "{\"arrival_s\": 99999, \"input_length\": 70, \"output_length\": 1, \"content_ids\": [1, "
       "2], \"session\": \"s\", \"tenant\": \"x\", \"priority\": 4, \"model\": \"m\", "
-      "\"cache_salt\": \"c\", \"block_tokens\": 64}\n";
+      "\"cache_salt\": \"c\", \"block_tokens\": 64, \"id\": 7, \"parent\": 3, \"turn\": 2, "
+      "\"kind\": \"tool\"}\n";
   std::istringstream lines(text);
   std::size_t n = 0;
   for (std::string line; std::getline(lines, line); ++n) {
@@ -250,7 +251,7 @@ TEST_CASE("kvtk schema: the writer's lines validate; the reader knows every prop
   }
   // Every request property is one the reader checks: a value of the wrong type names it.
   const auto& props = schema["oneOf"][1]["properties"];
-  REQUIRE(props.size() == 11);
+  REQUIRE(props.size() == 15);
   for (const auto& [name, sub] : props.items()) {
     std::string line = "{\"" + name + "\": {}";
     if (name != "input_length") line += ", \"input_length\": 64";
@@ -325,4 +326,90 @@ TEST_CASE("line_reader: lines across buffer growth, the last line without newlin
   CHECK(line == "0123456789");
   kvtk::sim::line_reader past_cap(over, "over", 7, 10);
   CHECK_THROWS_WITH(past_cap.next(line), Catch::Contains("over:7: line is longer than"));
+}
+
+TEST_CASE("session fields: Bailian chat_id, parent, turn and type survive kvtb and kvtk JSONL",
+          "[formats][sessions]") {
+  const std::string bailian = tmp_path("sessions.bailian.jsonl");
+  std::ofstream(bailian)
+      << "{\"chat_id\": 10, \"parent_chat_id\": -1, \"timestamp\": 0.5, \"input_length\": 32, "
+         "\"output_length\": 5, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [1, 2]}\n"
+         "{\"chat_id\": 12, \"parent_chat_id\": -1, \"timestamp\": 1.0, \"input_length\": 16, "
+         "\"output_length\": 5, \"type\": \"image\", \"turn\": 1, \"hash_ids\": [7]}\n"
+         "{\"chat_id\": 11, \"parent_chat_id\": 10, \"timestamp\": 2.0, \"input_length\": 48, "
+         "\"output_length\": 5, \"type\": \"text\", \"turn\": 2, \"hash_ids\": [1, 2, 3]}\n"
+         "{\"chat_id\": 13, \"parent_chat_id\": 11, \"timestamp\": 3.0, \"input_length\": 64, "
+         "\"output_length\": 5, \"type\": \"search\", \"turn\": 3, \"hash_ids\": [1, 2, 3, 4]}\n"
+         "{\"chat_id\": 14, \"parent_chat_id\": 99, \"timestamp\": 4.0, \"input_length\": 16, "
+         "\"output_length\": 5, \"type\": \"text\", \"turn\": 2, \"hash_ids\": [9]}\n";
+  struct fields {
+    std::optional<std::uint64_t> id, parent, session;
+    std::optional<std::uint32_t> turn;
+    std::string kind;
+    bool operator==(const fields&) const = default;
+  };
+  auto read = [](const std::string& path) {
+    std::vector<fields> out;
+    kvtk::sim::for_each_request(path, kvtk::sim::detect_trace_format(path), 16, {}, nullptr,
+                                [&](const request_record& r) {
+                                  out.push_back({r.request_id, r.parent, r.session, r.turn, std::string(r.kind)});
+                                });
+    return out;
+  };
+  const auto from_bailian = read(bailian);
+  REQUIRE(from_bailian.size() == 5);
+  CHECK(from_bailian[0] == fields{10, std::nullopt, 10, 1, "text"});
+  CHECK(from_bailian[2] == fields{11, 10, 10, 2, "text"});  // the root's session
+  CHECK(from_bailian[3] == fields{13, 11, 10, 3, "search"});
+  CHECK(from_bailian[4] == fields{14, 99, 14, 2, "text"});  // parent outside the window: kept
+  // kvtb and kvtk JSONL keep every field; kvtk JSONL back to kvtb too.
+  for (const auto to : {trace_format::kvtb, trace_format::kvtk}) {
+    const std::string out = tmp_path(to == trace_format::kvtb ? "sessions.kvtb" : "sessions.kvtk.jsonl");
+    auto w = kvtk::sim::trace_writer::open(out, to, 16, true);
+    kvtk::sim::for_each_request(bailian, trace_format::bailian, 16, {}, nullptr,
+                                [&](const request_record& r) { w->add(r); });
+    w->finish();
+    CHECK(read(out) == from_bailian);
+    const auto lt = kvtk::sim::loaded_trace::load(out, to, 16, {}, nullptr);
+    REQUIRE(lt.view().parent.size() == 5);
+    CHECK(lt.view().parent[0] == kvtk::prefix::no_parent);
+    CHECK(lt.view().parent[3] == 11);
+    CHECK(lt.view().turn[3] == 3);
+    CHECK(lt.kind_names()[lt.view().kind[3]] == "search");
+    CHECK(lt.view().request_id[4] == 14);
+    fs::remove(out);
+  }
+  // Requests without the fields get none (the columns' fillers are not read back as values).
+  const std::string mixed = tmp_path("mixed.kvtk.jsonl");
+  std::ofstream(mixed) << "{\"kvtk_trace\": 1, \"block_tokens\": 16}\n"
+                          "{\"input_length\": 16, \"hash_ids\": [1]}\n"
+                          "{\"input_length\": 16, \"hash_ids\": [1], \"id\": 5, \"parent\": null, \"kind\": \"chat\"}\n"
+                          "{\"input_length\": 32, \"hash_ids\": [1, 2], \"id\": 6, \"parent\": 5, \"turn\": 2}\n";
+  const std::string mixed_kvtb = tmp_path("mixed.kvtb");
+  {
+    auto w = kvtk::sim::trace_writer::open(mixed_kvtb, trace_format::kvtb, 16, true);
+    kvtk::sim::for_each_request(mixed, trace_format::kvtk, 16, {}, nullptr, [&](const request_record& r) { w->add(r); });
+    w->finish();
+  }
+  const auto m = read(mixed_kvtb);
+  REQUIRE(m.size() == 3);
+  CHECK(m[0].parent == std::nullopt);
+  CHECK(m[0] == fields{});
+  CHECK(m[1] == fields{5, std::nullopt, std::nullopt, std::nullopt, "chat"});
+  CHECK(m[2].parent == 5);
+  CHECK(m[2].turn == 2u);
+  CHECK(read(mixed) == read(mixed_kvtb));
+  // Bad values name the field.
+  for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"input_length\": 16, \"hash_ids\": [1], \"turn\": -1}", "'turn' is negative"},
+           {"{\"input_length\": 16, \"hash_ids\": [1], \"parent\": \"x\"}", "'parent' must be an integer"},
+           {"{\"input_length\": 16, \"hash_ids\": [1], \"kind\": \"\"}", "'kind' is empty"},
+           {"{\"input_length\": 16, \"hash_ids\": [1], \"turn\": 4294967296}", "'turn' is not below 2^32-1"}}) {
+    std::istringstream bin(line + "\n");
+    INFO(line);
+    CHECK_THROWS_WITH(kvtk::sim::parse_kvtk_requests(bin, "p", 16), Catch::Contains(want));
+  }
+  fs::remove(bailian);
+  fs::remove(mixed);
+  fs::remove(mixed_kvtb);
 }

@@ -158,8 +158,9 @@ TEST_CASE("trace anonymize: replays equal the input's, no key survives", "[anony
 TEST_CASE("trace anonymize: time shifts, bad salts and shifts are refused", "[anonymize]") {
   const std::string in = tmp("t.jsonl");
   std::ofstream(in) << "{\"kvtk_trace\": 1, \"block_tokens\": 4}\n"
-                       "{\"arrival_s\": 100.5, \"input_length\": 8, \"hash_ids\": [1, 2], \"session\": 3}\n"
-                       "{\"arrival_s\": 101.0, \"input_length\": 4, \"hash_ids\": [1], \"tenant\": \"acme\"}\n";
+                       "{\"arrival_s\": 100.5, \"input_length\": 8, \"hash_ids\": [1, 2], \"session\": 3, \"id\": 1}\n"
+                       "{\"arrival_s\": 101.0, \"input_length\": 4, \"hash_ids\": [1], \"tenant\": \"acme\", "
+                       "\"id\": 2, \"parent\": 1, \"turn\": 2, \"kind\": \"tool\"}\n";
   kvtk::sim::trace_anonymize_options o;
   o.trace = in;
   o.output = tmp("t.out.jsonl");
@@ -178,6 +179,11 @@ TEST_CASE("trace anonymize: time shifts, bad salts and shifts are refused", "[an
   CHECK(*got[1].arrival_s == Approx(5.5));
   CHECK(k[0][0] == k[1][0]);  // the shared first block stays shared
   CHECK(k[0][0] != 1);
+  // The parent still names its request; ids are opaque; turn and kind are kept.
+  REQUIRE((got[0].request_id && got[1].parent));
+  CHECK(*got[1].parent == *got[0].request_id);
+  CHECK(*got[0].request_id != 1);
+  CHECK(got[1].turn == 2u);
 
   o.time_zero = false;
   o.output = tmp("t.out2.jsonl");  // (the first output was read back: an input now)

@@ -7,6 +7,7 @@
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -198,6 +199,20 @@ void bind_trace(nb::module_& m) {
                    "arrival time per request in seconds (empty when the trace has none)")
       .def_prop_ro("session", [](const trace& t) { return view(t, t.loaded.view().session); },
                    "session id per request (empty when the trace has none)")
+      .def_prop_ro("request_id", [](const trace& t) { return view(t, t.loaded.view().request_id); },
+                   "the request's own id (Bailian chat_id; 2^64-1 = none; empty when the trace has none)")
+      .def_prop_ro("parent", [](const trace& t) { return view(t, t.loaded.view().parent); },
+                   "its parent request's id (2^64-1 = a root; empty when the trace has none)")
+      .def_prop_ro("turn", [](const trace& t) { return view(t, t.loaded.view().turn); },
+                   "its turn in its session (2^32-1 = none; empty when the trace has none)")
+      .def_prop_ro("kind", [](const trace& t) { return view(t, t.loaded.view().kind); },
+                   "index into kind_names per request (0 = none; empty when the trace has none)")
+      .def_prop_ro("kind_names",
+                   [](const trace& t) {
+                     const auto k = t.loaded.kind_names();
+                     return std::vector<std::string>(k.begin(), k.end());
+                   },
+                   "the trace's request kinds (Bailian type; '' first)")
       .def_static("from_arrays", &from_arrays, nb::arg("block_keys"), nb::arg("block_offsets"),
                   nb::arg("input_tokens"), nb::arg("arrival_s").none() = nb::none(),
                   nb::arg("output_tokens").none() = nb::none(),

@@ -48,7 +48,8 @@ trace_anonymize_options trace_anonymize_options_from_json(const nlohmann::json& 
 namespace {
 
 constexpr std::size_t min_salt_bytes = 16, max_salt_bytes = std::size_t{1} << 20;
-constexpr std::uint8_t key_domain = 'k', session_domain = 's', tenant_domain = 't';
+constexpr std::uint8_t key_domain = 'k', session_domain = 's', tenant_domain = 't',
+                       request_domain = 'r';
 
 std::vector<std::uint8_t> read_salt(const std::string& path) {
   struct stat st {};
@@ -127,6 +128,10 @@ trace_anonymize_result run(trace_anonymize_options o, const progress_callback& p
                      keys.assign(in.keys.begin(), in.keys.end());
                      for (auto& k : keys) k = perm(k, key_domain);
                      rec.keys = keys;
+                     // Request ids and parents through one map, so every parent still names
+                     // its request.
+                     if (in.request_id) rec.request_id = perm(*in.request_id, request_domain);
+                     if (in.parent) rec.parent = perm(*in.parent, request_domain);
                      if (in.session) {
                        rec.session = perm(*in.session, session_domain);
                        sessions.insert(*in.session);

@@ -11,8 +11,9 @@
 //   kvtk::sim::run(o);
 //
 // What is kept: input and output lengths, the number of blocks, per-request block size,
-// priorities, which requests share a session or a tenant, and arrival times (shifted when asked).
-// What is not: key values, session ids, tenant names. Model names and cache_salts of kvtk JSONL
+// priorities, which requests share a session or a tenant, which request is whose parent, turns
+// and request kinds, and arrival times (shifted when asked). What is not: key values, session
+// and request ids, tenant names. Model names and cache_salts of kvtk JSONL
 // traces were folded into the keys when read, so they are gone too. A kvtk routing policy that
 // hashes the session id (`simulate`'s session affinity) sees other ids and can place sessions on
 // other instances: only the key-level results (replay, mrc, tune) are identical by construction.

@@ -34,6 +34,10 @@ struct column_info {
 
 std::uint64_t padded(std::uint64_t bytes) { return (bytes + 7) / 8 * 8; }
 
+// The optional columns, in bit order, and their element sizes.
+constexpr int column_bits = 10;
+constexpr std::size_t elem[column_bits] = {8, 8, 4, 8, 4, 4, 8, 8, 4, 4};
+
 std::uint64_t read_u64(const unsigned char* p) {
   std::uint64_t v;
   std::memcpy(&v, p, 8);
@@ -117,7 +121,7 @@ namespace {
 // The counts a kvtb header gives (after check_header has validated them against the file).
 struct header_counts {
   std::uint32_t bt;
-  std::uint64_t n, k, cols, tenant_bytes;
+  std::uint64_t n, k, cols, tenant_bytes, kind_bytes;
 };
 
 // Checks the header (magic, alignment, checksum, version, counts, sizes); returns its counts.
@@ -142,26 +146,28 @@ header_counts check_header(std::span<const unsigned char> bytes, const std::stri
   const std::uint32_t bt = read_u32(b + 12);
   const std::uint64_t n = read_u64(b + 16), k = read_u64(b + 24), cols = read_u64(b + 32);
   const std::uint64_t tenant_bytes = read_u64(b + 40), file_size = read_u64(b + 48);
+  const std::uint64_t kind_bytes = read_u64(b + 64);
   if (bt == 0) throw fail("block_tokens is 0");
-  if (cols >> 6) throw fail("unknown column bits (written by a newer kvtk?)");
+  if (cols >> column_bits) throw fail("unknown column bits (written by a newer kvtk?)");
   if (file_size != bytes.size()) {
     throw fail("header says " + std::to_string(file_size) + " bytes but the file has " +
                std::to_string(bytes.size()) + " (truncated or appended to)");
   }
   // Size implied by the counts, guarding against overflow: every count is bounded by the size.
-  if (n > bytes.size() / 8 || k > bytes.size() / 8 || tenant_bytes > bytes.size()) {
+  if (n > bytes.size() / 8 || k > bytes.size() / 8 || tenant_bytes > bytes.size() ||
+      kind_bytes > bytes.size()) {
     throw fail("counts larger than the file");
   }
-  static constexpr std::size_t elem[6] = {8, 8, 4, 8, 4, 4};
-  std::uint64_t want = header_bytes + (n + 1) * 8 + n * 8 + k * 8 + padded(tenant_bytes);
-  for (int c = 0; c < 6; ++c) {
+  std::uint64_t want =
+      header_bytes + (n + 1) * 8 + n * 8 + k * 8 + padded(tenant_bytes) + padded(kind_bytes);
+  for (int c = 0; c < column_bits; ++c) {
     if (cols >> c & 1) want += padded(n * elem[c]);
   }
   if (want != bytes.size()) {
     throw fail("size " + std::to_string(bytes.size()) + " does not match the counts (" +
                std::to_string(want) + " expected)");
   }
-  return {bt, n, k, cols, tenant_bytes};
+  return {bt, n, k, cols, tenant_bytes, kind_bytes};
 }
 
 // Checks the payload checksum (header field at byte 56) over everything after the header.
@@ -201,20 +207,29 @@ void map_columns(image& im, const unsigned char* b, const header_counts& h,
   if (h.cols & 8) take(v.session, h.n);
   if (h.cols & 16) take(v.tenant, h.n);
   if (h.cols & 32) take(v.request_block_tokens, h.n);
-  const std::string_view names(reinterpret_cast<const char*>(b + at), h.tenant_bytes);
-  for (std::size_t s = 0; s < names.size();) {
-    const std::size_t e = names.find('\n', s);
-    if (e == std::string_view::npos) {
-      throw trace_error(name, 0, "kvtb: tenant table not '\\n'-terminated");
+  if (h.cols & 64) take(v.request_id, h.n);
+  if (h.cols & 128) take(v.parent, h.n);
+  if (h.cols & 256) take(v.turn, h.n);
+  if (h.cols & 512) take(v.kind, h.n);
+  auto table = [&](std::uint64_t size, const char* what, std::vector<std::string>& out) {
+    const std::string_view names(reinterpret_cast<const char*>(b + at), size);
+    for (std::size_t s = 0; s < names.size();) {
+      const std::size_t e = names.find('\n', s);
+      if (e == std::string_view::npos) {
+        throw trace_error(name, 0, std::string("kvtb: ") + what + " table not '\\n'-terminated");
+      }
+      const std::string_view entry = names.substr(s, e - s);
+      if (!valid_utf8(entry)) {
+        throw trace_error(name, 0, std::string("kvtb: ") + what + " " + std::to_string(out.size()) +
+                                       " in the " + what + " table is not valid UTF-8");
+      }
+      out.emplace_back(entry);
+      s = e + 1;
     }
-    const std::string_view tenant = names.substr(s, e - s);
-    if (!valid_utf8(tenant)) {
-      throw trace_error(name, 0, "kvtb: tenant " + std::to_string(im.tenants.size()) +
-                                     " in the tenant table is not valid UTF-8");
-    }
-    im.tenants.emplace_back(tenant);
-    s = e + 1;
-  }
+    at += padded(size);
+  };
+  table(h.tenant_bytes, "tenant", im.tenants);
+  table(h.kind_bytes, "kind", im.kinds);
 }
 
 // Checks the columns' contents: offsets, tenant indices, block sizes and per-request limits.
@@ -239,6 +254,7 @@ void check_columns(const image& im, const header_counts& h, const std::string& n
       if (!v.tenant.empty() && v.tenant[r] >= im.tenants.size()) {
         throw fail("tenant index out of range");
       }
+      if (!v.kind.empty() && v.kind[r] >= im.kinds.size()) throw fail("kind index out of range");
       if (!v.request_block_tokens.empty() && v.request_block_tokens[r] == 0) {
         throw fail("a request has block_tokens 0");
       }
@@ -335,6 +351,10 @@ void drop_requests(const mapping& m, const kvtk::prefix::prefix_trace_view& v, s
   column(v.session);
   column(v.tenant);
   column(v.request_block_tokens);
+  column(v.request_id);
+  column(v.parent);
+  column(v.turn);
+  column(v.kind);
 }
 
 mapping::~mapping() {
@@ -390,9 +410,26 @@ void writer::add(const request_record& r) {
   put(session, &ses, 8);
   put(tenant, &ten, 4);
   put(rbt, &r.block_tokens, 4);
+  const std::uint64_t rid = r.request_id.value_or(kvtk::prefix::no_parent),
+                      par = r.parent.value_or(kvtk::prefix::no_parent);
+  const std::uint32_t trn = r.turn.value_or(kvtk::prefix::no_turn);
+  std::uint32_t knd = 0;
+  if (!r.kind.empty()) {
+    const auto [it, fresh] = kind_index_.try_emplace(std::string(r.kind), static_cast<std::uint32_t>(0));
+    if (fresh) {
+      it->second = static_cast<std::uint32_t>(kind_names_.size());
+      kind_names_.push_back(it->first);
+    }
+    knd = it->second + 1;  // index 0 is the "no kind" name
+  }
+  put(id, &rid, 8);
+  put(parent, &par, 8);
+  put(turn, &trn, 4);
+  put(kind, &knd, 4);
   columns_ |= (r.arrival_s ? 1u : 0u) | (r.output_length ? 2u : 0u) | (r.priority ? 4u : 0u) |
               (r.session ? 8u : 0u) | (r.tenant.empty() ? 0u : 16u) |
-              (r.block_tokens != block_tokens_ ? 32u : 0u);
+              (r.block_tokens != block_tokens_ ? 32u : 0u) | (r.request_id ? 64u : 0u) |
+              (r.parent ? 128u : 0u) | (r.turn ? 256u : 0u) | (r.kind.empty() ? 0u : 512u);
   ++requests_;
 }
 
@@ -407,19 +444,28 @@ void writer::finish() {
     names = "\n";
     for (const auto& t : tenant_names_) names += t + "\n";
   }
+  std::string kinds;
+  if (columns_ & 512) {
+    kinds = "\n";
+    for (const auto& k : kind_names_) kinds += k + "\n";
+  }
   struct section {
     std::FILE* spool;
     std::uint64_t bytes;
   };
   std::vector<section> sections = {{spool_[offsets], (n + 1) * 8}, {spool_[input], n * 8},
                                    {spool_[keys], keys_ * 8}};
-  const column optional[6] = {arrival, output, priority, session, tenant, rbt};
-  static constexpr std::size_t elem[6] = {8, 8, 4, 8, 4, 4};
-  for (int c = 0; c < 6; ++c) {
+  const column optional[column_bits] = {arrival, output, priority, session, tenant,
+                                        rbt,     id,     parent,   turn,    kind};
+  for (int c = 0; c < column_bits; ++c) {
     if (columns_ >> c & 1) sections.push_back({spool_[optional[c]], n * elem[c]});
   }
-  std::vector<std::uint64_t> name_words(padded(names.size()) / 8, 0);
+  std::vector<std::uint64_t> name_words(padded(names.size()) / 8 + padded(kinds.size()) / 8, 0);
   if (!names.empty()) std::memcpy(name_words.data(), names.data(), names.size());
+  if (!kinds.empty()) {
+    std::memcpy(reinterpret_cast<unsigned char*>(name_words.data()) + padded(names.size()), kinds.data(),
+                kinds.size());
+  }
 
   std::vector<std::uint64_t> buf(1 << 15);
   // Streams one section, zero-padded to 8 bytes, to fn(words, count).
@@ -462,6 +508,7 @@ void writer::finish() {
   put64(40, names.size());
   put64(48, size);
   put64(56, sum.digest());
+  put64(64, kinds.size());
   seal_header(header);
 
   output_file out(path_, force_);

@@ -13,16 +13,19 @@
 //       40     8  u64 tenant_bytes: size of the tenant-name table
 //       48     8  u64 file_size: the whole file, header included
 //       56     8  u64 payload_checksum: kvtb::checksum of bytes [128, file_size)
-//       64    56  reserved, zero
+//       64     8  u64 kind_bytes: size of the kind-name table (0 in files without kinds)
+//       72    48  reserved, zero
 //      120     8  u64 header_checksum: kvtb::checksum of bytes [0, 120)
 //      128        offsets[n+1] u64, input_length[n] u64, keys[k] u64, then the optional columns
 //                 present, in bit order: arrival_s[n] f64 (bit 0), output_length[n] u64 (1),
 //                 priority[n] u32 (2), session[n] u64 (3), tenant[n] u32 (4),
-//                 request_block_tokens[n] u32 (5); then the tenant names, '\n'-separated.
+//                 request_block_tokens[n] u32 (5), request_id[n] u64 (6; ~0 = none),
+//                 parent[n] u64 (7; ~0 = none), turn[n] u32 (8; ~0 = none), kind[n] u32 (9); then the tenant names, then
+//                 the kind names, each table '\n'-separated (name 0 = "none" when present).
 //
 // Invariants checked on open (a file that passes cannot make a replay read out of bounds):
 // magic, version, header checksum, file size == header size == size implied by the counts,
-// payload checksum, offsets non-decreasing from 0 to k, tenant indexes < number of names,
+// payload checksum, offsets non-decreasing from 0 to k, tenant and kind indexes < number of names,
 // block sizes > 0. Anything else is "file:0: reason".
 #pragma once
 
@@ -71,6 +74,7 @@ void seal_header(std::span<unsigned char> header) noexcept;
 struct image {
   kvtk::prefix::prefix_trace_view view;
   std::vector<std::string> tenants;
+  std::vector<std::string> kinds;
 };
 
 /// Validates `bytes` (named `name` in errors) and returns views into them.
@@ -129,15 +133,17 @@ class writer {
   void finish();
 
  private:
-  enum column : int { offsets, input, keys, arrival, output, priority, session, tenant, rbt, count };
+  enum column : int {
+    offsets, input, keys, arrival, output, priority, session, tenant, rbt, id, parent, turn, kind, count
+  };
   void put(column c, const void* data, std::size_t bytes);
   std::string path_;
   std::uint32_t block_tokens_;
   bool force_;
   std::FILE* spool_[count] = {};
   std::uint64_t requests_ = 0, keys_ = 0, columns_ = 0;
-  std::vector<std::string> tenant_names_;
-  std::unordered_map<std::string, std::uint32_t> tenant_index_;
+  std::vector<std::string> tenant_names_, kind_names_;
+  std::unordered_map<std::string, std::uint32_t> tenant_index_, kind_index_;
 };
 
 }  // namespace kvtk::sim::kvtb

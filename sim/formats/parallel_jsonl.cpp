@@ -168,6 +168,22 @@ void append(kvtk::prefix::prefix_trace& a, kvtk::prefix::prefix_trace&& b) {
     }
   }
   column(a.tenant, b.tenant, std::uint32_t{0});
+  column(a.request_id, b.request_id, kvtk::prefix::no_parent);
+  column(a.parent, b.parent, kvtk::prefix::no_parent);
+  column(a.turn, b.turn, kvtk::prefix::no_turn);
+  if (!b.kind.empty()) {  // as tenants: b's indexes into b's names, mapped to a's
+    if (a.kind_names.empty()) a.kind_names.emplace_back();
+    std::unordered_map<std::string, std::uint32_t> index;
+    for (std::uint32_t i = 0; i < a.kind_names.size(); ++i) index.emplace(a.kind_names[i], i);
+    for (std::uint32_t& x : b.kind) {
+      if (x == 0) continue;
+      const auto [it, fresh] =
+          index.try_emplace(b.kind_names[x], static_cast<std::uint32_t>(a.kind_names.size()));
+      if (fresh) a.kind_names.push_back(it->first);
+      x = it->second;
+    }
+  }
+  column(a.kind, b.kind, std::uint32_t{0});
   const std::uint64_t base = a.keys.size();
   a.keys.insert(a.keys.end(), b.keys.begin(), b.keys.end());
   for (std::size_t r = 1; r < b.offsets.size(); ++r) a.offsets.push_back(base + b.offsets[r]);

@@ -30,6 +30,11 @@ struct line_fields {
   std::uint64_t input_length = 0, output_length = 0, session_id = 0, block_tokens = 0;
   std::uint64_t chat_id = 0;
   std::int64_t parent_id = -1;
+  // Session structure: Bailian turn/type, kvtk id/parent/turn/kind.
+  bool has_id = false, has_turn = false;
+  std::uint64_t id = 0;
+  std::uint32_t turn = 0;
+  std::string_view kind;
   std::uint32_t priority_value = 0;
   double time_value = 0;
   std::uint64_t salt = 0;  // kvtk: model / cache_salt namespace (0 = none)
@@ -67,7 +72,30 @@ std::string take_time(std::string_view key, const jsonl::value& v, line_fields& 
   return {};
 }
 
-// Reads a Bailian-only member (chat_id, parent_chat_id) into `r`; returns a problem or "".
+// Reads a turn number (a non-negative integer below 2^32) into `r`; returns a problem or "".
+std::string take_turn(std::string_view key, const jsonl::value& v, line_fields& r) {
+  std::uint64_t t = 0;
+  if (auto e = want_count(key, v, t); !e.empty()) return e;
+  if (t >= kvtk::prefix::no_turn) return "'" + std::string(key) + "' is not below 2^32-1";
+  r.has_turn = true;
+  r.turn = static_cast<std::uint32_t>(t);
+  return {};
+}
+
+// Reads a request kind (Bailian "type", kvtk "kind": a non-empty UTF-8 string) into `r`.
+std::string take_kind(std::string_view key, const jsonl::value& v, line_fields& r) {
+  if (v.type == jsonl::kind::null) return {};
+  if (v.type != jsonl::kind::string) {
+    return "'" + std::string(key) + "' must be a string, got " + std::string(v.type_name());
+  }
+  if (v.text.empty()) return "'" + std::string(key) + "' is empty";
+  if (!valid_utf8(v.text)) return "'" + std::string(key) + "' is not valid UTF-8";
+  r.kind = v.text;
+  return {};
+}
+
+// Reads a Bailian-only member (chat_id, parent_chat_id, turn, type) into `r`; returns a problem
+// or "".
 std::string take_bailian_member(std::string_view key, const jsonl::value& v, line_fields& r) {
   if (key == "chat_id") {
     r.chat = true;
@@ -84,6 +112,8 @@ std::string take_bailian_member(std::string_view key, const jsonl::value& v, lin
       r.parent_id = static_cast<std::int64_t>(v.magnitude);
     }
   }
+  if (key == "turn") return take_turn(key, v, r);
+  if (key == "type") return take_kind(key, v, r);
   return {};
 }
 
@@ -132,6 +162,23 @@ std::string take_kvtk_member(std::string_view key, const jsonl::value& v, line_f
     return id_array_problem(key, v);
   }
   if (key == "session") return take_session(v, r);
+  if (key == "id") {
+    r.has_id = true;
+    if (auto e = want_count(key, v, r.id); !e.empty()) return e;
+    if (r.id == kvtk::prefix::no_parent) return "'id' 2^64-1 is reserved (no parent)";
+    return {};
+  }
+  if (key == "parent") {
+    if (v.type == jsonl::kind::null) return {};  // a root
+    std::uint64_t p = 0;
+    if (auto e = want_count(key, v, p); !e.empty()) return e;
+    if (p == kvtk::prefix::no_parent) return "'parent' 2^64-1 is reserved (no parent)";
+    r.parent = true;
+    r.parent_id = static_cast<std::int64_t>(p);  // the bits; read back as unsigned below
+    return {};
+  }
+  if (key == "turn") return take_turn(key, v, r);
+  if (key == "kind") return take_kind(key, v, r);
   if (key == "tenant" || key == "model" || key == "cache_salt") return take_name(key, v, r);
   if (key == "priority") {
     r.priority = true;
@@ -354,7 +401,16 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       if (r.priority) rec.priority = r.priority_value;
       if (r.session) rec.session = r.session_id;
       rec.tenant = r.tenant;
-      if (chained_format) rec.session = bailian_session(r, session_of_chat);
+      if (chained_format) {
+        rec.session = bailian_session(r, session_of_chat);
+        rec.request_id = r.chat_id;
+        if (r.parent && r.parent_id >= 0) rec.parent = static_cast<std::uint64_t>(r.parent_id);
+      } else {
+        if (r.has_id) rec.request_id = r.id;
+        if (r.parent) rec.parent = static_cast<std::uint64_t>(r.parent_id);
+      }
+      if (r.has_turn) rec.turn = r.turn;
+      rec.kind = r.kind;
       sink(rec);
     } catch (const trace_error& e) {
       if (!opts.skip_invalid) throw;
@@ -404,6 +460,21 @@ void trace_builder::add(const request_record& r) {
   column(t_.tenant, any_tenant_, !r.tenant.empty(), tenant, std::uint32_t{0});
   column(t_.request_block_tokens, mixed_block_size_, r.block_tokens != t_.block_tokens,
          r.block_tokens, t_.block_tokens);
+  column(t_.request_id, any_id_, r.request_id.has_value(), r.request_id.value_or(kvtk::prefix::no_parent),
+         kvtk::prefix::no_parent);
+  column(t_.parent, any_parent_, r.parent.has_value(), r.parent.value_or(kvtk::prefix::no_parent),
+         kvtk::prefix::no_parent);
+  column(t_.turn, any_turn_, r.turn.has_value(), r.turn.value_or(kvtk::prefix::no_turn),
+         kvtk::prefix::no_turn);
+  std::uint32_t kind = 0;
+  if (!r.kind.empty()) {
+    if (t_.kind_names.empty()) t_.kind_names.emplace_back();  // 0 = no kind
+    const auto [it, fresh] =
+        kind_index_.try_emplace(std::string(r.kind), static_cast<std::uint32_t>(t_.kind_names.size()));
+    if (fresh) t_.kind_names.push_back(it->first);
+    kind = it->second;
+  }
+  column(t_.kind, any_kind_, !r.kind.empty(), kind, std::uint32_t{0});
   t_.add(r.keys, r.input_length);
 }
 

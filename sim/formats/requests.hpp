@@ -80,6 +80,12 @@ struct request_record {
   std::optional<std::uint32_t> priority;
   std::optional<std::uint64_t> session;
   std::string_view tenant;  ///< empty = none (raw JSON string contents)
+  // Session structure (docs/formats.md "Session fields"): Bailian's chat_id, parent_chat_id,
+  // turn and type; kvtk JSONL's id, parent, turn and kind.
+  std::optional<std::uint64_t> request_id;  ///< the request's own id
+  std::optional<std::uint64_t> parent;      ///< its parent's id; nullopt = a root (or unknown)
+  std::optional<std::uint32_t> turn;        ///< its turn in its session
+  std::string_view kind;                    ///< empty = none (raw JSON string contents)
 };
 
 using request_sink = std::function<void(const request_record&)>;
@@ -126,7 +132,9 @@ class trace_builder {
   std::unordered_map<std::string, std::uint32_t> tenant_index_;
   std::size_t requests_hint_ = 0;
   bool mixed_block_size_ = false, any_time_ = false, any_output_ = false, any_priority_ = false,
-       any_session_ = false, any_tenant_ = false;
+       any_session_ = false, any_tenant_ = false, any_id_ = false, any_parent_ = false,
+       any_turn_ = false, any_kind_ = false;
+  std::unordered_map<std::string, std::uint32_t> kind_index_;
 };
 
 /// A trace ready to replay: owned in memory, or a mapped kvtb file (no parsing).
@@ -136,6 +144,7 @@ class loaded_trace {
   explicit loaded_trace(kvtk::prefix::prefix_trace t);
   [[nodiscard]] const kvtk::prefix::prefix_trace_view& view() const noexcept { return view_; }
   [[nodiscard]] std::span<const std::string> tenant_names() const noexcept { return tenants_; }
+  [[nodiscard]] std::span<const std::string> kind_names() const noexcept { return kinds_; }
   /// Heap bytes the trace's arrays hold (vector capacities); 0 for a mapped kvtb file, whose
   /// pages belong to the page cache. The unit layout of a flat trace holds 8 bytes a reference.
   [[nodiscard]] std::size_t memory_bytes() const noexcept { return heap_bytes_; }
@@ -157,7 +166,7 @@ class loaded_trace {
  private:
   std::shared_ptr<const void> storage_;  // the prefix_trace or the mapping
   kvtk::prefix::prefix_trace_view view_;
-  std::vector<std::string> tenants_;
+  std::vector<std::string> tenants_, kinds_;
   std::size_t heap_bytes_ = 0;
   const kvtb::mapping* mapping_ = nullptr;  // set for a mapped kvtb file (storage_ owns it)
 };

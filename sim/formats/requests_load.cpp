@@ -141,6 +141,10 @@ std::uint32_t for_each_request(const std::string& path, trace_format f,
       if (!v.priority.empty()) rec.priority = v.priority[r];
       if (!v.session.empty()) rec.session = v.session[r];
       if (!v.tenant.empty()) rec.tenant = im.tenants[v.tenant[r]];
+      if (!v.request_id.empty() && v.request_id[r] != kvtk::prefix::no_parent) rec.request_id = v.request_id[r];
+      if (!v.parent.empty() && v.parent[r] != kvtk::prefix::no_parent) rec.parent = v.parent[r];
+      if (!v.turn.empty() && v.turn[r] != kvtk::prefix::no_turn) rec.turn = v.turn[r];
+      if (!v.kind.empty()) rec.kind = im.kinds[v.kind[r]];
       sink(rec);
       if ((r + 1) % 65536 == 0) kvtb::drop_requests(m, v, r + 1 - 65536, r + 1);  // streamed past
     }
@@ -175,8 +179,11 @@ loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
   auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   heap_bytes_ = bytes(owned->keys) + bytes(owned->offsets) + bytes(owned->input_length) +
                 bytes(owned->priority) + bytes(owned->arrival_s) + bytes(owned->output_length) +
-                bytes(owned->session) + bytes(owned->tenant) + bytes(owned->request_block_tokens);
+                bytes(owned->session) + bytes(owned->tenant) + bytes(owned->request_block_tokens) +
+                bytes(owned->request_id) + bytes(owned->parent) + bytes(owned->turn) +
+                bytes(owned->kind);
   tenants_ = owned->tenant_names;
+  kinds_ = owned->kind_names;
   storage_ = std::move(owned);
 }
 
@@ -194,6 +201,7 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f, std::ui
     loaded_trace out;
     out.view_ = im.view;
     out.tenants_ = std::move(im.tenants);
+    out.kinds_ = std::move(im.kinds);
     // A flat trace written as kvtb (every request one whole block of the file's size) replays
     // through the unit layout's faster paths; the check reads two columns once.
     auto& v = out.view_;

@@ -79,6 +79,23 @@ class jsonl_writer final : public trace_writer {
         line_ += ", \"block_tokens\": ";
         append_u64(line_, r.block_tokens);
       }
+      if (r.request_id) {
+        line_ += ", \"id\": ";
+        append_u64(line_, *r.request_id);
+      }
+      if (r.parent) {
+        line_ += ", \"parent\": ";
+        append_u64(line_, *r.parent);
+      }
+      if (r.turn) {
+        line_ += ", \"turn\": ";
+        append_u64(line_, *r.turn);
+      }
+      if (!r.kind.empty()) {
+        line_ += ", \"kind\": \"";
+        line_.append(r.kind);  // raw JSON string contents: already escaped
+        line_ += '"';
+      }
     }
     line_ += ", \"hash_ids\": [";
     for (std::size_t i = 0; i < r.keys.size(); ++i) {

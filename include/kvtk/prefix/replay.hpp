@@ -49,6 +49,12 @@ namespace kvtk::prefix {
 /// 8 bytes per reference instead of 24 (bench/RESULTS.md, "End to end"). Read requests through
 /// requests(), blocks() and input_tokens(), which handle both layouts.
 /// Thread safety: read-only: any number of threads may read one view while nobody writes it.
+/// The parent of a request with none (a session's root) in prefix_trace::parent; also the
+/// request_id of a request without one.
+inline constexpr std::uint64_t no_parent = ~std::uint64_t{0};
+/// The turn of a request without one in prefix_trace::turn.
+inline constexpr std::uint32_t no_turn = ~std::uint32_t{0};
+
 struct prefix_trace_view {
   std::uint32_t block_tokens = 512;  ///< tokens per block (requests without their own size)
   std::span<const block_key> keys;
@@ -60,6 +66,11 @@ struct prefix_trace_view {
   std::span<const std::uint64_t> session;            ///< session / conversation id per request
   std::span<const std::uint32_t> tenant;             ///< tenant index per request
   std::span<const std::uint32_t> request_block_tokens;  ///< per-request block size
+  // Session structure (traces that record it: Bailian, kvtk JSONL "id"/"parent"/"turn"/"kind").
+  std::span<const std::uint64_t> request_id;  ///< the request's own id (Bailian chat_id), or no_parent
+  std::span<const std::uint64_t> parent;      ///< its parent request's id, or no_parent
+  std::span<const std::uint32_t> turn;        ///< its turn in the session, or no_turn
+  std::span<const std::uint32_t> kind;        ///< index into the trace's kind names (0 = none)
 
   /// True for the unit layout (see above).
   [[nodiscard]] bool unit_requests() const noexcept { return offsets.empty(); }
@@ -116,6 +127,11 @@ struct prefix_trace {
   std::vector<std::uint32_t> tenant;         ///< index into tenant_names, or empty
   std::vector<std::string> tenant_names;
   std::vector<std::uint32_t> request_block_tokens;  ///< empty = block_tokens for every request
+  std::vector<std::uint64_t> request_id;  ///< per request when the trace has them, else empty
+  std::vector<std::uint64_t> parent;      ///< parent's request id (no_parent: a root), or empty
+  std::vector<std::uint32_t> turn;        ///< per request when the trace has them, else empty
+  std::vector<std::uint32_t> kind;        ///< index into kind_names (0 = none), or empty
+  std::vector<std::string> kind_names;    ///< "" first, then each kind ("chat", "tool", ...)
 
   void add(std::span<const block_key> blocks, std::uint64_t input_tokens) {
     keys.insert(keys.end(), blocks.begin(), blocks.end());
@@ -124,7 +140,8 @@ struct prefix_trace {
   }
   [[nodiscard]] prefix_trace_view view() const noexcept {
     return {block_tokens, keys,    offsets, input_length, priority,
-            arrival_s,    output_length, session, tenant,       request_block_tokens};
+            arrival_s,    output_length, session, tenant,       request_block_tokens,
+            request_id,   parent,        turn,    kind};
   }
   // Implicit on purpose: every function taking a view accepts a trace.
   operator prefix_trace_view() const noexcept { return view(); }  // NOLINT
