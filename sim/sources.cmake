@@ -68,6 +68,7 @@ set(KVTK_API_SOURCES
   api/trace_import.cpp
   api/trace_anonymize.cpp
   api/trace_import_events.cpp
+  api/trace_import_dynamo.cpp
   api/check_engine.cpp
   api/trace_gen.cpp
   api/trace_stats.cpp

@@ -133,3 +133,7 @@ expect(1 "first divergence: stored block #" check-engine --events ${EVENTS} --tr
        --gpu-blocks 65)
 expect(2 "--gpu-blocks: give the engine's logged number" check-engine --events ${EVENTS}
        --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 1)
+# A Dynamo request trace (DYN_REQUEST_TRACE records, tests/data/import/make_examples.py).
+expect(0 "wrote 39 requests \\(14706 tokens, blocks of 64 tokens\\) from a Dynamo request trace"
+       trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_request_trace_example.jsonl --format dynamo
+       -o ${WORK_DIR}/dynamo.kvtb)

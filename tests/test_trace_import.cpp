@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -344,4 +345,80 @@ TEST_CASE("trace import: CSV logs read as JSONL ones do, bad ones are refused", 
   s.log_format = "tsv";
   CHECK_THROWS_WITH(kvtk::sim::run(s), Catch::Contains("--log-format: 'tsv'"));
   fs::remove(s.log);
+}
+
+TEST_CASE("trace import: a Dynamo request trace, with its sessions", "[trace_import]") {
+  const std::string log = std::string(KVTK_TEST_DATA_DIR) + "/../import/dynamo_request_trace_example.jsonl";
+  // What the records say, read here independently: request_end records with replay data, in
+  // arrival order.
+  struct row {
+    double at;
+    std::vector<block_key> keys;
+    std::string session, parent_session;
+  };
+  std::vector<row> want;
+  {
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const json e = json::parse(line)["event"];
+      if (e["event_type"] != "request_end" || !e["request"].contains("replay")) continue;
+      row r{e["request"]["request_received_ms"].get<double>(), {}, e["agent_context"]["session_id"], ""};
+      for (const auto& h : e["request"]["replay"]["input_sequence_hashes"]) r.keys.push_back(h.get<block_key>());
+      if (e["agent_context"].contains("parent_session_id")) r.parent_session = e["agent_context"]["parent_session_id"];
+      want.push_back(r);
+    }
+  }
+  std::stable_sort(want.begin(), want.end(), [](const row& a, const row& b) { return a.at < b.at; });
+  auto o = options(log, tmp("dynamo.kvtb"));
+  o.format = "dynamo";
+  const auto r = kvtk::sim::run(o);
+  CHECK(r.requests == want.size());
+  CHECK(r.block_tokens == 64);
+  CHECK(r.skipped_records.at("tool_start") == 4);  // requests 4, 13, 22, 31
+  CHECK(r.skipped_records.at("request_end without replay data") == 1);
+  const auto got = read(o.output, kvtk::sim::trace_format::kvtb);
+  REQUIRE(got.keys.size() == want.size());
+  std::map<std::string, std::pair<std::uint64_t, std::uint32_t>> last;  // session -> id, turn
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(i);
+    const auto& rec = got.records[i];
+    CHECK(got.keys[i] == want[i].keys);
+    CHECK(*rec.arrival_s == Approx((want[i].at - want[0].at) / 1000));
+    const auto it = last.find(want[i].session);
+    if (it != last.end()) {  // a later turn: the child of the session's previous request
+      CHECK(rec.parent == it->second.first);
+      CHECK(rec.turn == it->second.second + 1);
+    } else {
+      CHECK(rec.turn == 1u);
+      const auto p = last.find(want[i].parent_session);
+      if (!want[i].parent_session.empty() && p != last.end()) {
+        CHECK(rec.parent == p->second.first);  // spawned by the parent session
+      } else {
+        CHECK_FALSE(rec.parent.has_value());
+      }
+    }
+    CHECK(std::string(rec.kind) == (want[i].parent_session.empty() ? "" : "sub-agent"));
+    last[want[i].session] = {*rec.request_id, *rec.turn};
+  }
+  // Bad records name their line.
+  const std::string head = "{\"schema\": \"dynamo.request.trace.v1\", \"event_type\": \"request_end\", "
+                           "\"request\": {\"request_received_ms\": 5, \"replay\": ";
+  for (const auto& [text, want_error] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"event\": {\"schema\": \"other\"}}\n", ":1: not a Dynamo request trace record"},
+           {head + "{\"trace_block_size\": 4, \"input_length\": 9, \"input_sequence_hashes\": [1, 2]}}}\n",
+            ":1: 2 sequence hashes for 9 tokens in blocks of 4"},
+           {head + "{\"trace_block_size\": 4, \"input_length\": 4, \"input_sequence_hashes\": [1]}}}\n" + head +
+                "{\"trace_block_size\": 8, \"input_length\": 4, \"input_sequence_hashes\": [1]}}}\n",
+            ":2: trace_block_size 8 after 4"},
+           {"{\"schema\": \"dynamo.request.trace.v1\", \"event_type\": \"tool_end\"}\n",
+            ":0: has no request_end record with replay data"}}) {
+    INFO(want_error);
+    const std::string bad = tmp("bad-dynamo.jsonl");
+    std::ofstream(bad) << text;
+    auto b = options(bad, tmp("bad-dynamo.kvtb"));
+    b.format = "dynamo";
+    CHECK_THROWS_WITH(kvtk::sim::run(b), Catch::Contains(want_error));
+    fs::remove(bad);
+  }
+  fs::remove(o.output);
 }

@@ -85,11 +85,11 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
 
 void validate(trace_import_options& o) {
   if (o.log.empty()) throw usage_error("give the request log (kvtk trace import LOG -o OUT)");
-  if (o.format != "token-ids" && o.format != "vllm-events") {
+  if (o.format != "token-ids" && o.format != "vllm-events" && o.format != "dynamo") {
     throw usage_error("--format: '" + o.format + "' cannot be imported (token-ids: a JSONL or "
-                      "CSV log with token ids; vllm-events: a kvtk trace record recording; text "
-                      "logs are imported by the Python package, kvtk.import_trace; SGLang and "
-                      "Dynamo events and Dynamo traces are not supported yet)");
+                      "CSV log with token ids; vllm-events: a kvtk trace record recording; dynamo: "
+                      "Dynamo's request trace; text logs are imported by the Python package, "
+                      "kvtk.import_trace; SGLang and Dynamo events are not supported yet)");
   }
   if (o.keys != "derived" && o.keys != "engine") {
     throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
@@ -169,7 +169,7 @@ void validate(trace_import_options& o) {
     }
     o.to = "kvtb";
   }
-  if (o.to != "kvtb" && o.to != "kvtk" && o.to != "mooncake" && o.format == "token-ids") {
+  if (o.to != "kvtb" && o.to != "kvtk" && o.to != "mooncake" && o.format != "vllm-events") {
     throw usage_error("--to: cannot write '" + o.to + "' here (kvtb kvtk mooncake)");
   }
   struct stat st {};
@@ -659,6 +659,7 @@ kvtk::prefix::block_hasher make_hasher(const trace_import_options& o) {
 trace_import_result run(trace_import_options o, const progress_callback& progress) {
   validate(o);
   if (o.format == "vllm-events") return detail::run_events(o, progress);
+  if (o.format == "dynamo") return detail::run_dynamo(o, progress);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const kvtk::prefix::block_hasher hasher = make_hasher(o);
@@ -779,10 +780,20 @@ nlohmann::json to_json(const trace_import_result& r) {
           {"removed_blocks", r.removed_blocks}, {"other_media_events", r.other_media_events},
           {"cleared", r.cleared},       {"lost_batches", r.lost_batches},
           {"unresolved_blocks", r.unresolved_blocks}, {"recording_ended", r.recording_ended},
-          {"first_unresolved", r.first_unresolved}};
+          {"first_unresolved", r.first_unresolved}, {"skipped_records", r.skipped_records},
+          {"start_unix_s", r.start_unix_s}};
 }
 
 std::string to_text(const trace_import_result& r) {
+  if (r.log_format == "dynamo") {
+    std::string s = "kvtk trace import: wrote " + std::to_string(r.requests) + " requests (" +
+                    std::to_string(r.tokens) + " tokens, blocks of " + std::to_string(r.block_tokens) +
+                    " tokens) from a Dynamo request trace to " + r.output + " (" + r.to + ")\n";
+    for (const auto& [type, count] : r.skipped_records) {
+      s += "kvtk trace import: skipped " + std::to_string(count) + " " + type + " records\n";
+    }
+    return s;
+  }
   if (r.log_format == "events") {
     std::string s = "kvtk trace import: " + std::to_string(r.batches) + " event batches: " +
                     std::to_string(r.stored_blocks) + " blocks stored (the engine's misses), " +

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -31,7 +32,8 @@ namespace kvtk::sim {
 struct trace_import_options {
   std::string log;                     ///< the request log (required; a regular file)
   std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL or CSV) |
-                                       ///< vllm-events (a `kvtk trace record` recording)
+                                       ///< vllm-events (a `kvtk trace record` recording) |
+                                       ///< dynamo (Dynamo's DYN_REQUEST_TRACE records)
   std::string log_format = "auto";     ///< jsonl | csv | auto (JSONL when the first non-blank
                                        ///< line opens an object, else a CSV header)
   std::string output;                  ///< output file, or - for stdout (required)
@@ -79,6 +81,9 @@ struct trace_import_result {
   std::uint64_t batches = 0, stored_blocks = 0, removed_blocks = 0, other_media_events = 0,
                 cleared = 0, lost_batches = 0, unresolved_blocks = 0;
   bool recording_ended = true;  ///< events: the recording has its end line
+  /// dynamo: records skipped, by event type (tool events, request_end without replay data)
+  std::map<std::string, std::uint64_t> skipped_records;
+  double start_unix_s = 0;  ///< dynamo: the earliest request's arrival (the trace's time 0)
   std::string first_unresolved;  ///< events: why the first unresolved block was
 };
 
@@ -91,6 +96,8 @@ trace_import_result run(trace_import_options options, const progress_callback& p
 namespace detail {
 /// run() for format vllm-events (api/trace_import_events.cpp); `o` validated.
 trace_import_result run_events(const trace_import_options& o, const progress_callback& progress);
+/// run() for format dynamo (api/trace_import_dynamo.cpp); `o` validated.
+trace_import_result run_dynamo(const trace_import_options& o, const progress_callback& progress);
 }  // namespace detail
 
 /// What `kvtk trace import` prints on stderr.

@@ -65,3 +65,46 @@ for turn in range(12):
     chats[cid] += [{"role": "assistant", "content": completion},
                    {"role": "user", "content": "And " + " ".join(rng.choice(words) for _ in range(5)) + "?"}]
 Path(__file__).with_name("openai_chat_example.jsonl").write_text("\n".join(chat_lines) + "\n")
+
+# A Dynamo request trace (DYN_REQUEST_TRACE=1, schema dynamo.request.trace.v1, as Dynamo's jsonl
+# sink wraps records: {"timestamp": ms since the sink started, "event": record}), written at
+# request end (so not in arrival order), of the token-id example's requests: 4 chat sessions, the
+# LoRA one ("s3") run as a sub-agent session spawned by "s0", plus tool events and one request
+# without replay data, which the importer skips. The sequence hashes are stand-ins with Dynamo's
+# shape (one per block of 64 tokens, the partial last block included, each chained to the ones
+# before: blake2b here, XXH3 in Dynamo), since kvtk uses them as given and never recomputes them.
+import hashlib
+
+def sequence_hashes(tokens, block):
+    out, prev = [], b""
+    for start in range(0, len(tokens), block):
+        prev = hashlib.blake2b(prev + json.dumps(tokens[start:start + block]).encode(),
+                               digest_size=8).digest()
+        out.append(int.from_bytes(prev, "big"))
+    return out
+
+drng = random.Random(37)
+start_ms, events = 1764700000000, []
+for i, rec in enumerate(records):
+    received = start_ms + int(rec["timestamp"] * 1000)
+    total = drng.randrange(200, 4000)
+    ctx = {"session_id": rec["session"]}
+    if rec["session"] == "s3":
+        ctx["parent_session_id"] = "s0"
+    request = {"request_id": f"req-{i}", "model": "toy", "input_tokens": len(rec["token_ids"]),
+               "output_tokens": rec["output_length"], "request_received_ms": received,
+               "total_time_ms": total}
+    if i != 7:  # one request traced without replay data
+        request["replay"] = {"trace_block_size": 64, "input_length": len(rec["token_ids"]),
+                             "input_sequence_hashes": sequence_hashes(rec["token_ids"], 64)}
+    events.append((received + total, {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
+                                      "event_time_unix_ms": received + total, "event_source": "dynamo",
+                                      "agent_context": ctx, "request": request}))
+    if i % 9 == 4:
+        events.append((received + total + 5, {"schema": "dynamo.request.trace.v1", "event_type": "tool_start",
+                                              "event_time_unix_ms": received + total + 5,
+                                              "agent_context": ctx, "tool": {"name": "search"}}))
+events.sort(key=lambda e: e[0])
+Path(__file__).with_name("dynamo_request_trace_example.jsonl").write_text("".join(
+    json.dumps({"timestamp": t - events[0][0], "event": e}, separators=(",", ":")) + "\n"
+    for t, e in events))
