@@ -156,3 +156,22 @@ def test_anonymize_trace_equals_the_cli(kvtk_bin, tmp_path):
     assert not set(t.block_keys.tolist()) & set(kvtk.load_trace(tmp_path / "in.kvtb").block_keys.tolist())
     with pytest.raises(ValueError, match="--time-shift-s: must be a finite number"):
         kvtk.anonymize_trace(tmp_path / "in.kvtb", tmp_path / "x.kvtb", time_shift_s=float("nan"))
+
+
+def test_session_columns_of_a_bailian_trace(tmp_path):
+    lines = [
+        {"chat_id": 10, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 32, "output_length": 5,
+         "type": "text", "turn": 1, "hash_ids": [1, 2]},
+        {"chat_id": 11, "parent_chat_id": 10, "timestamp": 2.0, "input_length": 48, "output_length": 5,
+         "type": "search", "turn": 2, "hash_ids": [1, 2, 3]},
+    ]
+    path = tmp_path / "b.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    t = kvtk.load_trace(path, format="bailian")
+    assert t.request_id.tolist() == [10, 11]
+    assert t.parent.tolist() == [2**64 - 1, 10]
+    assert t.turn.tolist() == [1, 2]
+    assert [t.kind_names[k] for k in t.kind.tolist()] == ["text", "search"]
+    t.save(tmp_path / "b.kvtb")
+    back = kvtk.load_trace(tmp_path / "b.kvtb")
+    assert back.parent.tolist() == [2**64 - 1, 10] and back.kind_names == t.kind_names
