@@ -402,6 +402,7 @@ TEST_CASE("session fields: Bailian chat_id, parent, turn and type survive kvtb a
   // Bad values name the field.
   for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
            {"{\"input_length\": 16, \"hash_ids\": [1], \"turn\": -1}", "'turn' is negative"},
+           {"{\"input_length\": 16, \"hash_ids\": [1], \"turn\": null, \"id\": -2}", "'id' is negative"},
            {"{\"input_length\": 16, \"hash_ids\": [1], \"parent\": \"x\"}", "'parent' must be an integer"},
            {"{\"input_length\": 16, \"hash_ids\": [1], \"kind\": \"\"}", "'kind' is empty"},
            {"{\"input_length\": 16, \"hash_ids\": [1], \"turn\": 4294967296}", "'turn' is not below 2^32-1"}}) {

@@ -235,6 +235,18 @@ TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {
            "{\"seq\": 2, \"payload\": \"" + batch(json::array({1.0, json::array()})) + "\"}\n",
        ":3: sequence number 2 after 3"},
       {header + "{\"kvtk_events_end\": {}}\n{\"seq\": 0, \"payload\": \"\"}\n", ":3: comes after the end line"},
+      {"{\"kvtk_events\": 1, \"engine\": 5}\n", ":1: 'engine' is not a string"},
+      {header + "{\"seq\": -1, \"payload\": \"\"}\n", ":2: sequence number outside [0, 2^62)"},
+      {header + "{\"gap\": {\"first\": -9223372036854775808, \"last\": 9223372036854775807}}\n",
+       ":2: a gap outside sequence numbers"},
+      // A payload nested 300,000 deep (the reviewer's crash: nlohmann's parser recurses).
+      {header + "{\"seq\": 0, \"payload\": \"" + [] {
+         std::vector<std::uint8_t> deep = {0x92, 0x00};
+         deep.insert(deep.end(), 300000, 0x91);
+         deep.push_back(0xc0);
+         return b64(deep);
+       }() + "\"}\n",
+       ":2: the payload is not msgpack nested at most 32 deep"},
   };
   for (const auto& c : cases) {
     INFO(c.want);

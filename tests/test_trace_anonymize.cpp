@@ -44,6 +44,7 @@ std::vector<kvtk::sim::request_record> records(const std::string& path,
                                 out.push_back(r);
                                 out.back().keys = {};
                                 out.back().tenant = {};
+                                out.back().kind = {};
                                 if (keys) keys->emplace_back(r.keys.begin(), r.keys.end());
                                 if (tenants) tenants->emplace_back(r.tenant);
                               });
@@ -184,6 +185,12 @@ TEST_CASE("trace anonymize: time shifts, bad salts and shifts are refused", "[an
   CHECK(*got[1].parent == *got[0].request_id);
   CHECK(*got[0].request_id != 1);
   CHECK(got[1].turn == 2u);
+  std::string kind;
+  kvtk::sim::for_each_request(o.output, kvtk::sim::trace_format::kvtk, 0, {}, nullptr,
+                              [&](const kvtk::sim::request_record& r) {
+                                if (r.turn) kind = std::string(r.kind);
+                              });
+  CHECK(kind == "tool");
 
   o.time_zero = false;
   o.output = tmp("t.out2.jsonl");  // (the first output was read back: an input now)

@@ -35,15 +35,21 @@ using engine_vectors::expand;
 using engine_vectors::vectors;
 
 // Every request's keys and record of an imported trace.
+// (records' views, keys, tenant and kind, point into the reader: copied, and cleared.)
 struct read_back {
   std::vector<std::vector<block_key>> keys;
   std::vector<kvtk::sim::request_record> records;
+  std::vector<std::string> kinds;
 };
 read_back read(const std::string& path, kvtk::sim::trace_format f) {
   read_back r;
   kvtk::sim::for_each_request(path, f, 0, {}, nullptr, [&](const kvtk::sim::request_record& rec) {
     r.keys.emplace_back(rec.keys.begin(), rec.keys.end());
+    r.kinds.emplace_back(rec.kind);
     r.records.push_back(rec);
+    r.records.back().keys = {};
+    r.records.back().tenant = {};
+    r.records.back().kind = {};
   });
   return r;
 }
@@ -333,6 +339,16 @@ TEST_CASE("trace import: CSV logs read as JSONL ones do, bad ones are refused", 
     CHECK_FALSE(fs::exists(out));
     fs::remove(log);
   }
+  // A first line that is only a byte-order mark is a blank line, not a CSV header.
+  {
+    const std::string bom = tmp("bom.jsonl");
+    std::ofstream(bom) << "\xEF\xBB\xBF\n{\"token_ids\": [1, 2, 3]}\n";
+    auto b = options(bom, tmp("bom.kvtb"));
+    const auto r = kvtk::sim::run(b);
+    CHECK((r.requests == 1 && r.log_format == "jsonl"));
+    fs::remove(bom);
+    fs::remove(b.output);
+  }
   // Multimodal items are vLLM's: SGLang's keys come from the pad values in the ids.
   auto s = options(tmp("mm.jsonl"), tmp("mm.kvtb"));
   std::ofstream(s.log) << "{\"token_ids\": [1, 2, 3], \"mm_hashes\": [{\"identifier\": \"i\", \"offset\": 0, \"length\": 2}]}\n";
@@ -397,7 +413,7 @@ TEST_CASE("trace import: a Dynamo request trace, with its sessions", "[trace_imp
         CHECK_FALSE(rec.parent.has_value());
       }
     }
-    CHECK(std::string(rec.kind) == (want[i].parent_session.empty() ? "" : "sub-agent"));
+    CHECK(got.kinds[i] == (want[i].parent_session.empty() ? "" : "sub-agent"));
     last[want[i].session] = {*rec.request_id, *rec.turn};
   }
   // Bad records name their line.

@@ -59,8 +59,13 @@ def _import_rows(rows: Iterable[dict], log: str, kind: str, run: Callable[[str],
     with tempfile.TemporaryDirectory(prefix="kvtk-import-") as scratch:
         temp = os.path.join(scratch, "log.jsonl")
         with open(temp, "w", encoding="utf-8") as out:
-            for row in rows:
-                out.write(json.dumps(row, ensure_ascii=False, allow_nan=False))
+            for number, row in enumerate(rows, start=1):
+                try:
+                    text = json.dumps(row, ensure_ascii=False, allow_nan=False)
+                except (TypeError, ValueError) as e:  # NaN, bytes, dates a log may hold
+                    raise _error(log, kind, row.get("log_record", number),
+                                 f"a value kvtk cannot read ({e})") from None
+                out.write(text)
                 out.write("\n")
         try:
             return run(temp)

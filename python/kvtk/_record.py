@@ -53,8 +53,9 @@ def _seq(frame: bytes) -> int:
 class Recorder:
     """Subscribes to `endpoint` and writes every batch to `out` (an open text file)."""
 
-    def __init__(self, out, endpoint: str, replay_endpoint: Optional[str], topic: str,
+    def __init__(self, endpoint: str, replay_endpoint: Optional[str], topic: str,
                  engine: str, replay_timeout_s: float = 2.0):
+        """Connects the sockets; nothing is written until start(out)."""
         zmq = _need_zmq()
         self.zmq = zmq
         self.ctx = zmq.Context()
@@ -68,12 +69,15 @@ class Recorder:
             self.replay.setsockopt(zmq.LINGER, 0)
             self.replay.connect(replay_endpoint)
         self.replay_timeout_ms = int(replay_timeout_s * 1000)
-        self.out = out
+        self.out = None
         self.last: Optional[int] = None
         self.counts = {"batches": 0, "recovered": 0, "lost": 0, "gaps": 0}
-        self._write({"kvtk_events": 1, "engine": engine, "endpoint": endpoint,
-                     "replay_endpoint": replay_endpoint or "", "topic": topic,
-                     "started_unix_s": time.time()})
+        self.header = {"kvtk_events": 1, "engine": engine, "endpoint": endpoint,
+                       "replay_endpoint": replay_endpoint or "", "topic": topic}
+
+    def start(self, out) -> None:
+        self.out = out
+        self._write(dict(self.header, started_unix_s=time.time()))
 
     def _write(self, obj: dict) -> None:
         self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
@@ -108,9 +112,12 @@ class Recorder:
         got = []
         if self.replay is None:
             return got
-        self.replay.send_multipart([b"", first.to_bytes(8, "big", signed=True)])
         poller = self.zmq.Poller()
         poller.register(self.replay, self.zmq.POLLIN)
+        # A reply that came after an earlier request timed out would end this one early: drop it.
+        while poller.poll(0):
+            self.replay.recv_multipart()
+        self.replay.send_multipart([b"", first.to_bytes(8, "big", signed=True)])
         while poller.poll(self.replay_timeout_ms):
             frames = self.replay.recv_multipart()  # [b"", topic, seq, payload] or the end marker
             if len(frames) < 3:
@@ -232,13 +239,25 @@ def record(output: str, endpoint: str, replay_endpoint: Optional[str] = None, to
         raise ValueError(f"-o: '{output}' is not a regular file; kvtk never writes to a device or FIFO")
     if os.path.exists(output) and not force:
         raise ValueError(f"-o: '{output}' exists; pass --force to replace it")
+    # pyzmq and the endpoints are checked before the output is touched: a recorder that cannot
+    # subscribe leaves any earlier recording as it was.
+    try:
+        rec = Recorder(endpoint, replay_endpoint, topic, engine)
+    except Exception as e:
+        zmq = sys.modules.get("zmq")
+        if zmq is not None and isinstance(e, zmq.ZMQError):
+            raise ValueError(f"--endpoint / --replay-endpoint: {e}") from None
+        raise
     with open(output, "w", encoding="utf-8") as out:
-        rec = Recorder(out, endpoint, replay_endpoint, topic, engine)
+        rec.start(out)
         stopped = "interrupt"
         try:
             stopped = rec.run(count, duration_s, first_seq, idle_s)
         except KeyboardInterrupt:
             stopped = "interrupt"
+        except Exception as e:  # noqa: BLE001 — recorded in the end line, then raised
+            stopped = f"error: {e}"
+            raise
         finally:
             rec.close(stopped)
     return dict(rec.counts, stopped=stopped, output=output)

@@ -156,6 +156,10 @@ void save(const trace& t, const std::filesystem::path& file, const std::string& 
       if (!v.session.empty()) rec.session = v.session[r];
       if (!v.priority.empty()) rec.priority = v.priority[r];
       if (!v.tenant.empty() && v.tenant[r] != 0) rec.tenant = t.loaded.tenant_names()[v.tenant[r]];
+      if (!v.request_id.empty() && v.request_id[r] != kvtk::prefix::no_parent) rec.request_id = v.request_id[r];
+      if (!v.parent.empty() && v.parent[r] != kvtk::prefix::no_parent) rec.parent = v.parent[r];
+      if (!v.turn.empty() && v.turn[r] != kvtk::prefix::no_turn) rec.turn = v.turn[r];
+      if (!v.kind.empty() && v.kind[r] != 0) rec.kind = t.loaded.kind_names()[v.kind[r]];
       w->add(rec);
     }
     w->finish();

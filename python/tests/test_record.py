@@ -131,6 +131,11 @@ def test_record_interrupted_and_refusals(tmp_path):
     _, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
     assert lines(out)[-1]["kvtk_events_end"]["stopped"] == "interrupt"
+    # An endpoint zmq refuses: the earlier recording is left as it was, even with force.
+    before = out.read_bytes()
+    with pytest.raises(ValueError, match="--endpoint"):
+        kvtk.record_events(out, "not-an-endpoint", force=True)
+    assert out.read_bytes() == before
     with pytest.raises(ValueError, match="exists; pass --force"):
         kvtk.record_events(out, "tcp://127.0.0.1:1", count=1)
     with pytest.raises(ValueError, match="not vllm or sglang"):

@@ -146,7 +146,8 @@ check_engine_result run(check_engine_options o) {
       }
     }
   });
-  r.lost_batches = recording.lost_batches;
+  r.lost_batches = recording.lost_batches + recording.unrecorded_seqs;
+  r.recording_ended = recording.ended;
   // What kvtk's model of the engine does with the same requests, one at a time.
   kvtk::prefix::vllm_block_pool pool(static_cast<std::uint32_t>(o.gpu_blocks - 1));
   pool.log_evictions();
@@ -184,7 +185,8 @@ check_engine_result run(check_engine_options o) {
   const auto dr = first_difference("removed", rec_removed, pred_removed, removed_text);
   r.first_divergence = !ds.is_null() ? stored_text : removed_text;
   if (!ds.is_null() || !dr.is_null()) r.divergence = {{"stored", ds}, {"removed", dr}};
-  r.equal = ds.is_null() && dr.is_null() && r.unresolved_blocks == 0 && r.lost_batches == 0 && r.cleared == 0;
+  r.equal = ds.is_null() && dr.is_null() && r.unresolved_blocks == 0 && r.lost_batches == 0 &&
+            r.cleared == 0 && r.recording_ended;
   return r;
 }
 
@@ -199,6 +201,7 @@ nlohmann::json to_json(const check_engine_result& r) {
           {"lost_batches", r.lost_batches},
           {"cleared", r.cleared},
           {"other_media_events", r.other_media_events},
+          {"recording_ended", r.recording_ended},
           {"first_divergence", r.first_divergence},
           {"divergence", r.divergence}};
 }
@@ -216,6 +219,7 @@ std::string to_text(const check_engine_result& r) {
   }
   if (r.lost_batches > 0) s += "kvtk check-engine: the recording lost " + std::to_string(r.lost_batches) + " batches\n";
   if (r.cleared > 0) s += "kvtk check-engine: the engine cleared its cache (AllBlocksCleared), which the model does not\n";
+  if (!r.recording_ended) s += "kvtk check-engine: the recording has no end line (the recorder was killed)\n";
   return s;
 }
 

@@ -46,10 +46,12 @@ check_engine_options check_engine_options_from_json(const nlohmann::json& j);
 void validate(check_engine_options& o);
 
 struct check_engine_result {
-  bool equal = false;  ///< both streams equal, whole, and every block resolved
+  bool equal = false;  ///< both streams equal, whole, every block resolved, nothing lost, ended
+  bool recording_ended = false;  ///< the recording has its end line
   std::uint64_t requests = 0;
   std::uint64_t recorded_stored = 0, predicted_stored = 0;
   std::uint64_t recorded_removed = 0, predicted_removed = 0;
+  /// lost_batches: gap lines' batches plus sequence numbers skipped without one.
   std::uint64_t unresolved_blocks = 0, lost_batches = 0, cleared = 0, other_media_events = 0;
   std::string first_divergence;  ///< "" when equal: the first difference, in words
   nlohmann::json divergence;     ///< null when equal: stream, index, recorded and predicted

@@ -318,6 +318,7 @@ std::string split_csv(std::string_view line, std::vector<std::string_view>& cell
   }
 }
 
+// `s` without leading and trailing spaces and tabs (CSV cells, header names).
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -695,6 +696,7 @@ trace_import_result run(trace_import_options o, const progress_callback& progres
         if (!syntax_known) {
           // The first line decides: JSONL opens an object, anything else is a CSV header.
           if (lines.line_number() == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
+          if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // only a BOM
           const bool csv = o.log_format == "csv" ||
                            (o.log_format == "auto" && line[line.find_first_not_of(" \t")] != '{');
           syntax_known = true;

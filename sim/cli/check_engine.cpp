@@ -15,7 +15,8 @@ int run_check_engine(const std::vector<std::string>& args) {
       "kvtk check-engine: does kvtk model your engine? A recording of its KV events (kvtk trace\n"
       "record) is compared block by block with what kvtk's model of the engine does with the same\n"
       "requests (one at a time, prompt only: record with requests sent one after another and\n"
-      "max_tokens=1). Prints the first divergence; exit 0 when there is none, 1 when there is.\n"
+      "max_tokens=1). Prints the first divergence; exit 0 when there is none, 3 when there is\n"
+      "(1: unreadable input, 2: a bad command line).\n"
       "usage: kvtk check-engine --events REC --trace T --gpu-blocks N [--block-tokens 16]\nOptions");
   check_engine_options o;
   opts.add_options()("help,h", "show this help")(
@@ -41,7 +42,7 @@ int run_check_engine(const std::vector<std::string>& args) {
   const check_engine_result r = run(o);
   std::cerr << to_text(r);
   if (vm.count("json")) write_to(vm["json"].as<std::string>(), to_json(r).dump(2) + "\n");
-  return r.equal ? 0 : 1;
+  return r.equal ? 0 : 3;
 }
 
 }  // namespace kvtk::sim

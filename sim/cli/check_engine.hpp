@@ -8,7 +8,8 @@
 namespace kvtk::sim {
 
 /// Runs `kvtk check-engine` with the arguments after the command. Returns the exit code: 0 no
-/// divergence, 1 a divergence (or bad data), 2 a bad command line.
+/// divergence, 3 a divergence (or anything lost or unresolved); bad data throws (exit 1), a bad
+/// command line is 2.
 int run_check_engine(const std::vector<std::string>& args);
 
 }  // namespace kvtk::sim

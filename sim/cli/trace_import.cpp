@@ -24,7 +24,7 @@ int run_trace_import(const std::vector<std::string>& args) {
                                                  "the request log (also the first positional)")(
       "format", po::value(&o.format)->default_value("token-ids"),
       "the log's kind: token-ids | vllm-events (a kvtk trace record recording: its miss stream, "
-      "--to ids or oracle-general)")(
+      "--to ids or oracle-general) | dynamo (Dynamo's DYN_REQUEST_TRACE records)")(
       "keys", po::value(&o.keys)->default_value("derived"),
       "vllm-events: derived (from the events' token ids and parents) | engine (their own hashes)")(
       "log-format", po::value(&o.log_format)->default_value("auto"),

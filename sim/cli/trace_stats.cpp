@@ -79,7 +79,8 @@ int run_trace(const std::vector<std::string>& args) {
         "usage: kvtk trace stats F [options] | kvtk trace gen -o F [options] |\n"
         "       kvtk trace convert IN -o OUT [--to FORMAT] [options] |\n"
         "       kvtk trace import LOG -o OUT [--engine vllm|sglang] [options] |\n"
-        "       kvtk trace anonymize IN -o OUT [--salt-file F] [options]\n",
+        "       kvtk trace anonymize IN -o OUT [--salt-file F] [options] |\n"
+        "       kvtk trace record --endpoint E -o F [options] (the Python package's)\n",
                args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }

@@ -147,9 +147,83 @@ std::string decode_event(const json& e, std::size_t index, kv_event& out) {
   return "";
 }
 
+// Whether `b` is a sequence of msgpack values none nested deeper than `max_depth` (a walk with an
+// explicit stack of the containers' remaining element counts; truncated input is left to the
+// real parser to reject). Depth counts arrays and maps.
+bool shallow_msgpack(std::string_view b, std::size_t max_depth) {
+  std::vector<std::uint64_t> left;  // elements still to read in each open container
+  std::size_t i = 0;
+  auto be = [&](std::size_t at, int bytes) {
+    std::uint64_t v = 0;
+    for (int k = 0; k < bytes; ++k) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<std::size_t>(k)]);
+    return v;
+  };
+  while (i < b.size()) {
+    const auto c = static_cast<unsigned char>(b[i]);
+    std::uint64_t skip = 0, children = 0;
+    bool container = false;
+    auto need = [&](std::size_t bytes) { return i + bytes <= b.size(); };
+    if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
+      skip = 1;
+    } else if ((c & 0xe0) == 0xa0) {
+      skip = 1 + (c & 0x1f);
+    } else if ((c & 0xf0) == 0x90 || (c & 0xf0) == 0x80) {
+      container = true;
+      children = static_cast<std::uint64_t>(c & 0x0f) * ((c & 0xf0) == 0x80 ? 2 : 1);
+      skip = 1;
+    } else {
+      switch (c) {
+        case 0xcc: case 0xd0: skip = 2; break;
+        case 0xcd: case 0xd1: skip = 3; break;
+        case 0xce: case 0xd2: case 0xca: skip = 5; break;
+        case 0xcf: case 0xd3: case 0xcb: skip = 9; break;
+        case 0xd4: skip = 3; break;
+        case 0xd5: skip = 4; break;
+        case 0xd6: skip = 6; break;
+        case 0xd7: skip = 10; break;
+        case 0xd8: skip = 18; break;
+        case 0xc4: case 0xd9: if (!need(2)) return true; skip = 2 + be(i + 1, 1); break;
+        case 0xc5: case 0xda: if (!need(3)) return true; skip = 3 + be(i + 1, 2); break;
+        case 0xc6: case 0xdb: if (!need(5)) return true; skip = 5 + be(i + 1, 4); break;
+        case 0xc7: if (!need(2)) return true; skip = 3 + be(i + 1, 1); break;
+        case 0xc8: if (!need(3)) return true; skip = 4 + be(i + 1, 2); break;
+        case 0xc9: if (!need(5)) return true; skip = 6 + be(i + 1, 4); break;
+        case 0xdc: case 0xde:
+          if (!need(3)) return true;
+          container = true;
+          children = be(i + 1, 2) * (c == 0xde ? 2 : 1);
+          skip = 3;
+          break;
+        case 0xdd: case 0xdf:
+          if (!need(5)) return true;
+          container = true;
+          children = be(i + 1, 4) * (c == 0xdf ? 2 : 1);
+          skip = 5;
+          break;
+        default:
+          return true;  // 0xc1 (never used): the parser refuses it
+      }
+    }
+    if (skip > b.size() - i) return true;  // truncated: the parser says so
+    i += static_cast<std::size_t>(skip);
+    if (!left.empty()) --left.back();
+    if (container && children > 0) {
+      if (left.size() + 1 > max_depth) return false;
+      left.push_back(children);
+    }
+    while (!left.empty() && left.back() == 0) left.pop_back();
+  }
+  return true;
+}
+
+constexpr std::int64_t max_seq = std::int64_t{1} << 62;
+
 }  // namespace
 
 std::string decode_event_batch(const std::string& msgpack, kv_batch& out) {
+  // nlohmann's msgpack parser recurses per nesting level: a payload nested deeper than any
+  // event batch is refused first, so that a crafted one cannot exhaust the stack.
+  if (!shallow_msgpack(msgpack, 32)) return "the payload is not msgpack nested at most 32 deep";
   const json j = json::from_msgpack(msgpack, /*strict=*/true, /*allow_exceptions=*/false);
   if (j.is_discarded()) return "the payload is not msgpack";
   const json* ts = nullptr;
@@ -198,7 +272,8 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
         throw trace_error(path, n, "not a kvtk KV-event recording (its first line is "
                                    "{\"kvtk_events\": 1, ...}; kvtk trace record writes them)");
       }
-      rec.engine = j.value("engine", "");
+      if (j.contains("engine") && !j["engine"].is_string()) throw trace_error(path, n, "'engine' is not a string");
+      rec.engine = j.contains("engine") ? j["engine"].get<std::string>() : "";
       if (!engine.empty() && rec.engine != engine) {
         throw trace_error(path, n, "was recorded from " + (rec.engine.empty() ? std::string("an unnamed engine") : rec.engine) +
                                        ", not " + engine);
@@ -218,6 +293,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
         throw trace_error(path, n, "a gap line without integer first <= last");
       }
       const auto first = g["first"].get<std::int64_t>(), last = g["last"].get<std::int64_t>();
+      if (first < 0 || last >= max_seq) throw trace_error(path, n, "a gap outside sequence numbers [0, 2^62)");
       if (last_seq && first <= *last_seq) throw trace_error(path, n, "a gap before the last batch");
       rec.gaps.emplace_back(first, last);
       rec.lost_batches += static_cast<std::uint64_t>(last - first + 1);
@@ -229,6 +305,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
       throw trace_error(path, n, "a batch line without an integer \"seq\" and a base64 \"payload\"");
     }
     batch.seq = j["seq"].get<std::int64_t>();
+    if (batch.seq < 0 || batch.seq >= max_seq) throw trace_error(path, n, "sequence number outside [0, 2^62)");
     if (last_seq && batch.seq <= *last_seq) {
       throw trace_error(path, n, "sequence number " + std::to_string(batch.seq) + " after " +
                                      std::to_string(*last_seq) + " (a recording is in sequence order)");

@@ -74,6 +74,7 @@ std::string take_time(std::string_view key, const jsonl::value& v, line_fields& 
 
 // Reads a turn number (a non-negative integer below 2^32) into `r`; returns a problem or "".
 std::string take_turn(std::string_view key, const jsonl::value& v, line_fields& r) {
+  if (v.type == jsonl::kind::null) return {};  // absent
   std::uint64_t t = 0;
   if (auto e = want_count(key, v, t); !e.empty()) return e;
   if (t >= kvtk::prefix::no_turn) return "'" + std::string(key) + "' is not below 2^32-1";
