@@ -70,14 +70,9 @@ bool hash_bytes(const json& j, std::string& out) {
   return false;
 }
 
-// The fields of BlockStored / BlockRemoved in the engines' declaration order (the positions of
-// the array-like encoding, after the tag).
-constexpr std::array<const char*, 8> stored_fields = {
-    "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
-    "lora_name", "extra_keys"};
-constexpr std::array<const char*, 2> removed_fields = {"block_hashes", "medium"};
-
-// The event's field `name` (index `pos` of the array-like form); null when absent.
+// The event's field `name` (index `pos` of the array-like form, after the tag, in the engines'
+// declaration order: BlockStored block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+// medium, lora_name, extra_keys; BlockRemoved block_hashes, medium); null when absent.
 const json& field(const json& e, bool array_like, std::size_t pos, const char* name) {
   static const json null;
   if (array_like) return pos + 1 < e.size() ? e[pos + 1] : null;
