@@ -394,16 +394,15 @@ void writer::add(const request_record& r) {
   const double at = r.arrival_s.value_or(std::nan(""));
   const std::uint64_t out = r.output_length.value_or(0), ses = r.session.value_or(0);
   const std::uint32_t pri = r.priority.value_or(kvtk::access_hint{}.priority);
-  std::uint32_t ten = 0;
-  if (!r.tenant.empty()) {
-    const auto [it, fresh] =
-        tenant_index_.try_emplace(std::string(r.tenant), static_cast<std::uint32_t>(0));
-    if (fresh) {
-      it->second = static_cast<std::uint32_t>(tenant_names_.size());
-      tenant_names_.push_back(it->first);
-    }
-    ten = it->second + 1;  // index 0 is the "no tenant" name
-  }
+  // A name's index in its table: 0 is "none", so the first name is 1.
+  auto intern = [](std::string_view name, std::unordered_map<std::string, std::uint32_t>& index,
+                   std::vector<std::string>& names) -> std::uint32_t {
+    if (name.empty()) return 0;
+    const auto [it, fresh] = index.try_emplace(std::string(name), static_cast<std::uint32_t>(names.size()));
+    if (fresh) names.push_back(it->first);
+    return it->second + 1;
+  };
+  const std::uint32_t ten = intern(r.tenant, tenant_index_, tenant_names_);
   put(arrival, &at, 8);
   put(output, &out, 8);
   put(priority, &pri, 4);
@@ -413,15 +412,7 @@ void writer::add(const request_record& r) {
   const std::uint64_t rid = r.request_id.value_or(kvtk::prefix::no_parent),
                       par = r.parent.value_or(kvtk::prefix::no_parent);
   const std::uint32_t trn = r.turn.value_or(kvtk::prefix::no_turn);
-  std::uint32_t knd = 0;
-  if (!r.kind.empty()) {
-    const auto [it, fresh] = kind_index_.try_emplace(std::string(r.kind), static_cast<std::uint32_t>(0));
-    if (fresh) {
-      it->second = static_cast<std::uint32_t>(kind_names_.size());
-      kind_names_.push_back(it->first);
-    }
-    knd = it->second + 1;  // index 0 is the "no kind" name
-  }
+  const std::uint32_t knd = intern(r.kind, kind_index_, kind_names_);
   put(id, &rid, 8);
   put(parent, &par, 8);
   put(turn, &trn, 4);

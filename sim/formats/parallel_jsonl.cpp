@@ -155,34 +155,26 @@ void append(kvtk::prefix::prefix_trace& a, kvtk::prefix::prefix_trace&& b) {
   column(a.priority, b.priority, kvtk::access_hint{}.priority);
   column(a.session, b.session, std::uint64_t{0});
   column(a.request_block_tokens, b.request_block_tokens, a.block_tokens);
-  if (!b.tenant.empty()) {  // b's tenant indexes point into b's names: map them to a's
-    if (a.tenant_names.empty()) a.tenant_names.emplace_back();  // 0 = no tenant
+  // b's name indexes point into b's table: map them into a's (name 0, "", is none in both).
+  auto remap = [](std::vector<std::uint32_t>& b_index, const std::vector<std::string>& b_names,
+                  std::vector<std::string>& a_names) {
+    if (b_index.empty()) return;
+    if (a_names.empty()) a_names.emplace_back();
     std::unordered_map<std::string, std::uint32_t> index;
-    for (std::uint32_t i = 0; i < a.tenant_names.size(); ++i) index.emplace(a.tenant_names[i], i);
-    for (std::uint32_t& x : b.tenant) {
+    for (std::uint32_t i = 0; i < a_names.size(); ++i) index.emplace(a_names[i], i);
+    for (std::uint32_t& x : b_index) {
       if (x == 0) continue;
-      const auto [it, fresh] =
-          index.try_emplace(b.tenant_names[x], static_cast<std::uint32_t>(a.tenant_names.size()));
-      if (fresh) a.tenant_names.push_back(it->first);
+      const auto [it, fresh] = index.try_emplace(b_names[x], static_cast<std::uint32_t>(a_names.size()));
+      if (fresh) a_names.push_back(it->first);
       x = it->second;
     }
-  }
+  };
+  remap(b.tenant, b.tenant_names, a.tenant_names);
   column(a.tenant, b.tenant, std::uint32_t{0});
   column(a.request_id, b.request_id, kvtk::prefix::no_parent);
   column(a.parent, b.parent, kvtk::prefix::no_parent);
   column(a.turn, b.turn, kvtk::prefix::no_turn);
-  if (!b.kind.empty()) {  // as tenants: b's indexes into b's names, mapped to a's
-    if (a.kind_names.empty()) a.kind_names.emplace_back();
-    std::unordered_map<std::string, std::uint32_t> index;
-    for (std::uint32_t i = 0; i < a.kind_names.size(); ++i) index.emplace(a.kind_names[i], i);
-    for (std::uint32_t& x : b.kind) {
-      if (x == 0) continue;
-      const auto [it, fresh] =
-          index.try_emplace(b.kind_names[x], static_cast<std::uint32_t>(a.kind_names.size()));
-      if (fresh) a.kind_names.push_back(it->first);
-      x = it->second;
-    }
-  }
+  remap(b.kind, b.kind_names, a.kind_names);
   column(a.kind, b.kind, std::uint32_t{0});
   const std::uint64_t base = a.keys.size();
   a.keys.insert(a.keys.end(), b.keys.begin(), b.keys.end());

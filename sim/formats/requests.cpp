@@ -450,14 +450,16 @@ void trace_builder::add(const request_record& r) {
          kvtk::access_hint{}.priority);
   column(t_.session, any_session_, r.session.has_value(), r.session.value_or(0),
          std::uint64_t{0});
-  std::uint32_t tenant = 0;
-  if (!r.tenant.empty()) {
-    if (t_.tenant_names.empty()) t_.tenant_names.emplace_back();  // 0 = no tenant
-    const auto [it, fresh] = tenant_index_.try_emplace(
-        std::string(r.tenant), static_cast<std::uint32_t>(t_.tenant_names.size()));
-    if (fresh) t_.tenant_names.push_back(it->first);
-    tenant = it->second;
-  }
+  // A name's index in its table, whose name 0 ("") means none.
+  auto intern = [](std::string_view name, std::unordered_map<std::string, std::uint32_t>& index,
+                   std::vector<std::string>& names) -> std::uint32_t {
+    if (name.empty()) return 0;
+    if (names.empty()) names.emplace_back();
+    const auto [it, fresh] = index.try_emplace(std::string(name), static_cast<std::uint32_t>(names.size()));
+    if (fresh) names.push_back(it->first);
+    return it->second;
+  };
+  const std::uint32_t tenant = intern(r.tenant, tenant_index_, t_.tenant_names);
   column(t_.tenant, any_tenant_, !r.tenant.empty(), tenant, std::uint32_t{0});
   column(t_.request_block_tokens, mixed_block_size_, r.block_tokens != t_.block_tokens,
          r.block_tokens, t_.block_tokens);
@@ -467,14 +469,7 @@ void trace_builder::add(const request_record& r) {
          kvtk::prefix::no_parent);
   column(t_.turn, any_turn_, r.turn.has_value(), r.turn.value_or(kvtk::prefix::no_turn),
          kvtk::prefix::no_turn);
-  std::uint32_t kind = 0;
-  if (!r.kind.empty()) {
-    if (t_.kind_names.empty()) t_.kind_names.emplace_back();  // 0 = no kind
-    const auto [it, fresh] =
-        kind_index_.try_emplace(std::string(r.kind), static_cast<std::uint32_t>(t_.kind_names.size()));
-    if (fresh) t_.kind_names.push_back(it->first);
-    kind = it->second;
-  }
+  const std::uint32_t kind = intern(r.kind, kind_index_, t_.kind_names);
   column(t_.kind, any_kind_, !r.kind.empty(), kind, std::uint32_t{0});
   t_.add(r.keys, r.input_length);
 }
