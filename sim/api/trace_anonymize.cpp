@@ -89,7 +89,9 @@ void validate(trace_anonymize_options& o) {
   check_request_format(o.format);
   if (o.output.empty()) throw usage_error("-o: give the output file, or - for stdout");
   if (!std::isfinite(o.time_shift_s) || std::fabs(o.time_shift_s) > limits::max_arrival_s) {
-    throw usage_error("--time-shift: " + std::to_string(o.time_shift_s) +
+    char given[32];
+    std::snprintf(given, sizeof given, "%g", o.time_shift_s);
+    throw usage_error(std::string("--time-shift: ") + given +
                       " s is not a finite number of seconds within 1e12");
   }
   if (!o.salt_file.empty()) (void)read_salt(o.salt_file);
