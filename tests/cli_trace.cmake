@@ -133,6 +133,18 @@ expect(3 "first divergence: stored block #" check-engine --events ${EVENTS} --tr
        --gpu-blocks 65)
 expect(2 "--gpu-blocks: give the engine's logged number" check-engine --events ${EVENTS}
        --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 1)
+# SGLang 0.5.23's own recording of the same log (64 pages of 16 tokens): the same checks.
+set(SGL_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/sglang_events_example.jsonl)
+expect(0 "40 event batches: 550 blocks stored \\(the engine's misses\\), 507 removed"
+       trace import ${SGL_EVENTS} --format sglang-events --to ids -o ${WORK_DIR}/sglang_misses.ids)
+expect(2 "--format sglang-events: --engine must be sglang" trace import ${SGL_EVENTS} --format sglang-events
+       --engine vllm --to ids -o ${WORK_DIR}/x.ids)
+expect(0 "wrote 40 requests" trace import ${ILOG} -o ${WORK_DIR}/sglang_nolora.kvtb --engine sglang
+       --field-lora no_lora --field-lora-path no_lora_path)
+expect(0 "no divergence" check-engine --engine sglang --events ${SGL_EVENTS} --trace ${WORK_DIR}/sglang_nolora.kvtb
+       --gpu-blocks 64)
+expect(3 "first divergence: stored block #66" check-engine --engine sglang --events ${SGL_EVENTS}
+       --trace ${WORK_DIR}/sglang_nolora.kvtb --gpu-blocks 60)
 # A Dynamo request trace (DYN_REQUEST_TRACE records, tests/data/import/make_examples.py).
 expect(0 "wrote 39 requests \\(14706 tokens, blocks of 64 tokens\\) from a Dynamo request trace"
        trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_request_trace_example.jsonl --format dynamo

@@ -9,8 +9,10 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,9 @@ using json = nlohmann::json;
 
 const std::string import_dir = KVTK_TEST_DATA_DIR "/../import";
 const std::string recording = import_dir + "/vllm_events_example.jsonl";
+// SGLang 0.5.23's RadixCache and ZmqEventPublisher serving the same log, 64 pages of 16 tokens
+// (tools/engine-check/record_sglang_events.sh).
+const std::string sglang_recording = import_dir + "/sglang_events_example.jsonl";
 
 std::string tmp(const std::string& name) {
   return (fs::temp_directory_path() / ("kvtk_events_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -47,32 +52,37 @@ std::string b64(const std::vector<std::uint8_t>& bytes) {
   return out;
 }
 
-// The example's requests as a trace (LoRA fields renamed away: the recording left LoRA out).
-const std::string& requests_trace() {
-  static const std::string path = [] {
+// The example's requests as a trace (LoRA fields renamed away: the recordings left LoRA out),
+// with vLLM's block keys or SGLang's page keys.
+const std::string& requests_trace(const std::string& engine = "vllm") {
+  static std::map<std::string, std::string> paths;
+  if (const auto it = paths.find(engine); it != paths.end()) return it->second;
+  return paths[engine] = [&] {
     kvtk::sim::trace_import_options o;
+    o.engine = engine;
     o.log = import_dir + "/token_ids_example.jsonl";
-    o.output = tmp("requests.kvtb");
+    o.output = tmp("requests_" + engine + ".kvtb");
     o.field_lora = "no_lora";
     o.field_lora_path = "no_lora_path";
     o.force = true;
     (void)kvtk::sim::run(o);
     return o.output;
   }();
-  return path;
 }
 
-kvtk::sim::check_engine_options check(const std::string& events) {
+kvtk::sim::check_engine_options check(const std::string& events, const std::string& engine = "vllm") {
   kvtk::sim::check_engine_options o;
   o.events = events;
-  o.trace = requests_trace();
+  o.engine = engine;
+  o.trace = requests_trace(engine);
   o.gpu_blocks = 64;
   return o;
 }
 
 // The recording's lines, a function applied to each batch's decoded payload, written anew.
-std::string edited(const std::string& name, const std::function<void(std::int64_t seq, json& batch)>& edit) {
-  std::ifstream in(recording);
+std::string edited(const std::string& name, const std::function<void(std::int64_t seq, json& batch)>& edit,
+                   const std::string& source = recording) {
+  std::ifstream in(source);
   const std::string out = tmp(name);
   std::ofstream o(out);
   std::string line;
@@ -212,6 +222,135 @@ TEST_CASE("check-engine: no divergence on vLLM's own recording; a removed block 
   r = kvtk::sim::run(check(lost));
   CHECK_FALSE(r.equal);
   for (const auto& f : {cut, arrays, lost}) fs::remove(f);
+}
+
+TEST_CASE("kv events: SGLang's own recording decodes and check-engine finds no divergence", "[events]") {
+  std::uint64_t stored = 0, removed = 0, cleared = 0, batches = 0;
+  const auto rec = kvtk::sim::read_kv_events(sglang_recording, "sglang", [&](const kvtk::sim::kv_batch& b) {
+    ++batches;
+    for (const auto& e : b.events) {
+      if (e.type == kvtk::sim::kv_event::kind::stored) {
+        stored += e.hashes.size();  // one event per new radix node, its pages coalesced
+        CHECK(e.token_ids.size() == e.hashes.size() * 16);
+        CHECK(e.block_size == 16);
+      } else if (e.type == kvtk::sim::kv_event::kind::removed) {
+        removed += e.hashes.size();
+      } else {
+        ++cleared;
+        CHECK(batches == 1);  // RadixCache's reset() at start-up
+      }
+    }
+  });
+  CHECK((rec.ended && rec.engine == "sglang"));
+  CHECK((batches == 40 && stored == 550 && removed == 507 && cleared == 1));
+  CHECK_THROWS_WITH(kvtk::sim::read_kv_events(sglang_recording, "vllm", [](const kvtk::sim::kv_batch&) {}),
+                    Catch::Contains("was recorded from sglang, not vllm"));
+
+  // The miss stream: derived keys (SGLang's page hash of each event's tokens chained from its
+  // parent) equal SGLang's own hashes, and every one is a page of the requests.
+  kvtk::sim::trace_import_options o;
+  o.log = sglang_recording;
+  o.format = "sglang-events";
+  o.block_tokens = 16;
+  o.to = "ids";
+  o.force = true;
+  std::vector<std::string> outputs;
+  for (const char* keys : {"derived", "engine"}) {
+    o.keys = keys;
+    o.output = tmp(std::string("sglang_") + keys + ".ids");
+    const auto imported = kvtk::sim::run(o);
+    CHECK((imported.stored_blocks == 550 && imported.removed_blocks == 507 && imported.unresolved_blocks == 0));
+    CHECK(imported.engine == "sglang");
+    std::ifstream in(o.output);
+    outputs.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    fs::remove(o.output);
+  }
+  CHECK(outputs[0] == outputs[1]);
+  std::set<std::string> pages;
+  kvtk::sim::for_each_request(requests_trace("sglang"), kvtk::sim::trace_format::kvtb, 0, {}, nullptr,
+                              [&](const kvtk::sim::request_record& q) {
+                                for (auto k : q.keys) pages.insert(std::to_string(k));
+                              });
+  std::istringstream ids(outputs[0]);
+  std::string k;
+  std::uint64_t n = 0, known = 0;
+  while (ids >> k) ++n, known += pages.count(k);
+  CHECK((n == 550 && known == 550));
+  o.engine = "vllm";  // the format names the engine
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("--engine must be sglang"));
+
+  auto r = kvtk::sim::run(check(sglang_recording, "sglang"));
+  INFO(r.first_divergence);
+  CHECK(r.equal);
+  CHECK((r.requests == 40 && r.recorded_stored == 550 && r.predicted_stored == 550));
+  CHECK((r.recorded_removed == 507 && r.predicted_removed == 507 && r.cleared == 0));
+  auto engine_keys = check(sglang_recording, "sglang");
+  engine_keys.keys = "engine";  // SGLang's hash has no seed: its own int64s are kvtk's keys
+  CHECK(kvtk::sim::run(engine_keys).equal);
+  auto smaller = check(sglang_recording, "sglang");
+  smaller.gpu_blocks = 60;
+  CHECK_FALSE(kvtk::sim::run(smaller).equal);
+  // vLLM's model of an SGLang recording is refused at the header, not compared.
+  auto wrong = check(sglang_recording, "vllm");
+  CHECK_THROWS_WITH(kvtk::sim::run(wrong), Catch::Contains("was recorded from sglang"));
+
+  // The last page of the first multi-page store after batch 10 removed by hand: that page is
+  // the first divergence.
+  std::uint64_t stored_before = 0;
+  bool cut_done = false;
+  const std::string cut = edited("sglang_cut.jsonl", [&](std::int64_t seq, json& batch) {
+    for (auto& e : batch[1]) {
+      if (e["type"] != "BlockStored" || cut_done) continue;
+      if (seq >= 10 && e["block_hashes"].size() >= 2) {
+        e["block_hashes"].erase(e["block_hashes"].size() - 1);
+        auto& t = e["token_ids"];
+        t.erase(t.begin() + static_cast<std::ptrdiff_t>(t.size() - 16), t.end());
+        cut_done = true;
+      }
+      stored_before += e["block_hashes"].size();
+    }
+  }, sglang_recording);
+  REQUIRE(cut_done);
+  r = kvtk::sim::run(check(cut, "sglang"));
+  CHECK_FALSE(r.equal);
+  CHECK(r.divergence["stored"]["index"] == stored_before);
+
+  // SGLang's array-like layout (fields after medium: cache_salt, session_id, lora_name) with a
+  // session id: read by position, the session kept, the streams unchanged.
+  const std::string arrays = edited("sglang_arrays.jsonl", [&](std::int64_t, json& batch) {
+    for (auto& e : batch[1]) {
+      json a = json::array({e["type"]});
+      if (e["type"] == "BlockStored") {
+        for (const char* f : {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"}) {
+          a.push_back(e.value(f, json()));
+        }
+        a.push_back(nullptr);     // cache_salt
+        a.push_back("chat-7");    // session_id
+        a.push_back(nullptr);     // lora_name
+      } else if (e["type"] == "BlockRemoved") {
+        a.push_back(e["block_hashes"]);
+        a.push_back(e.value("medium", json()));
+      }
+      e = a;
+    }
+  }, sglang_recording);
+  std::uint64_t with_session = 0;
+  (void)kvtk::sim::read_kv_events(arrays, "sglang", [&](const kvtk::sim::kv_batch& b) {
+    for (const auto& e : b.events) with_session += e.session_id == std::optional<std::string>("chat-7");
+  });
+  CHECK(with_session == 40);
+  CHECK(kvtk::sim::run(check(arrays, "sglang")).equal);
+  // A cache_salt page is namespaced by SGLang: derived keys refuse to guess it.
+  const std::string salted = edited("sglang_salted.jsonl", [&](std::int64_t seq, json& batch) {
+    if (seq != 3) return;
+    for (auto& e : batch[1]) {
+      if (e["type"] == "BlockStored") e["cache_salt"] = "tenant-a";
+    }
+  }, sglang_recording);
+  r = kvtk::sim::run(check(salted, "sglang"));
+  CHECK_FALSE(r.equal);
+  CHECK(r.unresolved_blocks > 0);
+  for (const auto& f : {cut, arrays, salted}) fs::remove(f);
 }
 
 TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {

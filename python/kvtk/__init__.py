@@ -208,13 +208,14 @@ def trace_gen(output: Union[str, "os.PathLike[str]"], profile: str = "mixed",
 
 
 def import_trace(log: Union[str, "os.PathLike[str]"], output: Union[str, "os.PathLike[str]"],
-                 engine: str = "vllm", block_tokens: int = 16, force: bool = False,
+                 engine: Optional[str] = None, block_tokens: int = 16, force: bool = False,
                  progress: Progress = None, format: str = "token-ids",
                  tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
                  chat_template: Optional[Union[str, "os.PathLike[str]"]] = None,
                  model: Optional[str] = None, **options: Any) -> dict:
     """``kvtk trace import``: a request log written to `output` as a kvtk trace whose keys are
-    `engine`'s block hashes (vLLM: ``hash_algo``, ``hash_seed`` = its PYTHONHASHSEED).
+    `engine`'s block hashes (vLLM: ``hash_algo``, ``hash_seed`` = its PYTHONHASHSEED; the
+    default is the format's engine: SGLang for "sglang-events", else vLLM).
 
     format="token-ids": a JSONL or CSV log (``log_format``), or a Parquet one (a ``.parquet``
     name or ``log_format="parquet"``; needs pyarrow), one request per line or row:
@@ -231,8 +232,9 @@ def import_trace(log: Union[str, "os.PathLike[str]"], output: Union[str, "os.Pat
     Returns requests, tokens, full_blocks, seconds and the hashing rate (tokens_per_s over
     ``threads``); for Python-read logs also ``log_format`` and ``skipped_other_model``."""
     log = os.fspath(log)
-    given = dict(output=os.fspath(output), engine=engine, block_tokens=block_tokens, force=force,
-                 **options)
+    given = dict(output=os.fspath(output), block_tokens=block_tokens, force=force, **options)
+    if engine is not None:
+        given["engine"] = engine
     parquet = format == "token-ids" and (options.get("log_format") == "parquet" or (
         options.get("log_format", "auto") == "auto" and log.lower().endswith(".parquet")))
     if format not in ("openai-chat",) and not parquet:

@@ -10,6 +10,7 @@
 #include "api/trace_options.hpp"
 #include "api/usage_error.hpp"
 #include "formats/kv_events.hpp"
+#include "kvtk/prefix/sglang_radix_cache.hpp"
 #include "kvtk/prefix/vllm_block_pool.hpp"
 
 namespace kvtk::sim {
@@ -39,13 +40,15 @@ check_engine_options check_engine_options_from_json(const nlohmann::json& j) {
 void validate(check_engine_options& o) {
   if (o.events.empty()) throw usage_error("--events: give the recording (kvtk trace record's file)");
   if (o.trace.empty()) throw usage_error("--trace: give the requests the engine served");
-  if (o.engine != "vllm") {
-    throw usage_error("--engine: '" + o.engine + "': check-engine models vllm (SGLang's events "
-                                                 "are not read yet)");
+  if (o.engine != "vllm" && o.engine != "sglang") {
+    throw usage_error("--engine: '" + o.engine + "' is not vllm or sglang");
   }
-  if (o.gpu_blocks < 2 || o.gpu_blocks > (std::uint64_t{1} << 31)) {
-    throw usage_error("--gpu-blocks: give the engine's logged number of GPU blocks (2 to 2^31; "
-                      "vLLM's count includes its null block)");
+  if (o.gpu_blocks < 2 || o.gpu_blocks >= (std::uint64_t{1} << 31)) {
+    throw usage_error("--gpu-blocks: give the engine's logged number of GPU blocks (2 to 2^31 - 1; "
+                      "vLLM's count includes its null block; SGLang: max_total_num_tokens / page size)");
+  }
+  if (o.engine == "sglang" && (o.hash_algo != "sha256" || !o.hash_seed.empty())) {
+    throw usage_error("--hash-algo and --hash-seed are vLLM's: SGLang's page hashes have neither");
   }
   if (o.block_tokens == 0 || o.block_tokens > (1u << 20)) {
     throw usage_error("--block-tokens: " + std::to_string(o.block_tokens) + " is outside [1, 2^20]");
@@ -106,23 +109,81 @@ nlohmann::json first_difference(const char* stream, const std::vector<entry>& re
   return d;
 }
 
+
+// The trace's requests, checked against the engine's block size, in order.
+template <class F>
+std::uint64_t each_request(const check_engine_options& o, F&& f) {
+  std::uint64_t request = 0;
+  for_each_request(o.trace, *parse_format_name(o.format), o.block_tokens, {}, nullptr,
+                   [&](const request_record& q) {
+                     if (q.block_tokens != o.block_tokens) {
+                       throw trace_error(o.trace, q.line, "has blocks of " + std::to_string(q.block_tokens) +
+                                                              " tokens, the engine's are " +
+                                                              std::to_string(o.block_tokens));
+                     }
+                     f(q, request++);
+                   });
+  return request;
+}
+
+// vLLM's BlockPool (gpu_blocks - 1 usable: the null block): a request stores the full blocks past
+// its hit; evictions in the pool's order.
+std::uint64_t predict_vllm(const check_engine_options& o, std::vector<entry>& stored, std::vector<entry>& removed) {
+  kvtk::prefix::vllm_block_pool pool(static_cast<std::uint32_t>(o.gpu_blocks - 1));
+  pool.log_evictions();
+  std::vector<std::uint32_t> held;
+  return each_request(o, [&](const request_record& q, std::uint64_t request) {
+    const std::uint64_t L = q.input_length, bt = o.block_tokens;
+    const std::uint64_t full = std::min<std::uint64_t>(L / bt, q.keys.size());
+    held.resize(std::max<std::size_t>(held.size(), (L + bt - 1) / bt));
+    const auto res = pool.run_request(q.keys.first(full), L, o.block_tokens, held);
+    pool.drain_evictions([&](kvtk::block_key k, std::uint32_t depth) { removed.push_back({k, request, depth, 0}); });
+    if (!res.scheduled) return;
+    for (std::uint64_t i = res.hit_blocks; i < full; ++i) stored.push_back({q.keys[i], request, i, 0});
+  });
+}
+
+// SGLang's RadixCache (gpu_blocks pages): a request stores the pages of the leaf its insert adds
+// (the last `added` full pages: RadixCache._insert_helper publishes one BlockStored per new node),
+// and evicted leaves are removed whole, in eviction order (one BlockRemoved per node). The steps
+// are sglang_radix_cache::run_request's, with checkpoint() in place of finish() to learn `added`.
+std::uint64_t predict_sglang(const check_engine_options& o, std::vector<entry>& stored, std::vector<entry>& removed) {
+  kvtk::prefix::sglang_radix_cache cache(static_cast<std::uint32_t>(o.gpu_blocks));
+  cache.log_evictions();
+  return each_request(o, [&](const request_record& q, std::uint64_t request) {
+    const std::uint64_t L = q.input_length, bt = o.block_tokens;
+    if (L == 0) return;
+    const std::uint64_t f = std::min<std::uint64_t>(L / bt, q.keys.size());
+    const std::uint64_t n = (L + bt - 1) / bt;
+    if (n > cache.capacity()) return;  // never scheduled: nothing changes
+    const auto full = q.keys.first(f);
+    const auto capped = std::min<std::uint64_t>((L - 1) / bt, f);
+    const auto m = cache.match(full.first(capped));
+    cache.lock(m.node);
+    (void)cache.reserve(n - m.length, 1);
+    const auto c = cache.checkpoint(full);
+    cache.give_back(n - m.length - c.added);
+    cache.unlock(m.node);
+    cache.drain_evictions([&](kvtk::block_key k, std::uint32_t depth) { removed.push_back({k, request, depth, 0}); });
+    for (std::uint64_t i = f - c.added; i < f; ++i) stored.push_back({q.keys[i], request, i, 0});
+  });
+}
+
 }  // namespace
 
 check_engine_result run(check_engine_options o) {
   validate(o);
   check_engine_result r;
   // What the engine did.
-  kvtk::prefix::vllm_hash_options h;
-  h.algo = kvtk::prefix::parse_vllm_hash_algo(o.hash_algo);
-  h.block_size = o.block_tokens;
-  if (!o.hash_seed.empty()) h.none_hash_seed = o.hash_seed;
-  event_keys keys(h, o.keys == "derived");
+  event_keys keys = make_event_keys(o.engine, o.block_tokens, o.hash_algo, o.hash_seed, o.keys == "derived");
   std::vector<entry> rec_stored, rec_removed;
   std::vector<std::optional<kvtk::block_key>> got;
-  const kv_recording recording = read_kv_events(o.events, "vllm", [&](const kv_batch& b) {
+  const kv_recording recording = read_kv_events(o.events, o.engine, [&](const kv_batch& b) {
     for (const kv_event& e : b.events) {
       if (e.type == kv_event::kind::cleared) {
-        ++r.cleared;
+        // SGLang's RadixCache publishes one when it starts (reset()): a clear before anything was
+        // stored changes nothing.
+        if (!rec_stored.empty()) ++r.cleared;
         continue;
       }
       if (!e.medium.empty() && e.medium != "GPU") {
@@ -149,33 +210,10 @@ check_engine_result run(check_engine_options o) {
   r.lost_batches = recording.lost_batches + recording.unrecorded_seqs;
   r.recording_ended = recording.ended;
   // What kvtk's model of the engine does with the same requests, one at a time.
-  kvtk::prefix::vllm_block_pool pool(static_cast<std::uint32_t>(o.gpu_blocks - 1));
-  pool.log_evictions();
-  std::vector<std::uint32_t> held;
   std::vector<entry> pred_stored, pred_removed;
-  std::uint64_t request = 0;
-  for_each_request(o.trace, *parse_format_name(o.format), o.block_tokens, {}, nullptr,
-                   [&](const request_record& q) {
-                     if (q.block_tokens != o.block_tokens) {
-                       throw trace_error(o.trace, q.line, "has blocks of " + std::to_string(q.block_tokens) +
-                                                              " tokens, the engine's are " +
-                                                              std::to_string(o.block_tokens));
-                     }
-                     const std::uint64_t L = q.input_length, bt = o.block_tokens;
-                     const std::uint64_t full = std::min<std::uint64_t>(L / bt, q.keys.size());
-                     held.resize(std::max<std::size_t>(held.size(), (L + bt - 1) / bt));
-                     const auto res = pool.run_request(q.keys.first(full), L, o.block_tokens, held);
-                     pool.drain_evictions([&](kvtk::block_key k, std::uint32_t depth) {
-                       pred_removed.push_back({k, request, depth, 0});
-                     });
-                     if (res.scheduled) {
-                       for (std::uint64_t i = res.hit_blocks; i < full; ++i) {
-                         pred_stored.push_back({q.keys[i], request, i, 0});
-                       }
-                     }
-                     ++request;
-                   });
-  r.requests = request;
+  const std::uint64_t requests = o.engine == "sglang" ? predict_sglang(o, pred_stored, pred_removed)
+                                                      : predict_vllm(o, pred_stored, pred_removed);
+  r.requests = requests;
   r.recorded_stored = rec_stored.size();
   r.predicted_stored = pred_stored.size();
   r.recorded_removed = rec_removed.size();

@@ -8,7 +8,8 @@
 //   o.gpu_blocks = 1025;           // vLLM's log line "GPU KV cache size: ... (# GPU blocks)"
 //   auto r = kvtk::sim::run(o);    // r.equal, r.first_divergence
 //
-// What is compared (vLLM 0.33.0, one full-attention group, prefix caching on): the stream of
+// What is compared (vLLM 0.33.0, one full-attention group, prefix caching on; or SGLang 0.5.23's
+// RadixCache, LRU, through include/kvtk/prefix/sglang_radix_cache.hpp): the stream of
 // blocks the engine stored (BlockStored: the blocks each request newly cached, in order) and the
 // stream it removed (BlockRemoved: the cached blocks it evicted to make room, in order), each
 // against kvtk's vllm_block_pool (include/kvtk/prefix/vllm_block_pool.hpp) running the trace's
@@ -30,10 +31,12 @@ struct check_engine_options {
   std::string events;               ///< the recording (required)
   std::string trace;                ///< the requests (required; any request format)
   std::string format = "auto";      ///< the trace's format
-  std::string engine = "vllm";      ///< whose model: vllm
+  std::string engine = "vllm";      ///< whose model: vllm | sglang
   std::uint64_t gpu_blocks = 0;     ///< the engine's logged number of GPU blocks (required;
-                                    ///< vLLM counts its null block in it: usable = gpu_blocks - 1)
-  std::uint32_t block_tokens = 16;  ///< the engine's block size (the trace's must equal it)
+                                    ///< vLLM counts its null block in it: usable = gpu_blocks - 1;
+                                    ///< SGLang: max_total_num_tokens / page size, all usable)
+  std::uint32_t block_tokens = 16;  ///< the engine's block size / SGLang page size (the
+                                    ///< trace's must equal it)
   std::string hash_algo = "sha256";  ///< as trace import's, for derived keys
   std::string hash_seed;             ///< as trace import's
   std::string keys = "derived";      ///< derived | engine (api/event_keys.hpp)
@@ -52,6 +55,7 @@ struct check_engine_result {
   std::uint64_t recorded_stored = 0, predicted_stored = 0;
   std::uint64_t recorded_removed = 0, predicted_removed = 0;
   /// lost_batches: gap lines' batches plus sequence numbers skipped without one.
+  /// cleared: AllBlocksCleared after the first stored block (one before it changes nothing).
   std::uint64_t unresolved_blocks = 0, lost_batches = 0, cleared = 0, other_media_events = 0;
   std::string first_divergence;  ///< "" when equal: the first difference, in words
   nlohmann::json divergence;     ///< null when equal: stream, index, recorded and predicted

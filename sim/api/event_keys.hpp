@@ -3,16 +3,19 @@
 // Two ways (`--keys`):
 //  * derived (the default): each stored block's hash is recomputed from what the event carries
 //    (its token ids and its parent's hash, itself derived from the parent's event) with the hash
-//    options the user gives, exactly as `kvtk trace import --format token-ids` computes a
-//    request's keys. The engine's own hashes are used only to find parents, so the keys do not
+//    options the user gives (vLLM) or SGLang's page hash, exactly as `kvtk trace import --format
+//    token-ids` computes a request's keys. The engine's own hashes are used only to find parents, so the keys do not
 //    depend on the engine's NONE_HASH (random per process unless PYTHONHASHSEED was set): a
 //    recording and a token-id import of the same requests get the same keys.
-//  * engine: the engine's own hash, its last 8 bytes big-endian (vLLM's 64-bit form). Equal to the
-//    import's keys only when the engine ran with PYTHONHASHSEED = --hash-seed.
+//  * engine: the engine's own hash, its last 8 bytes big-endian (vLLM's 64-bit form; SGLang's int64
+//    is the first 8 bytes of its page hash, the same bytes kvtk's SGLang key reads). vLLM's equal
+//    the import's keys only when the engine ran with PYTHONHASHSEED = --hash-seed; SGLang's hash
+//    has no seed, so for un-namespaced pages both ways give the same keys.
 // A block whose parent never appeared (the recording started late, or the parent's batch was
 // lost) cannot be derived: it is "unresolved", and so are the blocks chained after it. LoRA blocks
 // (the event names the adapter but vLLM's extra key is its name and path) and blocks with extra
-// keys (multimodal, cache_salt) are unresolved too under `derived`.
+// keys (multimodal, cache_salt; SGLang: a cache_salt, whose pages SGLang namespaces) are
+// unresolved too under `derived`.
 // Memory: one entry per distinct stored hash (about 80 bytes), kept for the whole recording.
 #pragma once
 
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "formats/kv_events.hpp"
+#include "kvtk/prefix/sglang_hash.hpp"
 #include "kvtk/prefix/vllm_hash.hpp"
 
 namespace kvtk::sim {
@@ -32,6 +36,10 @@ class event_keys {
   /// `derive`: derived keys (vLLM's hash with `o`), else the engine's own.
   event_keys(const kvtk::prefix::vllm_hash_options& o, bool derive)
       : opts_(o), derive_(derive), none_(kvtk::prefix::vllm_none_hash(o.algo, o.none_hash_seed)) {}
+  /// SGLang's page hashes (pages of `page_size` tokens), derived or the engine's own.
+  event_keys(std::uint32_t page_size, bool derive) : derive_(derive), sglang_(true) {
+    opts_.block_size = page_size;
+  }
 
   /// Why a block is unresolved.
   enum class unresolved : std::uint8_t { no, parent_unknown, lora, extra_keys, block_size };
@@ -44,7 +52,7 @@ class event_keys {
       for (const auto& h : e.hashes) keys.push_back(engine_key(h));
       return;
     }
-    const kvtk::prefix::block_digest* parent = &none_;
+    const kvtk::prefix::block_digest* parent = sglang_ ? nullptr : &none_;
     bool ok = true;
     if (e.parent) {
       const auto it = digests_.find(*e.parent);
@@ -56,7 +64,7 @@ class event_keys {
       }
     }
     if (ok && e.lora_name) ok = false, why = unresolved::lora;
-    if (ok && e.has_extra_keys) ok = false, why = unresolved::extra_keys;
+    if (ok && (e.has_extra_keys || e.cache_salt)) ok = false, why = unresolved::extra_keys;
     if (ok && e.block_size != opts_.block_size) ok = false, why = unresolved::block_size;
     tokens_.resize(e.block_size);
     for (std::size_t b = 0; b < e.hashes.size(); ++b) {
@@ -67,9 +75,9 @@ class event_keys {
       for (std::size_t t = 0; t < e.block_size; ++t) {
         tokens_[t] = static_cast<std::int64_t>(e.token_ids[b * e.block_size + t]);
       }
-      const auto d = kvtk::prefix::vllm_hash_block(opts_.algo, *parent, tokens_);
+      const auto d = sglang_ ? sglang_page(parent) : kvtk::prefix::vllm_hash_block(opts_.algo, *parent, tokens_);
       parent = &(digests_[e.hashes[b]] = d);
-      keys.push_back(kvtk::prefix::vllm_block_key(d));
+      keys.push_back(key(d));
     }
   }
 
@@ -79,7 +87,7 @@ class event_keys {
     if (!derive_) return engine_key(hash);
     const auto it = digests_.find(hash);
     if (it == digests_.end()) return std::nullopt;
-    return kvtk::prefix::vllm_block_key(it->second);
+    return key(it->second);
   }
 
   /// The engine's 64-bit form of a hash: its last 8 bytes, big-endian.
@@ -91,7 +99,9 @@ class event_keys {
     return k;
   }
 
-  [[nodiscard]] static const char* reason(unresolved u) noexcept {
+  [[nodiscard]] const char* reason(unresolved u) const noexcept {
+    if (sglang_ && u == unresolved::lora) return "a LoRA page (SGLang namespaces it by the adapter's internal id)";
+    if (sglang_ && u == unresolved::extra_keys) return "a page with a cache_salt (SGLang namespaces it)";
     switch (u) {
       case unresolved::parent_unknown:
         return "its parent block was never stored in the recording (recorded late, or a lost batch)";
@@ -108,11 +118,34 @@ class event_keys {
   }
 
  private:
+  [[nodiscard]] kvtk::block_key key(const kvtk::prefix::block_digest& d) const noexcept {
+    return sglang_ ? kvtk::prefix::sglang_block_key(d) : kvtk::prefix::vllm_block_key(d);
+  }
+  // One SGLang page chained after `parent` (nullptr: the root, no seed for un-namespaced pages).
+  [[nodiscard]] kvtk::prefix::block_digest sglang_page(const kvtk::prefix::block_digest* parent) const {
+    kvtk::detail::sha256_digest prior{};
+    if (parent) std::copy_n(parent->data.begin(), prior.size(), prior.begin());
+    return kvtk::prefix::sglang_hash_page(parent ? &prior : nullptr, tokens_);
+  }
+
   kvtk::prefix::vllm_hash_options opts_;
   bool derive_;
+  bool sglang_ = false;
   kvtk::prefix::block_digest none_;
   std::unordered_map<std::string, kvtk::prefix::block_digest> digests_;
   std::vector<std::int64_t> tokens_;
 };
+
+/// The keys of `engine`'s recording ("vllm": its hash options; "sglang": pages of block_tokens).
+/// Requires: the options validated (hash_algo one of vLLM's).
+inline event_keys make_event_keys(const std::string& engine, std::uint32_t block_tokens,
+                                  const std::string& hash_algo, const std::string& hash_seed, bool derive) {
+  if (engine == "sglang") return event_keys(block_tokens, derive);
+  kvtk::prefix::vllm_hash_options h;
+  h.algo = kvtk::prefix::parse_vllm_hash_algo(hash_algo);
+  h.block_size = block_tokens;
+  if (!hash_seed.empty()) h.none_hash_seed = hash_seed;
+  return event_keys(h, derive);
+}
 
 }  // namespace kvtk::sim

@@ -85,17 +85,21 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
 
 void validate(trace_import_options& o) {
   if (o.log.empty()) throw usage_error("give the request log (kvtk trace import LOG -o OUT)");
-  if (o.format != "token-ids" && o.format != "vllm-events" && o.format != "dynamo") {
+  const bool events = o.format == "vllm-events" || o.format == "sglang-events";
+  if (o.format != "token-ids" && !events && o.format != "dynamo") {
     throw usage_error("--format: '" + o.format + "' cannot be imported (token-ids: a JSONL or "
-                      "CSV log with token ids; vllm-events: a kvtk trace record recording; dynamo: "
-                      "Dynamo's request trace; text logs are imported by the Python package, "
-                      "kvtk.import_trace; SGLang and Dynamo events are not supported yet)");
+                      "CSV log with token ids; vllm-events, sglang-events: a kvtk trace record "
+                      "recording; dynamo: Dynamo's request trace; text logs are imported by the "
+                      "Python package, kvtk.import_trace; Dynamo's KV events are not supported yet)");
   }
+  // The engine: given, or the format's (an events format names it), else vLLM's.
+  const std::string implied = o.format == "sglang-events" ? "sglang" : "vllm";
+  if (o.engine.empty()) o.engine = implied;
   if (o.keys != "derived" && o.keys != "engine") {
     throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
   }
-  if (o.format == "vllm-events") {
-    if (o.engine != "vllm") throw usage_error("--format vllm-events: --engine must be vllm");
+  if (events) {
+    if (o.engine != implied) throw usage_error("--format " + o.format + ": --engine must be " + implied);
     if (o.to.empty() || (o.to != "ids" && o.to != "oracle-general")) {
       throw usage_error(
           "--to: a KV-event recording holds the blocks the engine stored (its misses) and "
@@ -169,7 +173,7 @@ void validate(trace_import_options& o) {
     }
     o.to = "kvtb";
   }
-  if (o.to != "kvtb" && o.to != "kvtk" && o.to != "mooncake" && o.format != "vllm-events") {
+  if (o.to != "kvtb" && o.to != "kvtk" && o.to != "mooncake" && !events) {
     throw usage_error("--to: cannot write '" + o.to + "' here (kvtb kvtk mooncake)");
   }
   struct stat st {};
@@ -659,7 +663,7 @@ kvtk::prefix::block_hasher make_hasher(const trace_import_options& o) {
 
 trace_import_result run(trace_import_options o, const progress_callback& progress) {
   validate(o);
-  if (o.format == "vllm-events") return detail::run_events(o, progress);
+  if (o.format == "vllm-events" || o.format == "sglang-events") return detail::run_events(o, progress);
   if (o.format == "dynamo") return detail::run_dynamo(o, progress);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();

@@ -32,13 +32,15 @@ namespace kvtk::sim {
 struct trace_import_options {
   std::string log;                     ///< the request log (required; a regular file)
   std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL or CSV) |
-                                       ///< vllm-events (a `kvtk trace record` recording) |
+                                       ///< vllm-events | sglang-events (a `kvtk trace record`
+                                       ///< recording of that engine) |
                                        ///< dynamo (Dynamo's DYN_REQUEST_TRACE records)
   std::string log_format = "auto";     ///< jsonl | csv | auto (JSONL when the first non-blank
                                        ///< line opens an object, else a CSV header)
   std::string output;                  ///< output file, or - for stdout (required)
   std::string to;                      ///< kvtb | kvtk | mooncake; "" = kvtb for a .kvtb name
-  std::string engine = "vllm";         ///< whose block keys: vllm | sglang
+  std::string engine;                  ///< whose block keys: vllm | sglang ("" = the format's:
+                                       ///< sglang for sglang-events, else vllm)
   std::uint32_t block_tokens = 16;     ///< vLLM --block-size / SGLang --page-size (tokens)
   std::string hash_algo = "sha256";    ///< vLLM --prefix-caching-hash-algo: sha256 | sha256_cbor
                                        ///< | xxhash | xxhash_cbor

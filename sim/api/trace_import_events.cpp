@@ -1,5 +1,6 @@
-// `kvtk trace import --format vllm-events`: a KV-event recording to the engine's miss stream
-// (the keys of the blocks it stored, in order), as a flat block trace (ids, oracle-general).
+// `kvtk trace import --format vllm-events|sglang-events`: a KV-event recording to the engine's
+// miss stream (the keys of the blocks it stored, in order), as a flat block trace (ids,
+// oracle-general).
 #include <chrono>
 
 #include "api/event_keys.hpp"
@@ -17,17 +18,13 @@ bool gpu(const kv_event& e) { return e.medium.empty() || e.medium == "GPU"; }
 
 trace_import_result run_events(const trace_import_options& o, const progress_callback& progress) {
   const auto start = std::chrono::steady_clock::now();
-  kvtk::prefix::vllm_hash_options h;
-  h.algo = kvtk::prefix::parse_vllm_hash_algo(o.hash_algo);
-  h.block_size = o.block_tokens;
-  if (!o.hash_seed.empty()) h.none_hash_seed = o.hash_seed;
-  event_keys keys(h, o.keys == "derived");
+  event_keys keys = make_event_keys(o.engine, o.block_tokens, o.hash_algo, o.hash_seed, o.keys == "derived");
   auto writer = trace_writer::open(o.output, *parse_format_name(o.to), o.block_tokens, o.force);
   progress_relay bar(progress, 0);
   trace_import_result r;
   std::vector<std::optional<kvtk::block_key>> got;
   std::vector<kvtk::block_key> resolved;
-  const kv_recording rec = read_kv_events(o.log, "vllm", [&](const kv_batch& b) {
+  const kv_recording rec = read_kv_events(o.log, o.engine, [&](const kv_batch& b) {
     ++r.batches;
     for (const kv_event& e : b.events) {
       if (e.type == kv_event::kind::cleared) {
@@ -53,7 +50,7 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
       if (resolved.size() < got.size()) {
         if (r.unresolved_blocks == 0) {
           r.first_unresolved = "line " + std::to_string(b.line) + " (seq " + std::to_string(b.seq) +
-                               "): " + event_keys::reason(why);
+                               "): " + keys.reason(why);
         }
         r.unresolved_blocks += got.size() - resolved.size();
       }

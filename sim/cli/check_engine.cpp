@@ -24,9 +24,10 @@ int run_check_engine(const std::vector<std::string>& args) {
       "trace", po::value(&o.trace)->required(),
       "the same requests as a kvtk trace (kvtk trace import of their token ids)")(
       "format", po::value(&o.format)->default_value("auto"), "the trace's format")(
-      "engine", po::value(&o.engine)->default_value("vllm"), "whose model: vllm")(
+      "engine", po::value(&o.engine)->default_value("vllm"), "whose model: vllm | sglang")(
       "gpu-blocks", po::value(&o.gpu_blocks)->required(),
-      "the engine's logged number of GPU blocks (vLLM: '# GPU blocks', its null block included)")(
+      "the engine's logged number of GPU blocks (vLLM: '# GPU blocks', its null block included; "
+      "SGLang: max_total_num_tokens / page size)")(
       "block-tokens", po::value(&o.block_tokens)->default_value(16), "the engine's block size")(
       "hash-algo", po::value(&o.hash_algo)->default_value("sha256"),
       "as the trace was imported with (derived keys)")(

@@ -23,17 +23,18 @@ int run_trace_import(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("log", po::value(&o.log)->required(),
                                                  "the request log (also the first positional)")(
       "format", po::value(&o.format)->default_value("token-ids"),
-      "the log's kind: token-ids | vllm-events (a kvtk trace record recording: its miss stream, "
-      "--to ids or oracle-general) | dynamo (Dynamo's DYN_REQUEST_TRACE records)")(
+      "the log's kind: token-ids | vllm-events | sglang-events (a kvtk trace record recording: "
+      "its miss stream, --to ids or oracle-general) | dynamo (Dynamo's DYN_REQUEST_TRACE records)")(
       "keys", po::value(&o.keys)->default_value("derived"),
-      "vllm-events: derived (from the events' token ids and parents) | engine (their own hashes)")(
+      "events: derived (from the events' token ids and parents) | engine (their own hashes)")(
       "log-format", po::value(&o.log_format)->default_value("auto"),
       "jsonl | csv | auto (JSONL when the first line opens an object, else a CSV header line)")(
       "output,o", po::value(&o.output)->required(), "output file, or - for stdout")(
       "to", po::value(&o.to),
       "output format: kvtb | kvtk | mooncake (default: kvtb for a .kvtb name); events: ids | "
       "oracle-general")(
-      "engine", po::value(&o.engine)->default_value("vllm"), "whose block keys: vllm | sglang")(
+      "engine", po::value(&o.engine), "whose block keys: vllm | sglang (default: sglang for "
+      "sglang-events, else vllm)")(
       "block-tokens", po::value(&o.block_tokens)->default_value(16),
       "the engine's block size (vLLM --block-size, SGLang --page-size), tokens")(
       "hash-algo", po::value(&o.hash_algo)->default_value("sha256"),

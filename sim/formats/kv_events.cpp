@@ -70,17 +70,44 @@ bool hash_bytes(const json& j, std::string& out) {
   return false;
 }
 
-// The event's field `name` (index `pos` of the array-like form, after the tag, in the engines'
-// declaration order: BlockStored block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-// medium, lora_name, extra_keys; BlockRemoved block_hashes, medium); null when absent.
-const json& field(const json& e, bool array_like, std::size_t pos, const char* name) {
+// The event's field `name`: in the array-like form the element at its place in the engine's
+// declaration order (after the tag), in the map form the key; null when absent. Shared by both
+// engines: BlockStored block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium;
+// BlockRemoved block_hashes, medium. After that, vLLM: lora_name, extra_keys; SGLang:
+// cache_salt, session_id, lora_name. vLLM's session_id is a map key only (array-like vLLM
+// versions predate it).
+enum class slot : std::uint8_t { lora_name, extra_keys, cache_salt, session_id };
+
+std::optional<std::size_t> position(event_engine engine, slot s) {
+  if (engine == event_engine::vllm) {
+    if (s == slot::lora_name) return 6;
+    if (s == slot::extra_keys) return 7;
+    return std::nullopt;
+  }
+  if (s == slot::cache_salt) return 6;
+  if (s == slot::session_id) return 7;
+  if (s == slot::lora_name) return 8;
+  return std::nullopt;
+}
+
+const json& field(const json& e, bool array_like, std::optional<std::size_t> pos, const char* name) {
   static const json null;
-  if (array_like) return pos + 1 < e.size() ? e[pos + 1] : null;
+  if (array_like) return pos && *pos + 1 < e.size() ? e[*pos + 1] : null;
   const auto it = e.find(name);
   return it == e.end() ? null : *it;
 }
 
-std::string decode_event(const json& e, std::size_t index, kv_event& out) {
+// An optional string field: absent/null, or a string (else the reason).
+std::string optional_string(const json& j, const char* name, std::optional<std::string>& out) {
+  if (j.is_string()) {
+    out = j.get<std::string>();
+  } else if (!j.is_null()) {
+    return std::string(name) + " is not a string";
+  }
+  return "";
+}
+
+std::string decode_event(const json& e, std::size_t index, event_engine engine, kv_event& out) {
   const std::string at = "event " + std::to_string(index) + ": ";
   const bool array_like = e.is_array();
   std::string tag;
@@ -106,7 +133,7 @@ std::string decode_event(const json& e, std::size_t index, kv_event& out) {
     if (!hash_bytes(x, h)) return at + "a block hash is not an integer or bytes";
     out.hashes.push_back(h);
   }
-  const json& medium = field(e, array_like, stored ? 5 : 1, "medium");
+  const json& medium = field(e, array_like, std::size_t{stored ? 5u : 1u}, "medium");
   if (medium.is_string()) {
     out.medium = medium.get<std::string>();
   } else if (!medium.is_null()) {
@@ -126,6 +153,7 @@ std::string decode_event(const json& e, std::size_t index, kv_event& out) {
   out.block_size = size.get<std::uint32_t>();
   if (!tokens.is_array()) return at + "token_ids is not a list";
   for (const auto& t : tokens) {
+    if (t.is_array()) return at + "token ids are pairs (SGLang's EAGLE bigram pages), which kvtk does not read";
     if (!t.is_number_unsigned()) return at + "a token id is not a non-negative integer";
     out.token_ids.push_back(t.get<std::uint64_t>());
   }
@@ -133,9 +161,22 @@ std::string decode_event(const json& e, std::size_t index, kv_event& out) {
     return at + std::to_string(out.token_ids.size()) + " token ids for " +
            std::to_string(out.hashes.size()) + " blocks of " + std::to_string(out.block_size);
   }
-  const json& lora = field(e, array_like, 6, "lora_name");
-  if (lora.is_string()) out.lora_name = lora.get<std::string>();
-  const json& extra = field(e, array_like, 7, "extra_keys");
+  if (std::string why = optional_string(field(e, array_like, position(engine, slot::lora_name), "lora_name"),
+                                        "lora_name", out.lora_name);
+      !why.empty()) {
+    return at + why;
+  }
+  if (std::string why = optional_string(field(e, array_like, position(engine, slot::cache_salt), "cache_salt"),
+                                        "cache_salt", out.cache_salt);
+      !why.empty()) {
+    return at + why;
+  }
+  if (std::string why = optional_string(field(e, array_like, position(engine, slot::session_id), "session_id"),
+                                        "session_id", out.session_id);
+      !why.empty()) {
+    return at + why;
+  }
+  const json& extra = field(e, array_like, position(engine, slot::extra_keys), "extra_keys");
   out.has_extra_keys = !extra.is_null() && !(extra.is_array() && std::all_of(extra.begin(), extra.end(), [](const json& x) {
     return x.is_null() || (x.is_array() && x.empty());
   }));
@@ -215,7 +256,7 @@ constexpr std::int64_t max_seq = std::int64_t{1} << 62;
 
 }  // namespace
 
-std::string decode_event_batch(const std::string& msgpack, kv_batch& out) {
+std::string decode_event_batch(const std::string& msgpack, kv_batch& out, event_engine engine) {
   // nlohmann's msgpack parser recurses per nesting level: a payload nested deeper than any
   // event batch is refused first, so that a crafted one cannot exhaust the stack.
   if (!shallow_msgpack(msgpack, 32)) return "the payload is not msgpack nested at most 32 deep";
@@ -237,7 +278,7 @@ std::string decode_event_batch(const std::string& msgpack, kv_batch& out) {
   out.events.clear();
   out.events.resize(events->size());
   for (std::size_t i = 0; i < events->size(); ++i) {
-    if (std::string why = decode_event((*events)[i], i, out.events[i]); !why.empty()) return why;
+    if (std::string why = decode_event((*events)[i], i, engine, out.events[i]); !why.empty()) return why;
   }
   return "";
 }
@@ -256,6 +297,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
   std::optional<std::int64_t> last_seq;
   kv_batch batch;
   std::string payload;
+  const event_engine layout = engine == "sglang" ? event_engine::sglang : event_engine::vllm;
   while (lines.next(line)) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
@@ -309,7 +351,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
     last_seq = batch.seq;
     if (!base64_decode(j["payload"].get<std::string>(), payload)) throw trace_error(path, n, "the payload is not base64");
     batch.line = n;
-    if (std::string why = decode_event_batch(payload, batch); !why.empty()) throw trace_error(path, n, why);
+    if (std::string why = decode_event_batch(payload, batch, layout); !why.empty()) throw trace_error(path, n, why);
     ++rec.batches;
     on_batch(batch);
   }

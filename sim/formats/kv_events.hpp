@@ -9,7 +9,11 @@
 // A payload is the engine's EventBatch: msgspec's array-like encoding [ts, events,
 // data_parallel_rank] or a map {"ts", "events", ...}; each event is a tagged array
 // ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, ...]
-// or a map {"type": "BlockStored", ...}. Both encodings are read (vLLM changed from the first to
+// or a map {"type": "BlockStored", ...}. The array form's fields after `medium` are the engine's
+// own (vLLM: lora_name, extra_keys, ...; SGLang: cache_salt, session_id, lora_name), so the
+// decoder is told whose recording it reads. SGLang publishes one BlockStored per radix node (its
+// pages coalesced: token_ids holds block_size tokens per hash) and one BlockRemoved per evicted
+// node. Both encodings are read (vLLM changed from the first to
 // the second in mid-2026; a reader that knows one breaks on the other). Block hashes arrive as
 // integers or as bytes; each is kept as an opaque byte string, since only equality matters.
 #pragma once
@@ -37,7 +41,12 @@ struct kv_event {
   std::string medium;                    ///< "GPU", "CPU", ... ("" = not sent: GPU)
   std::optional<std::string> lora_name;  ///< stored
   bool has_extra_keys = false;           ///< stored: the event carried per-block extra keys
+  std::optional<std::string> cache_salt;  ///< stored (SGLang): the request's salt
+  std::optional<std::string> session_id;  ///< stored: the session that stored (or reused) it
 };
+
+/// Whose events: the array-like encoding's field order after `medium` differs.
+enum class event_engine : std::uint8_t { vllm, sglang };
 
 /// One batch: the engine's EventBatch and where the recording had it.
 struct kv_batch {
@@ -56,7 +65,8 @@ struct kv_recording {
   bool ended = false;                 ///< the end line is there (the recorder stopped cleanly)
 };
 
-/// Reads the recording at `path`, calling on_batch for each batch in file order.
+/// Reads the recording at `path`, calling on_batch for each batch in file order. `engine`: the
+/// engine the header must name ("vllm" or "sglang"), which also picks the array-like layout.
 /// Throws: trace_error naming the line (not a recording, a malformed line, bad base64, a
 /// payload that is not a msgpack EventBatch, an event of unknown type, sequence numbers going
 /// backwards, a header other than `engine` when engine is not empty).
@@ -65,6 +75,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
 
 /// Decodes one payload (the msgpack bytes of an EventBatch) into `out` (events replaced).
 /// Returns "" or the reason it is not one. Exposed for the fuzz target.
-std::string decode_event_batch(const std::string& msgpack, kv_batch& out);
+std::string decode_event_batch(const std::string& msgpack, kv_batch& out,
+                               event_engine engine = event_engine::vllm);
 
 }  // namespace kvtk::sim

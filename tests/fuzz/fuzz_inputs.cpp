@@ -203,19 +203,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static const std::string out =
         (std::filesystem::temp_directory_path() / ("kvtk_fuzz_events_" + std::to_string(::getpid()) + ".ids"))
             .string();
-    expect_documented([&] {
-      sim::trace_import_options o;
-      o.log = path;
-      o.format = "vllm-events";
-      o.to = "ids";
-      o.output = out;
-      o.force = true;
-      o.block_tokens = 4;
-      (void)sim::run(o);
-    });
-    // The payload decoder alone, on the raw bytes (msgpack straight from a publisher).
+    for (const char* format : {"vllm-events", "sglang-events"}) {  // one is refused at the header
+      expect_documented([&] {
+        sim::trace_import_options o;
+        o.log = path;
+        o.format = format;
+        o.to = "ids";
+        o.output = out;
+        o.force = true;
+        o.block_tokens = 4;
+        (void)sim::run(o);
+      });
+    }
+    // The payload decoder alone, on the raw bytes (msgpack straight from a publisher), with
+    // each engine's array-like layout.
     sim::kv_batch b;
-    (void)sim::decode_event_batch(std::string(reinterpret_cast<const char*>(data), size), b);
+    const std::string raw(reinterpret_cast<const char*>(data), size);
+    (void)sim::decode_event_batch(raw, b, sim::event_engine::vllm);
+    (void)sim::decode_event_batch(raw, b, sim::event_engine::sglang);
     std::remove(out.c_str());
     break;
   }
