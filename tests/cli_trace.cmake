@@ -133,6 +133,13 @@ expect(3 "first divergence: stored block #" check-engine --events ${EVENTS} --tr
        --gpu-blocks 65)
 expect(2 "--gpu-blocks: give the engine's logged number" check-engine --events ${EVENTS}
        --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 1)
+# vLLM with kv_cache_report_mode="full": the requests rebuilt, the hits compared.
+set(FULL_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/vllm_events_full_example.jsonl)
+expect(0 "rebuilt 40 requests \\(912 blocks, 431 of them reported reused\\)" trace import ${FULL_EVENTS}
+       --format vllm-events --report-mode full -o ${WORK_DIR}/rebuilt.kvtb)
+expect(0 "reused: 431 recorded, 431 predicted" check-engine --events ${FULL_EVENTS} --trace ${WORK_DIR}/nolora.kvtb
+       --gpu-blocks 64 --report-mode full)
+expect(3 "give --report-mode full" check-engine --events ${FULL_EVENTS} --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 64)
 # SGLang 0.5.23's own recording of the same log (64 pages of 16 tokens): the same checks.
 set(SGL_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/sglang_events_example.jsonl)
 expect(0 "40 event batches: 550 blocks stored \\(the engine's misses\\), 507 removed"

@@ -32,6 +32,9 @@ const std::string recording = import_dir + "/vllm_events_example.jsonl";
 // SGLang 0.5.23's RadixCache and ZmqEventPublisher serving the same log, 64 pages of 16 tokens
 // (tools/engine-check/record_sglang_events.sh).
 const std::string sglang_recording = import_dir + "/sglang_events_example.jsonl";
+// vLLM again, every request with kv_cache_report_mode="full" (REPORT_MODE=full
+// tools/engine-check/record_vllm_events.sh): reused prefixes are reported too.
+const std::string full_recording = import_dir + "/vllm_events_full_example.jsonl";
 
 std::string tmp(const std::string& name) {
   return (fs::temp_directory_path() / ("kvtk_events_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -351,6 +354,83 @@ TEST_CASE("kv events: SGLang's own recording decodes and check-engine finds no d
   CHECK_FALSE(r.equal);
   CHECK(r.unresolved_blocks > 0);
   for (const auto& f : {cut, arrays, salted}) fs::remove(f);
+}
+
+TEST_CASE("kv events: vLLM's reuse reports rebuild the requests; check-engine compares the hits", "[events]") {
+  // The requests rebuilt from the parent chains are the log's requests: each one's full blocks,
+  // in order, with its session.
+  kvtk::sim::trace_import_options o;
+  o.log = full_recording;
+  o.format = "vllm-events";
+  o.report_mode = "full";
+  o.to = "kvtk";
+  o.output = tmp("rebuilt.jsonl");
+  o.force = true;
+  auto r = kvtk::sim::run(o);
+  CHECK((r.requests == 40 && r.full_blocks == 912 && r.reused_blocks == 431 && r.stored_blocks == 481));
+  CHECK((r.unattributed_blocks == 0 && r.dropped_requests == 0 && r.unresolved_blocks == 0));
+  struct req {
+    std::vector<kvtk::block_key> keys;
+    std::optional<std::uint64_t> session;
+    std::uint64_t input_length;
+  };
+  const auto read = [](const std::string& path) {
+    std::vector<req> out;
+    kvtk::sim::for_each_request(path, *kvtk::sim::parse_format_name(path.ends_with(".kvtb") ? "kvtb" : "kvtk"), 0, {},
+                                nullptr, [&](const kvtk::sim::request_record& q) {
+                                  out.push_back({{q.keys.begin(), q.keys.end()}, q.session, q.input_length});
+                                });
+    return out;
+  };
+  const auto rebuilt = read(o.output);
+  const auto logged = read(requests_trace());
+  REQUIRE(rebuilt.size() == logged.size());
+  std::uint64_t same = 0;
+  for (std::size_t i = 0; i < rebuilt.size(); ++i) {
+    const std::size_t full = logged[i].input_length / 16;
+    same += rebuilt[i].keys == std::vector<kvtk::block_key>(logged[i].keys.begin(), logged[i].keys.begin() + static_cast<std::ptrdiff_t>(full)) &&
+            rebuilt[i].session == logged[i].session && rebuilt[i].input_length == full * 16;
+  }
+  CHECK(same == 40);
+  // The miss stream of a full recording equals the incremental recording's, block for block.
+  const auto ids = [&](const std::string& log, const std::string& mode) {
+    kvtk::sim::trace_import_options m;
+    m.log = log;
+    m.format = "vllm-events";
+    m.report_mode = mode;
+    m.to = "ids";
+    m.output = tmp("ids_" + mode + ".ids");
+    m.force = true;
+    const auto res = kvtk::sim::run(m);
+    std::ifstream in(m.output);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fs::remove(m.output);
+    return std::make_pair(res, text);
+  };
+  const auto [full_res, full_ids] = ids(full_recording, "full");
+  const auto [inc_res, inc_ids] = ids(recording, "incremental");
+  CHECK(full_ids == inc_ids);
+  // Read as incremental, the reuse reports would be misses: the import says so.
+  const auto [wrong_res, wrong_ids] = ids(full_recording, "incremental");
+  CHECK((wrong_res.stored_blocks == 912 && wrong_res.reuse_like_events == 39));
+  CHECK_THAT(kvtk::sim::to_text(wrong_res), Catch::Contains("give --report-mode full"));
+  // Report mode full is vLLM's; an incremental recording is still refused as a request trace.
+  o.format = "sglang-events";
+  o.log = sglang_recording;
+  CHECK_THROWS_WITH(kvtk::sim::run(o), Catch::Contains("--report-mode full is vLLM's"));
+
+  // check-engine compares the reused stream with the model's hits: equal block for block.
+  auto c = check(full_recording);
+  c.report_mode = "full";
+  auto e = kvtk::sim::run(c);
+  INFO(e.first_divergence);
+  CHECK(e.equal);
+  CHECK((e.recorded_reused == 431 && e.predicted_reused == 431 && e.recorded_stored == 481));
+  c.report_mode = "incremental";
+  e = kvtk::sim::run(c);
+  CHECK_FALSE(e.equal);
+  CHECK(e.reuse_reports == 39);
+  fs::remove(o.output);
 }
 
 TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "api/event_keys.hpp"
@@ -18,7 +20,7 @@ namespace kvtk::sim {
 nlohmann::json to_json(const check_engine_options& o) {
   return {{"events", o.events},       {"trace", o.trace},         {"format", o.format},
           {"engine", o.engine},       {"gpu_blocks", o.gpu_blocks}, {"block_tokens", o.block_tokens},
-          {"hash_algo", o.hash_algo}, {"hash_seed", o.hash_seed}, {"keys", o.keys}};
+          {"hash_algo", o.hash_algo}, {"hash_seed", o.hash_seed}, {"keys", o.keys}, {"report_mode", o.report_mode}};
 }
 
 check_engine_options check_engine_options_from_json(const nlohmann::json& j) {
@@ -33,6 +35,7 @@ check_engine_options check_engine_options_from_json(const nlohmann::json& j) {
   in.get("hash_algo", o.hash_algo);
   in.get("hash_seed", o.hash_seed);
   in.get("keys", o.keys);
+  in.get("report_mode", o.report_mode);
   in.finish();
   return o;
 }
@@ -57,6 +60,12 @@ void validate(check_engine_options& o) {
     (void)kvtk::prefix::parse_vllm_hash_algo(o.hash_algo);
   } catch (const std::invalid_argument&) {
     throw usage_error("--hash-algo: '" + o.hash_algo + "' is not one of vLLM's (sha256 sha256_cbor xxhash xxhash_cbor)");
+  }
+  if (o.report_mode != "incremental" && o.report_mode != "full") {
+    throw usage_error("--report-mode: '" + o.report_mode + "' is not incremental or full");
+  }
+  if (o.report_mode == "full" && o.engine != "vllm") {
+    throw usage_error("--report-mode full is vLLM's kv_cache_report_mode (--engine vllm)");
   }
   if (o.keys != "derived" && o.keys != "engine") throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
   check_request_format(o.format);
@@ -128,7 +137,8 @@ std::uint64_t each_request(const check_engine_options& o, F&& f) {
 
 // vLLM's BlockPool (gpu_blocks - 1 usable: the null block): a request stores the full blocks past
 // its hit; evictions in the pool's order.
-std::uint64_t predict_vllm(const check_engine_options& o, std::vector<entry>& stored, std::vector<entry>& removed) {
+std::uint64_t predict_vllm(const check_engine_options& o, std::vector<entry>& stored, std::vector<entry>& removed,
+                           std::vector<entry>& reused) {
   kvtk::prefix::vllm_block_pool pool(static_cast<std::uint32_t>(o.gpu_blocks - 1));
   pool.log_evictions();
   std::vector<std::uint32_t> held;
@@ -139,6 +149,10 @@ std::uint64_t predict_vllm(const check_engine_options& o, std::vector<entry>& st
     const auto res = pool.run_request(q.keys.first(full), L, o.block_tokens, held);
     pool.drain_evictions([&](kvtk::block_key k, std::uint32_t depth) { removed.push_back({k, request, depth, 0}); });
     if (!res.scheduled) return;
+    // kv_cache_report_mode="full": get_computed_blocks reports the hit prefix.
+    if (o.report_mode == "full") {
+      for (std::uint64_t i = 0; i < res.hit_blocks; ++i) reused.push_back({q.keys[i], request, i, 0});
+    }
     for (std::uint64_t i = res.hit_blocks; i < full; ++i) stored.push_back({q.keys[i], request, i, 0});
   });
 }
@@ -176,14 +190,21 @@ check_engine_result run(check_engine_options o) {
   check_engine_result r;
   // What the engine did.
   event_keys keys = make_event_keys(o.engine, o.block_tokens, o.hash_algo, o.hash_seed, o.keys == "derived");
-  std::vector<entry> rec_stored, rec_removed;
+  std::vector<entry> rec_stored, rec_removed, rec_reused;
   std::vector<std::optional<kvtk::block_key>> got;
+  // Resident engine hashes: a stored event with no parent whose blocks are all resident is a
+  // reuse report (kv_cache_report_mode="full"), not a store.
+  std::unordered_set<std::string> resident;
+  const auto reuse_report = [&](const kv_event& e) {
+    return !e.parent && std::all_of(e.hashes.begin(), e.hashes.end(), [&](const std::string& h) { return resident.contains(h); });
+  };
   const kv_recording recording = read_kv_events(o.events, o.engine, [&](const kv_batch& b) {
     for (const kv_event& e : b.events) {
       if (e.type == kv_event::kind::cleared) {
         // SGLang's RadixCache publishes one when it starts (reset()): a clear before anything was
         // stored changes nothing.
         if (!rec_stored.empty()) ++r.cleared;
+        resident.clear();
         continue;
       }
       if (!e.medium.empty() && e.medium != "GPU") {
@@ -195,36 +216,44 @@ check_engine_result run(check_engine_options o) {
           const auto k = keys.key_of(e.hashes[i]);
           if (!k) ++r.unresolved_blocks;
           rec_removed.push_back({k, b.line, i, b.seq});
+          resident.erase(e.hashes[i]);
         }
         continue;
       }
       got.clear();
       event_keys::unresolved why{};
       keys.stored(e, got, why);
+      const bool reuse = reuse_report(e);
+      if (reuse && o.report_mode != "full") ++r.reuse_reports;
+      auto& stream = reuse && o.report_mode == "full" ? rec_reused : rec_stored;
       for (std::size_t i = 0; i < got.size(); ++i) {
         if (!got[i]) ++r.unresolved_blocks;
-        rec_stored.push_back({got[i], b.line, i, b.seq});
+        stream.push_back({got[i], b.line, i, b.seq});
+        resident.insert(e.hashes[i]);
       }
     }
   });
   r.lost_batches = recording.lost_batches + recording.unrecorded_seqs;
   r.recording_ended = recording.ended;
   // What kvtk's model of the engine does with the same requests, one at a time.
-  std::vector<entry> pred_stored, pred_removed;
+  std::vector<entry> pred_stored, pred_removed, pred_reused;
   const std::uint64_t requests = o.engine == "sglang" ? predict_sglang(o, pred_stored, pred_removed)
-                                                      : predict_vllm(o, pred_stored, pred_removed);
+                                                      : predict_vllm(o, pred_stored, pred_removed, pred_reused);
   r.requests = requests;
   r.recorded_stored = rec_stored.size();
   r.predicted_stored = pred_stored.size();
   r.recorded_removed = rec_removed.size();
   r.predicted_removed = pred_removed.size();
-  std::string stored_text, removed_text;
+  r.recorded_reused = rec_reused.size();
+  r.predicted_reused = pred_reused.size();
+  std::string stored_text, removed_text, reused_text;
   const auto ds = first_difference("stored", rec_stored, pred_stored, stored_text);
   const auto dr = first_difference("removed", rec_removed, pred_removed, removed_text);
-  r.first_divergence = !ds.is_null() ? stored_text : removed_text;
-  if (!ds.is_null() || !dr.is_null()) r.divergence = {{"stored", ds}, {"removed", dr}};
-  r.equal = ds.is_null() && dr.is_null() && r.unresolved_blocks == 0 && r.lost_batches == 0 &&
-            r.cleared == 0 && r.recording_ended;
+  const auto du = first_difference("reused", rec_reused, pred_reused, reused_text);
+  r.first_divergence = !ds.is_null() ? stored_text : !dr.is_null() ? removed_text : reused_text;
+  if (!ds.is_null() || !dr.is_null() || !du.is_null()) r.divergence = {{"stored", ds}, {"removed", dr}, {"reused", du}};
+  r.equal = ds.is_null() && dr.is_null() && du.is_null() && r.unresolved_blocks == 0 && r.lost_batches == 0 &&
+            r.cleared == 0 && r.reuse_reports == 0 && r.recording_ended;
   return r;
 }
 
@@ -235,6 +264,9 @@ nlohmann::json to_json(const check_engine_result& r) {
           {"predicted_stored", r.predicted_stored},
           {"recorded_removed", r.recorded_removed},
           {"predicted_removed", r.predicted_removed},
+          {"recorded_reused", r.recorded_reused},
+          {"predicted_reused", r.predicted_reused},
+          {"reuse_reports", r.reuse_reports},
           {"unresolved_blocks", r.unresolved_blocks},
           {"lost_batches", r.lost_batches},
           {"cleared", r.cleared},
@@ -248,12 +280,21 @@ std::string to_text(const check_engine_result& r) {
   std::string s = "kvtk check-engine: " + std::to_string(r.requests) + " requests; stored blocks: " +
                   std::to_string(r.recorded_stored) + " recorded, " + std::to_string(r.predicted_stored) +
                   " predicted; removed: " + std::to_string(r.recorded_removed) + " recorded, " +
-                  std::to_string(r.predicted_removed) + " predicted\n";
+                  std::to_string(r.predicted_removed) + " predicted" +
+                  (r.recorded_reused + r.predicted_reused > 0
+                       ? "; reused: " + std::to_string(r.recorded_reused) + " recorded, " +
+                             std::to_string(r.predicted_reused) + " predicted"
+                       : std::string()) +
+                  "\n";
   if (r.equal) return s + "kvtk check-engine: no divergence: kvtk's model did what the engine did\n";
   if (!r.first_divergence.empty()) s += "kvtk check-engine: first divergence: " + r.first_divergence + "\n";
   if (r.unresolved_blocks > 0) {
     s += "kvtk check-engine: " + std::to_string(r.unresolved_blocks) +
          " recorded blocks have no key (see kvtk trace import --format vllm-events)\n";
+  }
+  if (r.reuse_reports > 0) {
+    s += "kvtk check-engine: " + std::to_string(r.reuse_reports) + " stored events re-report cached blocks: "
+         "the engine ran with kv_cache_report_mode=\"full\"; give --report-mode full\n";
   }
   if (r.lost_batches > 0) s += "kvtk check-engine: the recording lost " + std::to_string(r.lost_batches) + " batches\n";
   if (r.cleared > 0) s += "kvtk check-engine: the engine cleared its cache (AllBlocksCleared), which the model does not\n";

@@ -40,6 +40,10 @@ struct check_engine_options {
   std::string hash_algo = "sha256";  ///< as trace import's, for derived keys
   std::string hash_seed;             ///< as trace import's
   std::string keys = "derived";      ///< derived | engine (api/event_keys.hpp)
+  std::string report_mode = "incremental";  ///< vLLM's kv_cache_report_mode: full = the engine
+                                    ///< also reported each request's reused prefix (a stored
+                                    ///< event with no parent, every block cached): compared as a
+                                    ///< third stream, "reused", against the model's hits
 };
 
 nlohmann::json to_json(const check_engine_options& o);
@@ -54,6 +58,9 @@ struct check_engine_result {
   std::uint64_t requests = 0;
   std::uint64_t recorded_stored = 0, predicted_stored = 0;
   std::uint64_t recorded_removed = 0, predicted_removed = 0;
+  std::uint64_t recorded_reused = 0, predicted_reused = 0;  ///< report mode full
+  /// Report mode incremental: stored events that re-report cached blocks (a full-mode recording).
+  std::uint64_t reuse_reports = 0;
   /// lost_batches: gap lines' batches plus sequence numbers skipped without one.
   /// cleared: AllBlocksCleared after the first stored block (one before it changes nothing).
   std::uint64_t unresolved_blocks = 0, lost_batches = 0, cleared = 0, other_media_events = 0;

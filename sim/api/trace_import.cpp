@@ -37,6 +37,7 @@ nlohmann::json to_json(const trace_import_options& o) {
           {"output", o.output},
           {"to", o.to},
           {"engine", o.engine},
+          {"report_mode", o.report_mode},
           {"block_tokens", o.block_tokens},
           {"hash_algo", o.hash_algo},
           {"hash_seed", o.hash_seed},
@@ -61,6 +62,7 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
   in.get("format", o.format);
   in.get("log_format", o.log_format);
   in.get("keys", o.keys);
+  in.get("report_mode", o.report_mode);
   in.get("output", o.output);
   in.get("to", o.to);
   in.get("engine", o.engine);
@@ -98,14 +100,21 @@ void validate(trace_import_options& o) {
   if (o.keys != "derived" && o.keys != "engine") {
     throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
   }
+  if (o.report_mode != "incremental" && o.report_mode != "full") {
+    throw usage_error("--report-mode: '" + o.report_mode + "' is not incremental or full");
+  }
+  if (o.report_mode == "full" && o.format != "vllm-events") {
+    throw usage_error("--report-mode full is vLLM's kv_cache_report_mode (--format vllm-events)");
+  }
   if (events) {
     if (o.engine != implied) throw usage_error("--format " + o.format + ": --engine must be " + implied);
-    if (o.to.empty() || (o.to != "ids" && o.to != "oracle-general")) {
+    if (o.report_mode != "full" && (o.to.empty() || (o.to != "ids" && o.to != "oracle-general"))) {
       throw usage_error(
           "--to: a KV-event recording holds the blocks the engine stored (its misses) and "
           "removed, not its requests: a prefix-cache hit emits nothing and events carry no "
           "request id, so it cannot be a request trace. Give --to ids or --to oracle-general "
-          "for the engine's miss stream, or import the requests' token ids "
+          "for the engine's miss stream, or import the requests' token ids, or record with "
+          "vLLM's kv_cache_report_mode=\"full\" and give --report-mode full "
           "(docs/formats.md \"KV-event recordings\")");
     }
   }
@@ -185,6 +194,8 @@ void validate(trace_import_options& o) {
 
 namespace {
 
+using detail::string_id;
+
 // One log line, parsed and hashed by a worker.
 struct imported {
   std::vector<kvtk::block_key> keys;
@@ -195,12 +206,6 @@ struct imported {
   std::uint64_t full_blocks = 0;
   std::string error;  // "" = fine
 };
-
-std::uint64_t string_id(std::string_view s) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return kvtk::detail::mix64(h);
-}
 
 // The key of a partial last block: a content key kvtk derives (no engine hashes it), chained to
 // the key before it so that two requests share it only when they share everything before it.
@@ -775,6 +780,16 @@ trace_import_result run(trace_import_options o, const progress_callback& progres
   return r;
 }
 
+namespace detail {
+
+std::uint64_t string_id(std::string_view s) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return kvtk::detail::mix64(h);
+}
+
+}  // namespace detail
+
 nlohmann::json to_json(const trace_import_result& r) {
   return {{"requests", r.requests},     {"tokens", r.tokens},
           {"full_blocks", r.full_blocks}, {"seconds", r.seconds},
@@ -787,7 +802,9 @@ nlohmann::json to_json(const trace_import_result& r) {
           {"cleared", r.cleared},       {"lost_batches", r.lost_batches},
           {"unresolved_blocks", r.unresolved_blocks}, {"recording_ended", r.recording_ended},
           {"first_unresolved", r.first_unresolved}, {"skipped_records", r.skipped_records},
-          {"start_unix_s", r.start_unix_s}};
+          {"start_unix_s", r.start_unix_s}, {"reused_blocks", r.reused_blocks},
+          {"unattributed_blocks", r.unattributed_blocks}, {"dropped_requests", r.dropped_requests},
+          {"reuse_like_events", r.reuse_like_events}};
 }
 
 std::string to_text(const trace_import_result& r) {
@@ -800,6 +817,26 @@ std::string to_text(const trace_import_result& r) {
     }
     return s;
   }
+  if (r.log_format == "events" && r.to != "ids" && r.to != "oracle-general") {
+    std::string s = "kvtk trace import: " + std::to_string(r.batches) + " event batches: rebuilt " +
+                    std::to_string(r.requests) + " requests (" + std::to_string(r.full_blocks) +
+                    " blocks, " + std::to_string(r.reused_blocks) + " of them reported reused) to " +
+                    r.output + " (" + r.to + "); " + std::to_string(r.stored_blocks) + " blocks stored, " +
+                    std::to_string(r.removed_blocks) + " removed\n";
+    if (r.unattributed_blocks > 0) {
+      s += "kvtk trace import: warning: " + std::to_string(r.unattributed_blocks) +
+           " stored blocks extend no request's chain (recorded late, or a lost batch) and were left out\n";
+    }
+    if (r.dropped_requests > 0) {
+      s += "kvtk trace import: warning: " + std::to_string(r.dropped_requests) +
+           " requests have a block without a key and were left out: " + r.first_unresolved + "\n";
+    }
+    if (r.lost_batches > 0) {
+      s += "kvtk trace import: warning: the recording lost " + std::to_string(r.lost_batches) + " batches\n";
+    }
+    if (!r.recording_ended) s += "kvtk trace import: warning: the recording has no end line (the recorder was killed)\n";
+    return s;
+  }
   if (r.log_format == "events") {
     std::string s = "kvtk trace import: " + std::to_string(r.batches) + " event batches: " +
                     std::to_string(r.stored_blocks) + " blocks stored (the engine's misses), " +
@@ -810,6 +847,11 @@ std::string to_text(const trace_import_result& r) {
     if (r.unresolved_blocks > 0) {
       s += "kvtk trace import: warning: " + std::to_string(r.unresolved_blocks) +
            " stored blocks have no key and were left out: " + r.first_unresolved + "\n";
+    }
+    if (r.reuse_like_events > 0) {
+      s += "kvtk trace import: warning: " + std::to_string(r.reuse_like_events) +
+           " stored events re-report blocks already cached (no parent): the engine ran with "
+           "kv_cache_report_mode=\"full\", so they are hits, not misses; give --report-mode full\n";
     }
     if (r.lost_batches > 0) {
       s += "kvtk trace import: warning: the recording lost " + std::to_string(r.lost_batches) +

@@ -59,6 +59,10 @@ struct trace_import_options {
   std::uint32_t threads = 0;           ///< hashing threads; 0 = the machine's
   std::string keys = "derived";        ///< events: derived (from token ids and parents) |
                                        ///< engine (the events' own hashes; api/event_keys.hpp)
+  std::string report_mode = "incremental";  ///< vllm-events: incremental (stores only: the miss
+                                       ///< stream) | full (the engine reported reused prefixes
+                                       ///< too, kv_cache_report_mode="full": requests rebuilt,
+                                       ///< api/trace_import_events.cpp)
   bool force = false;                  ///< replace an existing output file (never the input)
 };
 
@@ -82,6 +86,12 @@ struct trace_import_result {
   /// AllBlocksCleared, lost batches (gaps), blocks whose keys could not be derived.
   std::uint64_t batches = 0, stored_blocks = 0, removed_blocks = 0, other_media_events = 0,
                 cleared = 0, lost_batches = 0, unresolved_blocks = 0;
+  /// Events, report mode full: blocks of reuse reports (hits), blocks whose parent ended no
+  /// request's chain (left out of the requests), requests left out for an unresolved block.
+  std::uint64_t reused_blocks = 0, unattributed_blocks = 0, dropped_requests = 0;
+  /// Events, report mode incremental: stores that look like reuse reports (no parent, every
+  /// block already resident): the recording was probably made with kv_cache_report_mode="full".
+  std::uint64_t reuse_like_events = 0;
   bool recording_ended = true;  ///< events: the recording has its end line
   /// dynamo: records skipped, by event type (tool events, request_end without replay data)
   std::map<std::string, std::uint64_t> skipped_records;
@@ -96,6 +106,8 @@ nlohmann::json to_json(const trace_import_result& r);
 trace_import_result run(trace_import_options options, const progress_callback& progress = {});
 
 namespace detail {
+/// The 64-bit id a token-id import gives a session name (FNV-1a, mixed).
+std::uint64_t string_id(std::string_view s) noexcept;
 /// run() for format vllm-events (api/trace_import_events.cpp); `o` validated.
 trace_import_result run_events(const trace_import_options& o, const progress_callback& progress);
 /// run() for format dynamo (api/trace_import_dynamo.cpp); `o` validated.

@@ -35,6 +35,9 @@ int run_check_engine(const std::vector<std::string>& args) {
       "keys", po::value(&o.keys)->default_value("derived"),
       "derived (from the events' token ids and parents; any NONE_HASH) | engine (the events' "
       "own hashes: the engine ran with PYTHONHASHSEED = --hash-seed)")(
+      "report-mode", po::value(&o.report_mode)->default_value("incremental"),
+      "vLLM's kv_cache_report_mode: incremental | full (reused prefixes reported too: compared "
+      "with the model's hits)")(
       "json", po::value<std::string>(), "also write the result as JSON to this file, or - for stdout");
   po::variables_map vm;
   if (const int rc = parse_command("check-engine", opts, args, vm, [&] { validate(o); }); rc >= 0) {

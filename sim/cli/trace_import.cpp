@@ -27,6 +27,9 @@ int run_trace_import(const std::vector<std::string>& args) {
       "its miss stream, --to ids or oracle-general) | dynamo (Dynamo's DYN_REQUEST_TRACE records)")(
       "keys", po::value(&o.keys)->default_value("derived"),
       "events: derived (from the events' token ids and parents) | engine (their own hashes)")(
+      "report-mode", po::value(&o.report_mode)->default_value("incremental"),
+      "vllm-events: incremental | full (every request ran with kv_cache_report_mode=\"full\": "
+      "the requests are rebuilt, --to kvtb|kvtk|mooncake)")(
       "log-format", po::value(&o.log_format)->default_value("auto"),
       "jsonl | csv | auto (JSONL when the first line opens an object, else a CSV header line)")(
       "output,o", po::value(&o.output)->required(), "output file, or - for stdout")(
