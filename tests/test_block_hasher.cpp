@@ -3,6 +3,7 @@
 // computed with vLLM's and SGLang's own functions, reproduced byte for byte; SHA-256 against the
 // FIPS 180-2 examples; the pickle and CBOR writers on their own; the prefix_trace builder.
 #include <catch2/catch.hpp>
+#include <random>
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -203,6 +204,32 @@ TEST_CASE("pickler: CPython's protocol-5 bytes, framing and memo included", "[ha
     p.tuple_end(4);
     CHECK(digest(std::move(p)) ==
           "77 d7b233ab9bb5e3c8f5687dffec99df7d0e07f5c845728f7a3512f12a4afcb0c8");
+  }
+}
+
+TEST_CASE("pickler: the allocation-free plain-block pickle equals the general writer", "[hasher]") {
+  // vllm_hash_block's fast path (no extra keys, no lookahead) against block_payload<pickler>, on
+  // every integer size class, both parent sizes (sha256, xxhash) and the tuple sizes 0..4, 2048.
+  std::mt19937_64 rng(37);
+  const std::int64_t edges[] = {0, 1, 255, 256, 65535, 65536, INT32_MAX, std::int64_t{INT32_MAX} + 1,
+                                INT32_MIN, -1, -129, std::int64_t{1} << 40, INT64_MAX, INT64_MIN};
+  std::array<std::uint8_t, kvtk::prefix::detail_hasher::plain_pickle_buffer> buf{};
+  for (const std::uint8_t parent_size : {std::uint8_t{32}, std::uint8_t{16}}) {
+    for (const std::size_t n : {0, 1, 2, 3, 4, 16, 17, 2048}) {
+      for (int round = 0; round < 20; ++round) {
+        kvtk::prefix::block_digest parent;
+        parent.size = parent_size;
+        for (auto& b : parent.data) b = static_cast<std::uint8_t>(rng());
+        std::vector<std::int64_t> tokens(n);
+        for (auto& t : tokens) {
+          t = rng() % 3 == 0 ? edges[rng() % std::size(edges)] : static_cast<std::int64_t>(rng() % 200000);
+        }
+        const auto want = kvtk::prefix::detail_hasher::block_payload<kvtk::detail::pickler>(parent, tokens, {}, {});
+        const std::size_t got = kvtk::prefix::detail_hasher::plain_block_pickle(parent, tokens, buf.data());
+        REQUIRE(got == want.size());
+        CHECK(std::equal(want.begin(), want.end(), buf.begin()));
+      }
+    }
   }
 }
 

@@ -195,6 +195,71 @@ constexpr bool uses_pickle(vllm_hash_algo a) noexcept {
   return a == vllm_hash_algo::sha256 || a == vllm_hash_algo::xxhash;
 }
 
+/// The most tokens plain_block_pickle writes (its buffer: 10 bytes a token at most, one frame).
+inline constexpr std::size_t plain_pickle_max_tokens = 2048;
+inline constexpr std::size_t plain_pickle_buffer = 64 + 10 * plain_pickle_max_tokens;
+
+/// The pickle of (parent, tuple(tokens), None) written straight into `buf`, byte for byte what
+/// block_payload<pickler> writes for a block with no extra keys and no lookahead (the common
+/// case, and the import's hot path: no allocation). Returns the size. The whole pickle is one
+/// frame: under 64 KiB it never commits early, and a parent under 256 bytes is SHORT_BINBYTES.
+/// Requires: tokens.size() <= plain_pickle_max_tokens (a digest is at most 32 bytes).
+inline std::size_t plain_block_pickle(const block_digest& parent, std::span<const std::int64_t> tokens,
+                                      std::uint8_t* buf) noexcept {
+  constexpr std::size_t body = 11;  // PROTO 5 (2 bytes), FRAME + 8-byte length
+  std::uint8_t* p = buf + body;
+  const auto b = parent.bytes();
+  *p++ = 0x43;  // SHORT_BINBYTES
+  *p++ = static_cast<std::uint8_t>(b.size());
+  for (const auto x : b) *p++ = x;
+  *p++ = 0x94;  // MEMOIZE
+  const std::size_t n = tokens.size();
+  if (n == 0) {
+    *p++ = 0x29;  // EMPTY_TUPLE
+  } else if (n > 3) {
+    *p++ = 0x28;  // MARK
+  }
+  for (const std::int64_t v : tokens) {
+    const auto u = static_cast<std::uint64_t>(v);
+    if (v >= 0 && v < 256) {
+      *p++ = 0x4b;  // BININT1
+      *p++ = static_cast<std::uint8_t>(u);
+    } else if (v >= 0 && v < 65536) {
+      *p++ = 0x4d;  // BININT2
+      *p++ = static_cast<std::uint8_t>(u);
+      *p++ = static_cast<std::uint8_t>(u >> 8);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      *p++ = 0x4a;  // BININT
+      for (int i = 0; i < 4; ++i) *p++ = static_cast<std::uint8_t>(u >> (8 * i));
+    } else {  // LONG1: minimal two's complement, as pickler::long1
+      std::size_t w = 8;
+      while (w > 1) {
+        const auto top = static_cast<std::uint8_t>(u >> (8 * (w - 1)));
+        const auto next_bit = static_cast<std::uint8_t>((u >> (8 * (w - 1) - 1)) & 1);
+        if (!((top == 0 && next_bit == 0) || (top == 0xff && next_bit == 1))) break;
+        --w;
+      }
+      *p++ = 0x8a;
+      *p++ = static_cast<std::uint8_t>(w);
+      for (std::size_t i = 0; i < w; ++i) *p++ = static_cast<std::uint8_t>(u >> (8 * i));
+    }
+  }
+  if (n != 0) {
+    *p++ = n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 0x74;  // TUPLE1/2/3, TUPLE
+    *p++ = 0x94;
+  }
+  *p++ = 0x4e;  // NONE
+  *p++ = 0x87;  // TUPLE3
+  *p++ = 0x94;
+  *p++ = 0x2e;  // STOP
+  const auto len = static_cast<std::uint64_t>(p - (buf + body));
+  buf[0] = 0x80;
+  buf[1] = 0x05;
+  buf[2] = 0x95;  // FRAME
+  for (std::size_t i = 0; i < 8; ++i) buf[3 + i] = static_cast<std::uint8_t>(len >> (8 * i));
+  return static_cast<std::size_t>(p - buf);
+}
+
 }  // namespace detail_hasher
 
 // ------------------------------------------------------------------------------------------------
@@ -250,6 +315,12 @@ inline block_digest vllm_hash_block(vllm_hash_algo a, const block_digest& parent
                                     std::span<const std::int64_t> tokens,
                                     std::span<const vllm_extra_key> extra = {},
                                     std::span<const std::int64_t> lookahead = {}) {
+  if (detail_hasher::uses_pickle(a) && extra.empty() && lookahead.empty() &&
+      tokens.size() <= detail_hasher::plain_pickle_max_tokens) {
+    std::array<std::uint8_t, detail_hasher::plain_pickle_buffer> buf;
+    const std::size_t n = detail_hasher::plain_block_pickle(parent, tokens, buf.data());
+    return vllm_digest_bytes(a, std::span<const std::uint8_t>(buf.data(), n));
+  }
   return vllm_digest_bytes(a, vllm_block_payload(a, parent, tokens, extra, lookahead));
 }
 
