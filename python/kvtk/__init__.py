@@ -21,7 +21,7 @@ __version__: str = _kvtk.__version__
 
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
-    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "anonymize_trace", "record_events", "results_frame", "ReplayResults", "sweep",
+    "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "anonymize_trace", "check_engine", "record_events", "results_frame", "ReplayResults", "sweep",
     "read_sweep",
 ]
 
@@ -282,6 +282,21 @@ def anonymize_trace(trace: Union[str, "os.PathLike[str]"], output: Union[str, "o
                  salt_file=os.fspath(salt_file) if salt_file is not None else "",
                  time_zero=time_zero, time_shift_s=time_shift_s, force=force, **options)
     return _run("trace_anonymize", None, given, progress)
+
+
+def check_engine(events: Union[str, "os.PathLike[str]"], trace: Union[str, "os.PathLike[str]"],
+                 gpu_blocks: int, engine: str = "vllm", block_tokens: int = 16,
+                 **options: Any) -> dict:
+    """``kvtk check-engine``: the KV events `events` (a ``record_events`` recording) compared
+    block by block with what kvtk's model of `engine` ("vllm" or "sglang") does with the same
+    requests `trace`, the engine having `gpu_blocks` blocks (vLLM's logged count, its null block
+    included; SGLang: max_total_num_tokens / page size). Options: format, hash_algo, hash_seed,
+    keys ("derived" | "engine"), report_mode ("incremental" | "full", vLLM). Returns equal,
+    first_divergence, the recorded and predicted stream sizes (docs/formats.md "KV-event
+    recordings")."""
+    given = dict(events=os.fspath(events), trace=os.fspath(trace), gpu_blocks=gpu_blocks,
+                 engine=engine, block_tokens=block_tokens, **options)
+    return _run("check_engine", None, given)
 
 
 def record_events(output: Union[str, "os.PathLike[str]"], endpoint: str,

@@ -21,6 +21,7 @@
 #include "api/simulate.hpp"
 #include "api/sparse.hpp"
 #include "api/trace_gen.hpp"
+#include "api/check_engine.hpp"
 #include "api/trace_anonymize.hpp"
 #include "api/trace_import.hpp"
 #include "api/trace_stats.hpp"
@@ -131,9 +132,10 @@ json dispatch(const std::string& command, const json& j, const sim::progress_cal
   if (command == "trace_anonymize") {
     return sim::to_json(sim::run(sim::trace_anonymize_options_from_json(j), progress));
   }
+  if (command == "check_engine") return sim::to_json(sim::run(sim::check_engine_options_from_json(j)));
   throw nb::value_error(("unknown command '" + command +
                          "' (replay mrc tune compare cost sparse trace_stats trace_gen trace_import "
-                         "trace_anonymize simulate)").c_str());
+                         "trace_anonymize check_engine simulate)").c_str());
 }
 
 // A numpy array that owns `values` (moved to the heap, freed with the array). bool columns are
@@ -191,6 +193,7 @@ std::string default_options(const std::string& command) {
   if (command == "trace_gen") return sim::to_json(sim::trace_gen_options{}).dump();
   if (command == "trace_import") return sim::to_json(sim::trace_import_options{}).dump();
   if (command == "trace_anonymize") return sim::to_json(sim::trace_anonymize_options{}).dump();
+  if (command == "check_engine") return sim::to_json(sim::check_engine_options{}).dump();
   throw nb::value_error(("unknown command '" + command + "'").c_str());
 }
 

@@ -175,3 +175,25 @@ def test_session_columns_of_a_bailian_trace(tmp_path):
     t.save(tmp_path / "b.kvtb")
     back = kvtk.load_trace(tmp_path / "b.kvtb")
     assert back.parent.tolist() == [2**64 - 1, 10] and back.kind_names == t.kind_names
+
+
+def test_engine_events_import_and_check_engine(tmp_path):
+    # SGLang 0.5.23's own recording of the example log (tools/engine-check/record_sglang_events.sh)
+    # and vLLM 0.33.0's with reuse reports: the Python surface gives the CLI's numbers.
+    sglang = IMPORT / "sglang_events_example.jsonl"
+    r = kvtk.import_trace(sglang, tmp_path / "misses.ids", format="sglang-events", to="ids")
+    assert (r["engine"], r["stored_blocks"], r["removed_blocks"]) == ("sglang", 550, 507)
+    with pytest.raises(ValueError, match="--engine must be sglang"):
+        kvtk.import_trace(sglang, tmp_path / "x.ids", format="sglang-events", to="ids", engine="vllm")
+    requests = tmp_path / "requests.kvtb"
+    kvtk.import_trace(IMPORT / "token_ids_example.jsonl", requests, engine="sglang",
+                      field_lora="no_lora", field_lora_path="no_lora_path")
+    c = kvtk.check_engine(sglang, requests, gpu_blocks=64, engine="sglang")
+    assert c["equal"] and c["recorded_stored"] == c["predicted_stored"] == 550
+    c = kvtk.check_engine(sglang, requests, gpu_blocks=60, engine="sglang")
+    assert not c["equal"] and c["first_divergence"].startswith("stored block #66")
+    full = IMPORT / "vllm_events_full_example.jsonl"
+    r = kvtk.import_trace(full, tmp_path / "rebuilt.kvtb", format="vllm-events", report_mode="full")
+    assert (r["requests"], r["full_blocks"], r["reused_blocks"]) == (40, 912, 431)
+    rebuilt = kvtk.load_trace(tmp_path / "rebuilt.kvtb")
+    assert len(rebuilt) == 40
