@@ -475,6 +475,26 @@ TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {
                       Catch::Contains(c.want));
     fs::remove(path);
   }
+  // A restart line (the recorder saw the engine's numbers go back): read as AllBlocksCleared
+  // with numbering anew, so check-engine does not call the run equal.
+  {
+    const std::string path = tmp("restart.jsonl");
+    const std::string empty = batch(json::array({1.0, json::array()}));
+    std::ofstream(path) << header << "{\"seq\": 0, \"payload\": \"" << empty << "\"}\n"
+                        << "{\"seq\": 1, \"payload\": \"" << empty << "\"}\n"
+                        << "{\"restart\": {\"seq\": 0, \"t\": 5}}\n"
+                        << "{\"seq\": 0, \"payload\": \"" << empty << "\"}\n";
+    std::uint64_t cleared = 0, restarts = 0;
+    const auto rec = kvtk::sim::read_kv_events(path, "vllm", [&](const kvtk::sim::kv_batch& b) {
+      restarts += b.restart;
+      for (const auto& e : b.events) cleared += e.type == kvtk::sim::kv_event::kind::cleared;
+    });
+    CHECK((rec.restarts == 1 && restarts == 1 && cleared == 1 && rec.batches == 3));
+    std::ofstream(path) << header << "{\"restart\": {\"seq\": -4}}\n";
+    CHECK_THROWS_WITH(kvtk::sim::read_kv_events(path, "vllm", [](const kvtk::sim::kv_batch&) {}),
+                      Catch::Contains(":2: a restart line without an integer seq"));
+    fs::remove(path);
+  }
   // Bytes hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0): the engine key is their last 8 bytes.
   kvtk::sim::kv_batch b;
   std::vector<std::uint8_t> digest(32);

@@ -8,7 +8,9 @@ one msgpack-encoded event batch)`` on a PUB socket, and keep the last batches fo
 PUB/SUB drops messages (a slow joiner misses the first ones; a subscriber behind the high-water
 mark loses some). The recorder sees a gap when a sequence number skips, asks the replay socket for
 the missing batches at once (so the file stays in sequence order), and records what it could not
-recover. When nothing arrives live for a second it asks the replay socket too: an engine that
+recover. A live sequence number at or below the last live one means the engine restarted (one
+publisher's PUB/SUB order is kept): a restart line is written and the new run recorded from its
+first batch (backfilled from the replay socket). When nothing arrives live for a second it asks the replay socket too: an engine that
 published a burst before the subscription completed (seen with vLLM on CPU: 40 requests in well
 under the connection time) sends nothing live afterwards, and only the replay socket has them. The batches are kept raw (base64 of the payload bytes): decoding is the importer's job
 (``kvtk trace import --format vllm-events``), so a change of the engine's encoding never loses a
@@ -19,6 +21,8 @@ File (JSONL, docs/formats.md "KV-event recordings"):
    "started_unix_s": ...}
   {"seq": N, "t": receive time (unix s), "topic": ..., "payload": base64}   one per batch
   {"gap": {"first": a, "last": b}}          batches a..b were lost and could not be replayed
+  {"restart": {"seq": s, "t": ...}}          the engine restarted (its numbers went back live to s;
+                                             its cache starts empty); numbering starts anew
   {"kvtk_events_end": {"batches": ..., "recovered": ..., "lost": ..., "stopped": why}}
 The end line is written on every normal stop, Ctrl-C included; a file without one was killed.
 """
@@ -70,8 +74,9 @@ class Recorder:
             self.replay.connect(replay_endpoint)
         self.replay_timeout_ms = int(replay_timeout_s * 1000)
         self.out = None
-        self.last: Optional[int] = None
-        self.counts = {"batches": 0, "recovered": 0, "lost": 0, "gaps": 0}
+        self.last: Optional[int] = None  # the last sequence number recorded (live or replayed)
+        self.live_last: Optional[int] = None  # the last one received live
+        self.counts = {"batches": 0, "recovered": 0, "lost": 0, "gaps": 0, "restarts": 0}
         self.header = {"kvtk_events": 1, "engine": engine, "endpoint": endpoint,
                        "replay_endpoint": replay_endpoint or "", "topic": topic}
 
@@ -200,12 +205,25 @@ class Recorder:
                 raise ValueError(f"a message of {len(frames)} frames (the engines send topic, "
                                  "sequence number, payload)")
             topic, seq, payload = frames[0], _seq(frames[1]), frames[2]
-            if self.last is not None and seq <= self.last:
+            if self.live_last is not None and seq <= self.live_last:
+                self._restart(seq, topic)  # PUB/SUB keeps one publisher's order: it started anew
+            elif self.last is not None and seq <= self.last:
+                self.live_last = seq
                 continue  # already recorded (from the replay socket)
+            self.live_last = seq
             if self.last is not None and seq > self.last + 1:
                 self._backfill(self.last + 1, seq - 1, topic)
             self._batch(seq, topic, payload)
             self.out.flush()
+
+    def _restart(self, seq: int, topic: bytes) -> None:
+        """The engine restarted (its sequence numbers went back live; its cache is empty): a
+        restart line, then the new run's batches before `seq` from its replay socket."""
+        self._write({"restart": {"seq": seq, "t": time.time()}})
+        self.counts["restarts"] += 1
+        self.last = -1
+        if seq > 0:
+            self._backfill(0, seq - 1, topic)
 
     def close(self, stopped: str) -> None:
         self._write({"kvtk_events_end": dict(self.counts, stopped=stopped)})

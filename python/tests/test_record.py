@@ -31,8 +31,11 @@ class FakeEngine:
     """Publishes batches 0..n-1 (payload = b"batch<seq>"), dropping the ones in `drop` from the
     PUB stream (kept in the replay buffer unless also in `forget`)."""
 
-    def __init__(self, zmq, n, drop=(), forget=(), start_delay=0.5):
+    def __init__(self, zmq, n, drop=(), forget=(), start_delay=0.5, restart=0):
+        """restart=m: after the n batches the engine "restarts": its buffer is emptied and it
+        publishes m more batches numbered from 0 again (payload b"again<seq>")."""
         self.zmq, self.n, self.drop, self.forget = zmq, n, set(drop), set(forget)
+        self.restart = restart
         self.ctx = zmq.Context()
         self.pub = self.ctx.socket(zmq.PUB)
         self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
@@ -65,6 +68,14 @@ class FakeEngine:
             if seq not in self.drop:
                 self.pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
             self._serve_replay(poller, 20)
+        if self.restart:
+            self._serve_replay(poller, 300)
+            self.buffer = []
+            for seq in range(self.restart):
+                payload = b"again%d" % seq
+                self.buffer.append((seq, payload))
+                self.pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
+                self._serve_replay(poller, 20)
         while not self.done.is_set():
             self._serve_replay(poller, 20)
 
@@ -100,6 +111,29 @@ def test_record_live_gaps_backfilled_and_lost(tmp_path):
     assert all(base64.b64decode(b["payload"]) == b"batch%d" % b["seq"] for b in batches)
     assert [x["gap"] for x in got if "gap" in x] == [{"first": 9, "last": 9}]
     assert (r["batches"], r["recovered"], r["lost"], r["gaps"]) == (11, 2, 1, 1)
+
+
+def test_record_an_engine_restart(tmp_path):
+    # The engine restarts mid-recording: its numbers start again at 0. Nothing is skipped as a
+    # duplicate: a restart line, then the new run's batches.
+    zmq = zmq_or_skip()
+    eng = FakeEngine(zmq, 4, restart=3)
+    out = tmp_path / "restart.jsonl"
+    eng.thread.start()
+    try:
+        r = kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
+                               replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
+                               first_seq=0, idle_s=1.5, duration_s=30)
+    finally:
+        eng.close()
+    got = lines(out)
+    import base64
+    kinds = [("restart", x["restart"]["seq"]) if "restart" in x else
+             (base64.b64decode(x["payload"]).decode(), x["seq"]) for x in got
+             if "restart" in x or "seq" in x]
+    assert kinds == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("batch3", 3), ("restart", 0),
+                     ("again0", 0), ("again1", 1), ("again2", 2)]
+    assert (r["batches"], r["restarts"]) == (7, 1)
 
 
 def test_record_a_burst_before_the_subscription(tmp_path):

@@ -201,6 +201,7 @@ check_engine_result run(check_engine_options o) {
   const kv_recording recording = read_kv_events(o.events, o.engine, [&](const kv_batch& b) {
     for (const kv_event& e : b.events) {
       if (e.type == kv_event::kind::cleared) {
+        r.restarts += b.restart ? 1 : 0;
         // SGLang's RadixCache publishes one when it starts (reset()): a clear before anything was
         // stored changes nothing.
         if (!rec_stored.empty()) ++r.cleared;
@@ -267,6 +268,7 @@ nlohmann::json to_json(const check_engine_result& r) {
           {"recorded_reused", r.recorded_reused},
           {"predicted_reused", r.predicted_reused},
           {"reuse_reports", r.reuse_reports},
+          {"restarts", r.restarts},
           {"unresolved_blocks", r.unresolved_blocks},
           {"lost_batches", r.lost_batches},
           {"cleared", r.cleared},
@@ -297,6 +299,7 @@ std::string to_text(const check_engine_result& r) {
          "the engine ran with kv_cache_report_mode=\"full\"; give --report-mode full\n";
   }
   if (r.lost_batches > 0) s += "kvtk check-engine: the recording lost " + std::to_string(r.lost_batches) + " batches\n";
+  if (r.restarts > 0) s += "kvtk check-engine: the engine restarted " + std::to_string(r.restarts) + " time(s) during the recording\n";
   if (r.cleared > 0) s += "kvtk check-engine: the engine cleared its cache (AllBlocksCleared), which the model does not\n";
   if (!r.recording_ended) s += "kvtk check-engine: the recording has no end line (the recorder was killed)\n";
   return s;

@@ -61,6 +61,7 @@ struct check_engine_result {
   std::uint64_t recorded_reused = 0, predicted_reused = 0;  ///< report mode full
   /// Report mode incremental: stored events that re-report cached blocks (a full-mode recording).
   std::uint64_t reuse_reports = 0;
+  std::uint64_t restarts = 0;  ///< the engine restarted (restart lines; also counted in cleared)
   /// lost_batches: gap lines' batches plus sequence numbers skipped without one.
   /// cleared: AllBlocksCleared after the first stored block (one before it changes nothing).
   std::uint64_t unresolved_blocks = 0, lost_batches = 0, cleared = 0, other_media_events = 0;

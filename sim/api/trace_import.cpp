@@ -804,7 +804,7 @@ nlohmann::json to_json(const trace_import_result& r) {
           {"first_unresolved", r.first_unresolved}, {"skipped_records", r.skipped_records},
           {"start_unix_s", r.start_unix_s}, {"reused_blocks", r.reused_blocks},
           {"unattributed_blocks", r.unattributed_blocks}, {"dropped_requests", r.dropped_requests},
-          {"reuse_like_events", r.reuse_like_events}};
+          {"reuse_like_events", r.reuse_like_events}, {"restarts", r.restarts}};
 }
 
 std::string to_text(const trace_import_result& r) {
@@ -856,6 +856,10 @@ std::string to_text(const trace_import_result& r) {
     if (r.lost_batches > 0) {
       s += "kvtk trace import: warning: the recording lost " + std::to_string(r.lost_batches) +
            " batches (gaps the replay socket could not fill)\n";
+    }
+    if (r.restarts > 0) {
+      s += "kvtk trace import: the engine restarted " + std::to_string(r.restarts) +
+           " time(s) during the recording (its cache emptied; counted as AllBlocksCleared)\n";
     }
     if (r.other_media_events > 0) {
       s += "kvtk trace import: " + std::to_string(r.other_media_events) +

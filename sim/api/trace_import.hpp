@@ -92,6 +92,8 @@ struct trace_import_result {
   /// Events, report mode incremental: stores that look like reuse reports (no parent, every
   /// block already resident): the recording was probably made with kv_cache_report_mode="full".
   std::uint64_t reuse_like_events = 0;
+  /// Events: the engine restarted (restart lines; each also counted as an AllBlocksCleared).
+  std::uint64_t restarts = 0;
   bool recording_ended = true;  ///< events: the recording has its end line
   /// dynamo: records skipped, by event type (tool events, request_end without replay data)
   std::map<std::string, std::uint64_t> skipped_records;

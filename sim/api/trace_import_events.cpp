@@ -201,6 +201,7 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
   }
   writer->finish();
   r.lost_batches = rec.lost_batches;
+  r.restarts = rec.restarts;
   r.recording_ended = rec.ended;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.threads = 1;

@@ -294,7 +294,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
   kv_recording rec;
   std::string_view line;
   bool header = false;
-  std::optional<std::int64_t> last_seq;
+  std::int64_t last_seq = -1;  // -1: none yet (or since a restart)
   kv_batch batch;
   std::string payload;
   const event_engine layout = engine == "sglang" ? event_engine::sglang : event_engine::vllm;
@@ -323,6 +323,26 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
       rec.ended = true;
       continue;
     }
+    if (j.contains("restart")) {
+      // The engine restarted (`kvtk trace record` saw its numbers go back): its cache is empty
+      // and its numbering starts anew. Consumers see it as AllBlocksCleared.
+      const json& rs = j["restart"];
+      if (!rs.is_object() || !rs.value("seq", json()).is_number_integer() || rs["seq"].get<std::int64_t>() < 0 ||
+          rs["seq"].get<std::int64_t>() >= max_seq) {
+        throw trace_error(path, n, "a restart line without an integer seq in [0, 2^62)");
+      }
+      ++rec.restarts;
+      last_seq = -1;
+      kv_batch restart;
+      restart.seq = rs["seq"].get<std::int64_t>();
+      restart.ts = batch.ts;
+      restart.line = n;
+      restart.restart = true;
+      restart.events.resize(1);
+      restart.events[0].type = kv_event::kind::cleared;
+      on_batch(restart);
+      continue;
+    }
     if (j.contains("gap")) {
       const json& g = j["gap"];
       if (!g.is_object() || !g.value("first", json()).is_number_integer() ||
@@ -331,10 +351,10 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
       }
       const auto first = g["first"].get<std::int64_t>(), last = g["last"].get<std::int64_t>();
       if (first < 0 || last >= max_seq) throw trace_error(path, n, "a gap outside sequence numbers [0, 2^62)");
-      if (last_seq && first <= *last_seq) throw trace_error(path, n, "a gap before the last batch");
+      if (last_seq >= 0 && first <= last_seq) throw trace_error(path, n, "a gap before the last batch");
       rec.gaps.emplace_back(first, last);
       rec.lost_batches += static_cast<std::uint64_t>(last - first + 1);
-      if (last_seq && first > *last_seq + 1) rec.unrecorded_seqs += static_cast<std::uint64_t>(first - *last_seq - 1);
+      if (last_seq >= 0 && first > last_seq + 1) rec.unrecorded_seqs += static_cast<std::uint64_t>(first - last_seq - 1);
       last_seq = last;
       continue;
     }
@@ -343,11 +363,11 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
     }
     batch.seq = j["seq"].get<std::int64_t>();
     if (batch.seq < 0 || batch.seq >= max_seq) throw trace_error(path, n, "sequence number outside [0, 2^62)");
-    if (last_seq && batch.seq <= *last_seq) {
+    if (last_seq >= 0 && batch.seq <= last_seq) {
       throw trace_error(path, n, "sequence number " + std::to_string(batch.seq) + " after " +
-                                     std::to_string(*last_seq) + " (a recording is in sequence order)");
+                                     std::to_string(last_seq) + " (a recording is in sequence order)");
     }
-    if (last_seq && batch.seq > *last_seq + 1) rec.unrecorded_seqs += static_cast<std::uint64_t>(batch.seq - *last_seq - 1);
+    if (last_seq >= 0 && batch.seq > last_seq + 1) rec.unrecorded_seqs += static_cast<std::uint64_t>(batch.seq - last_seq - 1);
     last_seq = batch.seq;
     if (!base64_decode(j["payload"].get<std::string>(), payload)) throw trace_error(path, n, "the payload is not base64");
     batch.line = n;

@@ -4,7 +4,8 @@
 // The file (docs/formats.md "KV-event recordings") is JSONL: a header {"kvtk_events": 1,
 // "engine", ...}, one line per batch {"seq", "t", "topic", "payload": base64 of the msgpack bytes
 // the engine sent}, {"gap": {"first", "last"}} for batches lost for good, and an end line
-// {"kvtk_events_end": {...}} (absent when the recorder was killed).
+// {"restart": {"seq"}} where the engine restarted (read as AllBlocksCleared, numbering anew),
+// and an end line {"kvtk_events_end": {...}} (absent when the recorder was killed).
 //
 // A payload is the engine's EventBatch: msgspec's array-like encoding [ts, events,
 // data_parallel_rank] or a map {"ts", "events", ...}; each event is a tagged array
@@ -54,6 +55,9 @@ struct kv_batch {
   double ts = 0;  ///< the engine's timestamp (seconds)
   std::uint64_t line = 0;
   std::vector<kv_event> events;
+  /// A restart line: the engine restarted (its cache empty, its numbers anew); `events` is one
+  /// AllBlocksCleared, `seq` the first number of the new run.
+  bool restart = false;
 };
 
 /// What the recording says about itself.
@@ -63,6 +67,7 @@ struct kv_recording {
   std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  ///< lost seq ranges (recorder's)
   std::uint64_t unrecorded_seqs = 0;  ///< seq numbers skipped with no gap line (should be 0)
   bool ended = false;                 ///< the end line is there (the recorder stopped cleanly)
+  std::uint64_t restarts = 0;         ///< restart lines (the engine restarted)
 };
 
 /// Reads the recording at `path`, calling on_batch for each batch in file order. `engine`: the

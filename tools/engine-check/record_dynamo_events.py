@@ -36,6 +36,7 @@ import asyncio
 import glob
 import json
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -195,13 +196,14 @@ async def main() -> int:
             lines += recs + [radix_dump(recs, "vllm_relay")]
     finally:
         rt.shutdown()
+        if os.environ["DYN_FILE_KV"] == _disc:
+            shutil.rmtree(_disc, ignore_errors=True)
     out = open(a.out, "w") if a.out else sys.stdout
     for rec in lines:
         out.write(json.dumps(rec) + "\n")
     if a.out:
         out.close()
-    print(f"{len(lines)} records; discovery dir {os.environ['DYN_FILE_KV']}; "
-          f"{'OK' if not bad else f'{bad} problem(s)'}", file=sys.stderr)
+    print(f"{len(lines)} records; {'OK' if not bad else f'{bad} problem(s)'}", file=sys.stderr)
     return 1 if bad else 0
 
 
