@@ -152,6 +152,14 @@ expect(0 "no divergence" check-engine --engine sglang --events ${SGL_EVENTS} --t
        --gpu-blocks 64)
 expect(3 "first divergence: stored block #66" check-engine --engine sglang --events ${SGL_EVENTS}
        --trace ${WORK_DIR}/sglang_nolora.kvtb --gpu-blocks 60)
+# Dynamo 1.6.1 relaying that vLLM recording as RouterEvents: the engine's keys only.
+set(DYN_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_events_example.jsonl)
+expect(0 "40 event batches: 481 blocks stored" trace import ${DYN_EVENTS} --format dynamo-events --to ids
+       -o ${WORK_DIR}/dynamo_misses.ids)
+expect(2 "carry no token ids" trace import ${DYN_EVENTS} --format dynamo-events --keys derived --to ids
+       -o ${WORK_DIR}/x.ids)
+expect(0 "no divergence" check-engine --events ${DYN_EVENTS} --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 64
+       --keys engine)
 # A Dynamo request trace (DYN_REQUEST_TRACE records, tests/data/import/make_examples.py).
 expect(0 "wrote 39 requests \\(14706 tokens, blocks of 64 tokens\\) from a Dynamo request trace"
        trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_request_trace_example.jsonl --format dynamo

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api/check_engine.hpp"
+#include "api/event_keys.hpp"
 #include "api/trace_import.hpp"
 #include "api/usage_error.hpp"
 #include "formats/kv_events.hpp"
@@ -35,6 +36,9 @@ const std::string sglang_recording = import_dir + "/sglang_events_example.jsonl"
 // vLLM again, every request with kv_cache_report_mode="full" (REPORT_MODE=full
 // tools/engine-check/record_vllm_events.sh): reused prefixes are reported too.
 const std::string full_recording = import_dir + "/vllm_events_full_example.jsonl";
+// NVIDIA Dynamo 1.6.1's own KvEventPublisher relaying the vLLM recording as RouterEvents on its
+// event plane (tools/engine-check/record_dynamo_relay.sh).
+const std::string dynamo_recording = import_dir + "/dynamo_events_example.jsonl";
 
 std::string tmp(const std::string& name) {
   return (fs::temp_directory_path() / ("kvtk_events_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -431,6 +435,87 @@ TEST_CASE("kv events: vLLM's reuse reports rebuild the requests; check-engine co
   CHECK_FALSE(e.equal);
   CHECK(e.reuse_reports == 39);
   fs::remove(o.output);
+}
+
+TEST_CASE("kv events: Dynamo's RouterEvents give vLLM's miss stream; one cache a recording", "[events]") {
+  // Dynamo passes the engine's hashes through: its recording's miss stream is the vLLM
+  // recording's with the engine's keys, block for block.
+  const auto miss_stream = [&](const std::string& log, const std::string& format, const std::string& keys) {
+    kvtk::sim::trace_import_options o;
+    o.log = log;
+    o.format = format;
+    o.keys = keys;
+    o.to = "ids";
+    o.output = tmp("dyn_" + format + ".ids");
+    o.force = true;
+    const auto r = kvtk::sim::run(o);
+    CHECK((r.stored_blocks == 481 && r.removed_blocks == 419 && r.unresolved_blocks == 0));
+    std::ifstream in(o.output);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fs::remove(o.output);
+    return text;
+  };
+  CHECK(miss_stream(dynamo_recording, "dynamo-events", "") == miss_stream(recording, "vllm-events", "engine"));
+  kvtk::sim::trace_import_options derived;
+  derived.log = dynamo_recording;
+  derived.format = "dynamo-events";
+  derived.keys = "derived";
+  derived.to = "ids";
+  derived.output = tmp("x.ids");
+  CHECK_THROWS_WITH(kvtk::sim::run(derived), Catch::Contains("carry no token ids"));
+  // check-engine against kvtk's vLLM model, with the engine's keys.
+  auto c = check(dynamo_recording);
+  c.keys = "engine";
+  const auto r = kvtk::sim::run(c);
+  INFO(r.first_divergence);
+  CHECK(r.equal);
+  c.keys = "derived";
+  CHECK_THROWS_WITH(kvtk::sim::run(c), Catch::Contains("give --keys engine"));
+
+  // Hand-made envelopes: tiers, cleared, a second worker refused.
+  const auto envelope = [](const json& router_events) {
+    const auto payload = json::to_msgpack(router_events);
+    const json env = {{"publisher_id", 1}, {"sequence", 0}, {"published_at", 1500}, {"topic", "kv-events"},
+                      {"payload", json::binary(payload)}};
+    auto body = json::to_msgpack(env);
+    std::vector<std::uint8_t> frame = {1, 0, 0, 0, 0};
+    for (int i = 0; i < 4; ++i) frame[static_cast<std::size_t>(1 + i)] = static_cast<std::uint8_t>(body.size() >> (8 * (3 - i)));
+    frame.insert(frame.end(), body.begin(), body.end());
+    return std::string(frame.begin(), frame.end());
+  };
+  const auto stored = [](std::uint64_t worker, const char* tier, std::uint64_t hash) {
+    return json{{"worker_id", worker}, {"storage_tier", tier},
+                {"event", {{"event_id", 1}, {"dp_rank", 0},
+                           {"data", {{"stored", {{"parent_hash", nullptr},
+                                                 {"blocks", json::array({json{{"block_hash", hash}, {"tokens_hash", 5}}})}}}}}}}};
+  };
+  kvtk::sim::kv_batch b;
+  const json events = json::array({stored(7, "device", 0xffffffffffffffffull), stored(7, "host_pinned", 2),
+                                   json{{"worker_id", 7}, {"storage_tier", "device"},
+                                        {"event", {{"event_id", 3}, {"data", "cleared"}}}}});
+  {
+    const std::string why = kvtk::sim::decode_event_batch(envelope(events), b, kvtk::sim::event_engine::dynamo);
+    INFO(why);
+    REQUIRE(why.empty());
+  }
+  REQUIRE(b.events.size() == 3);
+  CHECK((b.ts == 1.5 && b.events[0].medium == "GPU" && b.events[1].medium == "host_pinned"));
+  CHECK(b.events[2].type == kvtk::sim::kv_event::kind::cleared);
+  CHECK(kvtk::sim::event_keys::engine_key(b.events[0].hashes[0]) == 0xffffffffffffffffull);
+  CHECK_THAT(kvtk::sim::decode_event_batch(std::string("\x02") + "abcd", b, kvtk::sim::event_engine::dynamo),
+             Catch::Contains("not a Dynamo event-plane frame"));
+  const std::string two = tmp("two_workers.jsonl");
+  {
+    std::ofstream out(two);
+    out << "{\"kvtk_events\": 1, \"engine\": \"dynamo\"}\n";
+    const auto b64s = [](const std::string& bytes) { return b64(std::vector<std::uint8_t>(bytes.begin(), bytes.end())); };
+    out << "{\"seq\": 0, \"payload\": \"" << b64s(envelope(json::array({stored(7, "device", 1)}))) << "\"}\n";
+    out << "{\"seq\": 1, \"payload\": \"" << b64s(envelope(json::array({stored(8, "device", 2)}))) << "\"}\n";
+  }
+  derived.log = two;
+  derived.keys = "engine";
+  CHECK_THROWS_WITH(kvtk::sim::run(derived), Catch::Contains(":3: holds events of worker 8 rank 0 after worker 7"));
+  for (const auto& f : {two, derived.output}) fs::remove(f);
 }
 
 TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {

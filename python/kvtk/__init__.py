@@ -305,7 +305,7 @@ def record_events(output: Union[str, "os.PathLike[str]"], endpoint: str,
                   idle_s: Optional[float] = None, first_seq: Optional[int] = None,
                   force: bool = False) -> dict:
     """``kvtk trace record``: the KV events an engine publishes at `endpoint` (vLLM, SGLang: ZMQ
-    PUB) written to `output` until `count` batches, `duration_s` seconds, `idle_s` seconds
+    PUB; engine="dynamo": Dynamo's event plane on ZMQ, its RouterEvents) written to `output` until `count` batches, `duration_s` seconds, `idle_s` seconds
     without a batch, or Ctrl-C. Gaps (dropped messages, a slow joiner) are backfilled from
     `replay_endpoint`; `first_seq` (the engines start at 0) makes batches published before the
     recorder joined count as a gap. Needs pyzmq (the ``events`` extra). Returns batches,

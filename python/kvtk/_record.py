@@ -77,6 +77,7 @@ class Recorder:
         self.last: Optional[int] = None  # the last sequence number recorded (live or replayed)
         self.live_last: Optional[int] = None  # the last one received live
         self.counts = {"batches": 0, "recovered": 0, "lost": 0, "gaps": 0, "restarts": 0}
+        self.engine = engine
         self.header = {"kvtk_events": 1, "engine": engine, "endpoint": endpoint,
                        "replay_endpoint": replay_endpoint or "", "topic": topic}
 
@@ -102,6 +103,15 @@ class Recorder:
         except ImportError:
             return
         try:
+            if self.engine == "dynamo":  # version byte, u32 length, envelope whose payload is
+                env = msgpack.unpackb(payload[5:], raw=False, strict_map_key=False)  # RouterEvents
+                for e in msgpack.unpackb(env["payload"], raw=False, strict_map_key=False):
+                    data = e["event"]["data"]
+                    kind = {"stored": "BlockStored", "removed": "BlockRemoved"}.get(
+                        next(iter(data)) if isinstance(data, dict) else "",
+                        "AllBlocksCleared" if data == "cleared" else "other")
+                    self.counts[f"events_{kind}"] = self.counts.get(f"events_{kind}", 0) + 1
+                return
             batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
             events = batch[1] if isinstance(batch, list) else batch["events"]
             for e in events:
@@ -201,6 +211,13 @@ class Recorder:
                 continue
             last_batch = time.monotonic()
             frames = self.sub.recv_multipart()
+            if self.engine == "dynamo":
+                # Dynamo's event plane (ZMQ transport): topic, publisher id, sequence (u64 BE,
+                # per publisher, from 0), framed envelope; the envelope is kept as the payload.
+                if len(frames) != 4:
+                    raise ValueError(f"a message of {len(frames)} frames (Dynamo's event plane "
+                                     "sends topic, publisher id, sequence number, envelope)")
+                frames = [frames[0], frames[2], frames[3]]
             if len(frames) != 3:
                 raise ValueError(f"a message of {len(frames)} frames (the engines send topic, "
                                  "sequence number, payload)")
@@ -244,9 +261,11 @@ def record(output: str, endpoint: str, replay_endpoint: Optional[str] = None, to
     counts (batches, recovered, lost, gaps) and why it stopped. `first_seq`: the sequence number
     the engine starts from (vLLM and SGLang: 0), so that batches published before the recorder
     joined are asked from the replay socket too."""
-    if engine not in ("vllm", "sglang"):
-        raise ValueError(f"engine: '{engine}' is not vllm or sglang (Dynamo publishes through "
-                         "NATS or its own ZMQ router: record with its tools)")
+    if engine not in ("vllm", "sglang", "dynamo"):
+        raise ValueError(f"engine: '{engine}' is not vllm, sglang or dynamo")
+    if engine == "dynamo" and replay_endpoint:
+        raise ValueError("replay_endpoint: Dynamo's event plane has no replay socket (gaps are "
+                         "recorded as lost)")
     if count is not None and count <= 0:
         raise ValueError("count: must be a positive number of batches")
     if duration_s is not None and not duration_s > 0:
@@ -290,7 +309,8 @@ def main(argv=None) -> int:
     p.add_argument("--endpoint", required=True, help="the engine's PUB endpoint, e.g. tcp://host:5557")
     p.add_argument("--replay-endpoint", help="the engine's replay (ROUTER) endpoint, for backfill")
     p.add_argument("--topic", default="", help="the topic to subscribe to (default: all)")
-    p.add_argument("--engine", default="vllm", help="vllm | sglang")
+    p.add_argument("--engine", default="vllm",
+                   help="vllm | sglang | dynamo (Dynamo's event plane on ZMQ: its RouterEvents)")
     p.add_argument("-o", "--output", required=True, help="the recording to write")
     p.add_argument("--count", type=int, help="stop after this many batches")
     p.add_argument("--duration", type=float, help="stop after this many seconds")

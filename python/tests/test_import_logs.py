@@ -197,3 +197,7 @@ def test_engine_events_import_and_check_engine(tmp_path):
     assert (r["requests"], r["full_blocks"], r["reused_blocks"]) == (40, 912, 431)
     rebuilt = kvtk.load_trace(tmp_path / "rebuilt.kvtb")
     assert len(rebuilt) == 40
+    # Dynamo 1.6.1 relaying the vLLM recording: the engine's keys (its default), vLLM's misses.
+    r = kvtk.import_trace(IMPORT / "dynamo_events_example.jsonl", tmp_path / "dyn.ids",
+                          format="dynamo-events", to="ids")
+    assert (r["engine"], r["stored_blocks"], r["removed_blocks"]) == ("dynamo", 481, 419)

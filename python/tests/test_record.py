@@ -172,7 +172,10 @@ def test_record_interrupted_and_refusals(tmp_path):
     assert out.read_bytes() == before
     with pytest.raises(ValueError, match="exists; pass --force"):
         kvtk.record_events(out, "tcp://127.0.0.1:1", count=1)
-    with pytest.raises(ValueError, match="not vllm or sglang"):
+    with pytest.raises(ValueError, match="not vllm, sglang or dynamo"):
         kvtk.record_events(tmp_path / "x", "tcp://127.0.0.1:1", engine="trtllm")
+    with pytest.raises(ValueError, match="Dynamo's event plane has no replay socket"):
+        kvtk.record_events(tmp_path / "x", "tcp://127.0.0.1:1", engine="dynamo",
+                           replay_endpoint="tcp://127.0.0.1:2")
     with pytest.raises(ValueError, match="count: must be a positive"):
         kvtk.record_events(tmp_path / "x", "tcp://127.0.0.1:1", count=0)

@@ -198,7 +198,13 @@ check_engine_result run(check_engine_options o) {
   const auto reuse_report = [&](const kv_event& e) {
     return !e.parent && std::all_of(e.hashes.begin(), e.hashes.end(), [&](const std::string& h) { return resident.contains(h); });
   };
-  const kv_recording recording = read_kv_events(o.events, o.engine, [&](const kv_batch& b) {
+  // A Dynamo recording relays the engine's events with the engine's own hashes and no tokens.
+  const bool dynamo = recorded_engine(o.events) == "dynamo";
+  if (dynamo && o.keys != "engine") {
+    throw usage_error("--keys: a Dynamo recording carries no token ids; give --keys engine (the "
+                      "engine's own hashes, which Dynamo passes through)");
+  }
+  const kv_recording recording = read_kv_events(o.events, dynamo ? "dynamo" : o.engine, [&](const kv_batch& b) {
     for (const kv_event& e : b.events) {
       if (e.type == kv_event::kind::cleared) {
         r.restarts += b.restart ? 1 : 0;

@@ -42,7 +42,7 @@ class event_keys {
   }
 
   /// Why a block is unresolved.
-  enum class unresolved : std::uint8_t { no, parent_unknown, lora, extra_keys, block_size };
+  enum class unresolved : std::uint8_t { no, parent_unknown, lora, extra_keys, block_size, no_tokens };
 
   /// Effects: the keys of a stored event's blocks appended to `keys` (nullopt: unresolved, with
   /// the first reason in `why`). Complexity: O(tokens).  Throws: std::bad_alloc.
@@ -63,6 +63,7 @@ class event_keys {
         parent = &it->second;
       }
     }
+    if (ok && e.block_size == 0) ok = false, why = unresolved::no_tokens;
     if (ok && e.lora_name) ok = false, why = unresolved::lora;
     if (ok && (e.has_extra_keys || e.cache_salt)) ok = false, why = unresolved::extra_keys;
     if (ok && e.block_size != opts_.block_size) ok = false, why = unresolved::block_size;
@@ -111,6 +112,8 @@ class event_keys {
         return "a block with extra keys (multimodal or cache_salt), which the event does not carry whole";
       case unresolved::block_size:
         return "the event's block size is not --block-tokens";
+      case unresolved::no_tokens:
+        return "the event carries no token ids (Dynamo's RouterEvents): use the engine's keys";
       case unresolved::no:
         break;
     }

@@ -87,16 +87,25 @@ trace_import_options trace_import_options_from_json(const nlohmann::json& j) {
 
 void validate(trace_import_options& o) {
   if (o.log.empty()) throw usage_error("give the request log (kvtk trace import LOG -o OUT)");
-  const bool events = o.format == "vllm-events" || o.format == "sglang-events";
+  const bool events = o.format == "vllm-events" || o.format == "sglang-events" || o.format == "dynamo-events";
   if (o.format != "token-ids" && !events && o.format != "dynamo") {
     throw usage_error("--format: '" + o.format + "' cannot be imported (token-ids: a JSONL or "
-                      "CSV log with token ids; vllm-events, sglang-events: a kvtk trace record "
-                      "recording; dynamo: Dynamo's request trace; text logs are imported by the "
-                      "Python package, kvtk.import_trace; Dynamo's KV events are not supported yet)");
+                      "CSV log with token ids; vllm-events, sglang-events, dynamo-events: a kvtk "
+                      "trace record recording; dynamo: Dynamo's request trace; text logs are "
+                      "imported by the Python package, kvtk.import_trace)");
   }
   // The engine: given, or the format's (an events format names it), else vLLM's.
-  const std::string implied = o.format == "sglang-events" ? "sglang" : "vllm";
+  const std::string implied = o.format == "sglang-events"   ? "sglang"
+                              : o.format == "dynamo-events" ? "dynamo"
+                                                            : "vllm";
   if (o.engine.empty()) o.engine = implied;
+  // Dynamo's RouterEvents carry no token ids: only the engine's own keys.
+  if (o.keys.empty()) o.keys = o.format == "dynamo-events" ? "engine" : "derived";
+  if (o.format == "dynamo-events" && o.keys != "engine") {
+    throw usage_error("--keys derived: Dynamo's RouterEvents carry no token ids (only its XXH3 "
+                      "tokens_hash), so keys cannot be derived; use --keys engine (the engine's "
+                      "own hashes, which Dynamo passes through)");
+  }
   if (o.keys != "derived" && o.keys != "engine") {
     throw usage_error("--keys: '" + o.keys + "' is not derived or engine");
   }
@@ -121,7 +130,7 @@ void validate(trace_import_options& o) {
   if (o.log_format != "auto" && o.log_format != "jsonl" && o.log_format != "csv") {
     throw usage_error("--log-format: '" + o.log_format + "' is not auto, jsonl or csv");
   }
-  if (o.engine != "vllm" && o.engine != "sglang") {
+  if (o.engine != "vllm" && o.engine != "sglang" && !(o.engine == "dynamo" && o.format == "dynamo-events")) {
     throw usage_error("--engine: '" + o.engine + "' is not vllm or sglang");
   }
   if (o.block_tokens == 0 || o.block_tokens > limits::max_block_tokens) {
@@ -668,7 +677,9 @@ kvtk::prefix::block_hasher make_hasher(const trace_import_options& o) {
 
 trace_import_result run(trace_import_options o, const progress_callback& progress) {
   validate(o);
-  if (o.format == "vllm-events" || o.format == "sglang-events") return detail::run_events(o, progress);
+  if (o.format == "vllm-events" || o.format == "sglang-events" || o.format == "dynamo-events") {
+    return detail::run_events(o, progress);
+  }
   if (o.format == "dynamo") return detail::run_dynamo(o, progress);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();

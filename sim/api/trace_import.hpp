@@ -32,8 +32,8 @@ namespace kvtk::sim {
 struct trace_import_options {
   std::string log;                     ///< the request log (required; a regular file)
   std::string format = "token-ids";    ///< the log's kind: token-ids (JSONL or CSV) |
-                                       ///< vllm-events | sglang-events (a `kvtk trace record`
-                                       ///< recording of that engine) |
+                                       ///< vllm-events | sglang-events | dynamo-events (a `kvtk
+                                       ///< trace record` recording of that engine) |
                                        ///< dynamo (Dynamo's DYN_REQUEST_TRACE records)
   std::string log_format = "auto";     ///< jsonl | csv | auto (JSONL when the first non-blank
                                        ///< line opens an object, else a CSV header)
@@ -57,8 +57,9 @@ struct trace_import_options {
                                        ///< array of {identifier, offset, length}
   std::string time_unit = "s";         ///< the timestamps' unit: s | ms
   std::uint32_t threads = 0;           ///< hashing threads; 0 = the machine's
-  std::string keys = "derived";        ///< events: derived (from token ids and parents) |
-                                       ///< engine (the events' own hashes; api/event_keys.hpp)
+  std::string keys;                    ///< events: derived (from token ids and parents) |
+                                       ///< engine (the events' own hashes; api/event_keys.hpp);
+                                       ///< "" = derived, or engine for dynamo-events
   std::string report_mode = "incremental";  ///< vllm-events: incremental (stores only: the miss
                                        ///< stream) | full (the engine reported reused prefixes
                                        ///< too, kv_cache_report_mode="full": requests rebuilt,

@@ -23,12 +23,15 @@
 // session = its events' session_id (the same id a token-id import gives that string). Requests
 // are kept in memory until the end (one chain per request).
 #include <chrono>
+#include <optional>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "api/event_keys.hpp"
 #include "api/trace_import.hpp"
 #include "formats/kv_events.hpp"
+#include "formats/trace_error.hpp"
 #include "formats/writers.hpp"
 
 namespace kvtk::sim::detail {
@@ -110,6 +113,7 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
   request_chains chains;
   std::vector<std::optional<kvtk::block_key>> got;
   std::vector<kvtk::block_key> resolved;
+  std::optional<std::pair<std::uint64_t, std::uint32_t>> cache_owner;
   const auto note_unresolved = [&](const kv_batch& b, event_keys::unresolved why) {
     if (r.unresolved_blocks == 0) {
       r.first_unresolved = "line " + std::to_string(b.line) + " (seq " + std::to_string(b.seq) +
@@ -119,6 +123,16 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
   const kv_recording rec = read_kv_events(o.log, o.engine, [&](const kv_batch& b) {
     ++r.batches;
     for (const kv_event& e : b.events) {
+      // One recording, one cache: Dynamo's events name their worker and data-parallel rank.
+      if (!cache_owner) {
+        cache_owner.emplace(e.worker_id, e.dp_rank);
+      } else if (*cache_owner != std::pair(e.worker_id, e.dp_rank) && !b.restart) {
+        throw trace_error(o.log, b.line, "holds events of worker " + std::to_string(e.worker_id) + " rank " +
+                                             std::to_string(e.dp_rank) + " after worker " +
+                                             std::to_string(cache_owner->first) + " rank " +
+                                             std::to_string(cache_owner->second) +
+                                             ": one recording is one cache; record each worker apart");
+      }
       if (e.type == kv_event::kind::cleared) {
         ++r.cleared;
         chains.cleared();
@@ -136,7 +150,7 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
       got.clear();
       event_keys::unresolved why{};
       keys.stored(e, got, why);
-      if (requests_out && e.block_size != o.block_tokens) {  // a request has one block size
+      if (requests_out && e.block_size != 0 && e.block_size != o.block_tokens) {  // one block size a request
         for (auto& k : got) k.reset();
         why = event_keys::unresolved::block_size;
       }
@@ -163,8 +177,10 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
       // batch's time.
       request_record out;
       out.keys = resolved;
-      out.input_length = resolved.size() * std::uint64_t{e.block_size};
-      out.block_tokens = e.block_size;
+      // Dynamo's events do not say their block size: the option's.
+      const std::uint32_t bt = e.block_size != 0 ? e.block_size : o.block_tokens;
+      out.input_length = resolved.size() * std::uint64_t{bt};
+      out.block_tokens = bt;
       out.line = b.line;
       out.arrival_s = b.ts >= 0 ? std::optional<double>(b.ts) : std::nullopt;
       writer->add(out);

@@ -23,10 +23,11 @@ int run_trace_import(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("log", po::value(&o.log)->required(),
                                                  "the request log (also the first positional)")(
       "format", po::value(&o.format)->default_value("token-ids"),
-      "the log's kind: token-ids | vllm-events | sglang-events (a kvtk trace record recording: "
+      "the log's kind: token-ids | vllm-events | sglang-events | dynamo-events (a kvtk trace record recording: "
       "its miss stream, --to ids or oracle-general) | dynamo (Dynamo's DYN_REQUEST_TRACE records)")(
-      "keys", po::value(&o.keys)->default_value("derived"),
-      "events: derived (from the events' token ids and parents) | engine (their own hashes)")(
+      "keys", po::value(&o.keys),
+      "events: derived (from the events' token ids and parents; the default) | engine (their "
+      "own hashes; dynamo-events' default and only choice)")(
       "report-mode", po::value(&o.report_mode)->default_value("incremental"),
       "vllm-events: incremental | full (every request ran with kv_cache_report_mode=\"full\": "
       "the requests are rebuilt, --to kvtb|kvtk|mooncake)")(

@@ -254,9 +254,91 @@ bool shallow_msgpack(std::string_view b, std::size_t max_depth) {
 
 constexpr std::int64_t max_seq = std::int64_t{1} << 62;
 
+// A Dynamo RouterEvent (see the header) into `out`.
+std::string decode_router_event(const json& e, std::size_t index, kv_event& out) {
+  const std::string at = "event " + std::to_string(index) + ": ";
+  if (!e.is_object() || !e.contains("event") || !e["event"].is_object() || !e["event"].contains("data")) {
+    return at + "not a RouterEvent ({worker_id, storage_tier, event: {event_id, data, dp_rank}})";
+  }
+  out = kv_event{};
+  const json& worker = e.value("worker_id", json());
+  if (!worker.is_number_unsigned()) return at + "worker_id is not a non-negative integer";
+  out.worker_id = worker.get<std::uint64_t>();
+  const json& rank = e["event"].value("dp_rank", json());
+  if (!rank.is_null()) {  // absent: rank 0
+    if (!rank.is_number_unsigned() || rank.get<std::uint64_t>() > UINT32_MAX) return at + "dp_rank is not a 32-bit non-negative integer";
+    out.dp_rank = rank.get<std::uint32_t>();
+  }
+  const json& tier = e.value("storage_tier", json("device"));
+  if (!tier.is_string()) return at + "storage_tier is not a string";
+  out.medium = tier.get<std::string>() == "device" ? "GPU" : tier.get<std::string>();
+  const json& data = e["event"]["data"];
+  std::string h;
+  if ((data.is_string() && data.get<std::string>() == "cleared") || (data.is_object() && data.contains("cleared"))) {
+    out.type = kv_event::kind::cleared;
+    return "";
+  }
+  const auto list = [&](const json& hashes, const char* what) -> std::string {
+    if (!hashes.is_array() || hashes.empty()) return at + what + " is not a non-empty list";
+    for (const auto& x : hashes) {
+      const json& v = x.is_object() ? x.value("block_hash", json()) : x;
+      if (!v.is_number_integer() || !hash_bytes(v, h)) return at + "a block hash is not an integer";
+      out.hashes.push_back(h);
+    }
+    return "";
+  };
+  if (data.is_object() && data.contains("stored") && data["stored"].is_object()) {
+    out.type = kv_event::kind::stored;
+    const json& st = data["stored"];
+    if (std::string why = list(st.value("blocks", json()), "stored.blocks"); !why.empty()) return why;
+    const json& parent = st.value("parent_hash", json());
+    if (!parent.is_null()) {
+      if (!parent.is_number_integer() || !hash_bytes(parent, h)) return at + "parent_hash is not an integer";
+      out.parent = h;
+    }
+    return "";
+  }
+  if (data.is_object() && data.contains("removed") && data["removed"].is_object()) {
+    out.type = kv_event::kind::removed;
+    return list(data["removed"].value("block_hashes", json()), "removed.block_hashes");
+  }
+  return at + "data is not stored, removed or cleared";
+}
+
+// Dynamo's event-plane envelope (see the header) into `out`.
+std::string decode_dynamo_envelope(const std::string& bytes, kv_batch& out) {
+  if (bytes.size() < 5 || static_cast<unsigned char>(bytes[0]) != 1) {
+    return "not a Dynamo event-plane frame (version byte 1, u32 length, envelope)";
+  }
+  std::uint64_t len = 0;
+  for (std::size_t i = 1; i < 5; ++i) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
+  if (len != bytes.size() - 5) return "the frame's length is not its envelope's";
+  const std::string_view env_bytes(bytes.data() + 5, bytes.size() - 5);
+  if (!shallow_msgpack(env_bytes, 32)) return "the envelope is not msgpack nested at most 32 deep";
+  const json env = json::from_msgpack(env_bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  if (env.is_discarded() || !env.is_object() || !env.contains("payload") || !env["payload"].is_binary()) {
+    return "the envelope is not a msgpack map with a binary payload";
+  }
+  const json& when = env.value("published_at", json(0));
+  if (!when.is_number()) return "published_at is not a number";
+  out.ts = when.get<double>() / 1000.0;
+  const auto& bin = env["payload"].get_binary();
+  const std::string_view events_bytes(reinterpret_cast<const char*>(bin.data()), bin.size());
+  if (!shallow_msgpack(events_bytes, 32)) return "the events are not msgpack nested at most 32 deep";
+  const json events = json::from_msgpack(events_bytes, true, false);
+  if (events.is_discarded() || !events.is_array()) return "the envelope's payload is not a msgpack list of RouterEvents";
+  out.events.clear();
+  out.events.resize(events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    if (std::string why = decode_router_event(events[i], i, out.events[i]); !why.empty()) return why;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string decode_event_batch(const std::string& msgpack, kv_batch& out, event_engine engine) {
+  if (engine == event_engine::dynamo) return decode_dynamo_envelope(msgpack, out);
   // nlohmann's msgpack parser recurses per nesting level: a payload nested deeper than any
   // event batch is refused first, so that a crafted one cannot exhaust the stack.
   if (!shallow_msgpack(msgpack, 32)) return "the payload is not msgpack nested at most 32 deep";
@@ -283,6 +365,26 @@ std::string decode_event_batch(const std::string& msgpack, kv_batch& out, event_
   return "";
 }
 
+std::string recorded_engine(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw trace_error(path, 0, "cannot open file");
+  if (!S_ISREG(st.st_mode)) throw trace_error(path, 0, "not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw trace_error(path, 0, "cannot open file");
+  line_reader lines(in, path);
+  std::string_view line;
+  while (lines.next(line)) {
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("kvtk_events") && j["kvtk_events"] == 1 && j.contains("engine") &&
+        j["engine"].is_string()) {
+      return j["engine"].get<std::string>();
+    }
+    break;
+  }
+  return "";  // read_kv_events says what is wrong with it
+}
+
 kv_recording read_kv_events(const std::string& path, const std::string& engine,
                             const std::function<void(const kv_batch&)>& on_batch) {
   struct stat st {};
@@ -297,7 +399,7 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
   std::int64_t last_seq = -1;  // -1: none yet (or since a restart)
   kv_batch batch;
   std::string payload;
-  const event_engine layout = engine == "sglang" ? event_engine::sglang : event_engine::vllm;
+  event_engine layout = event_engine::vllm;  // the header's engine's (below)
   while (lines.next(line)) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
@@ -315,6 +417,9 @@ kv_recording read_kv_events(const std::string& path, const std::string& engine,
         throw trace_error(path, n, "was recorded from " + (rec.engine.empty() ? std::string("an unnamed engine") : rec.engine) +
                                        ", not " + engine);
       }
+      layout = rec.engine == "sglang"   ? event_engine::sglang
+               : rec.engine == "dynamo" ? event_engine::dynamo
+                                        : event_engine::vllm;
       header = true;
       continue;
     }

@@ -14,7 +14,16 @@
 // own (vLLM: lora_name, extra_keys, ...; SGLang: cache_salt, session_id, lora_name), so the
 // decoder is told whose recording it reads. SGLang publishes one BlockStored per radix node (its
 // pages coalesced: token_ids holds block_size tokens per hash) and one BlockRemoved per evicted
-// node. Both encodings are read (vLLM changed from the first to
+// node.
+//
+// Dynamo (1.6.1, its event plane on ZMQ: what `kvtk trace record --engine dynamo` keeps): the
+// payload is a frame version byte (1), a u32 big-endian length and a msgpack envelope map
+// {publisher_id, sequence, published_at (ms), topic, payload: bin}, whose payload is a msgpack
+// array of RouterEvents {worker_id, storage_tier, event: {event_id, data, dp_rank}} with data
+// {"stored": {parent_hash, blocks: [{block_hash, tokens_hash}]}} | {"removed": {block_hashes}} |
+// "cleared". block_hash is the engine's own hash passed through; there are no token ids (only
+// Dynamo's XXH3 tokens_hash), so only the engine's keys can be used. storage_tier "device" is
+// the GPU; host_pinned, disk and external are other media. Both encodings are read (vLLM changed from the first to
 // the second in mid-2026; a reader that knows one breaks on the other). Block hashes arrive as
 // integers or as bytes; each is kept as an opaque byte string, since only equality matters.
 #pragma once
@@ -44,10 +53,14 @@ struct kv_event {
   bool has_extra_keys = false;           ///< stored: the event carried per-block extra keys
   std::optional<std::string> cache_salt;  ///< stored (SGLang): the request's salt
   std::optional<std::string> session_id;  ///< stored: the session that stored (or reused) it
+  /// Dynamo: the worker and data-parallel rank whose cache it is (one cache per pair).
+  std::uint64_t worker_id = 0;
+  std::uint32_t dp_rank = 0;
 };
 
-/// Whose events: the array-like encoding's field order after `medium` differs.
-enum class event_engine : std::uint8_t { vllm, sglang };
+/// Whose events: the array-like encoding's field order after `medium` differs; Dynamo's are
+/// RouterEvents in its event plane's envelope.
+enum class event_engine : std::uint8_t { vllm, sglang, dynamo };
 
 /// One batch: the engine's EventBatch and where the recording had it.
 struct kv_batch {
@@ -77,6 +90,10 @@ struct kv_recording {
 /// backwards, a header other than `engine` when engine is not empty).
 kv_recording read_kv_events(const std::string& path, const std::string& engine,
                             const std::function<void(const kv_batch&)>& on_batch);
+
+/// The engine a recording's header names ("" when it has none or is not a recording).
+/// Throws: trace_error when the file cannot be opened.
+std::string recorded_engine(const std::string& path);
 
 /// Decodes one payload (the msgpack bytes of an EventBatch) into `out` (events replaced).
 /// Returns "" or the reason it is not one. Exposed for the fuzz target.

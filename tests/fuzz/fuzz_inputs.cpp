@@ -203,7 +203,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static const std::string out =
         (std::filesystem::temp_directory_path() / ("kvtk_fuzz_events_" + std::to_string(::getpid()) + ".ids"))
             .string();
-    for (const char* format : {"vllm-events", "sglang-events"}) {  // one is refused at the header
+    for (const char* format : {"vllm-events", "sglang-events", "dynamo-events"}) {  // two refused at the header
       expect_documented([&] {
         sim::trace_import_options o;
         o.log = path;
@@ -221,6 +221,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string raw(reinterpret_cast<const char*>(data), size);
     (void)sim::decode_event_batch(raw, b, sim::event_engine::vllm);
     (void)sim::decode_event_batch(raw, b, sim::event_engine::sglang);
+    (void)sim::decode_event_batch(raw, b, sim::event_engine::dynamo);
     std::remove(out.c_str());
     break;
   }
