@@ -177,7 +177,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     });
     break;
   }
-  case 8: {  // fuzz_trace_import: a token-id log, imported for vLLM (sha256_cbor) and SGLang
+  case 8: {  // fuzz_trace_import: a token-id log, imported for vLLM (sha256_cbor) and SGLang, and a
+             // Dynamo request trace
     const std::string& path = input_file(data, size);
     static const std::string out =
         (std::filesystem::temp_directory_path() / ("kvtk_fuzz_import_" + std::to_string(::getpid()) + ".kvtb"))
@@ -195,6 +196,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)sim::run(o);
       });
     }
+    expect_documented([&] {  // the same bytes as a Dynamo request trace (DYN_REQUEST_TRACE)
+      sim::trace_import_options o;
+      o.log = path;
+      o.output = out;
+      o.force = true;
+      o.format = "dynamo";
+      (void)sim::run(o);
+    });
     std::remove(out.c_str());
     break;
   }
