@@ -515,7 +515,34 @@ TEST_CASE("kv events: Dynamo's RouterEvents give vLLM's miss stream; one cache a
   derived.log = two;
   derived.keys = "engine";
   CHECK_THROWS_WITH(kvtk::sim::run(derived), Catch::Contains(":3: holds events of worker 8 rank 0 after worker 7"));
+  auto two_caches = check(two);  // check-engine refuses it the same way
+  two_caches.keys = "engine";
+  CHECK_THROWS_WITH(kvtk::sim::run(two_caches), Catch::Contains(":3: holds events of worker 8 rank 0 after worker 7"));
   for (const auto& f : {two, derived.output}) fs::remove(f);
+}
+
+TEST_CASE("kv events: resident blocks count copies; a reuse report is parentless and resident", "[events]") {
+  using kvtk::sim::kv_event;
+  const auto stored = [](std::vector<std::string> hashes, std::optional<std::string> parent) {
+    kv_event e;
+    e.type = kv_event::kind::stored;
+    e.hashes = std::move(hashes);
+    e.parent = std::move(parent);
+    return e;
+  };
+  kv_event removed;
+  removed.type = kv_event::kind::removed;
+  kvtk::sim::resident_blocks r;
+  r.stored(stored({"a1", "a2"}, std::nullopt));
+  r.stored(stored({"a2"}, "a1"));  // vLLM recomputed a2: a second copy of the hash
+  removed.hashes = {"a2"};
+  r.removed(removed);  // one copy evicted, one still cached
+  CHECK(r.reuse_report(stored({"a1", "a2"}, std::nullopt)));
+  CHECK_FALSE(r.reuse_report(stored({"a1", "a2"}, "x")));  // a parent: a store
+  r.removed(removed);
+  CHECK_FALSE(r.reuse_report(stored({"a1", "a2"}, std::nullopt)));
+  r.cleared();
+  CHECK_FALSE(r.reuse_report(stored({"a1"}, std::nullopt)));
 }
 
 TEST_CASE("kv events: bad recordings are refused naming the line", "[events]") {

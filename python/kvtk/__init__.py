@@ -284,19 +284,20 @@ def anonymize_trace(trace: Union[str, "os.PathLike[str]"], output: Union[str, "o
     return _run("trace_anonymize", None, given, progress)
 
 
-def check_engine(events: Union[str, "os.PathLike[str]"], trace: Union[str, "os.PathLike[str]"],
-                 gpu_blocks: int, engine: str = "vllm", block_tokens: int = 16,
+def check_engine(events: Union[str, "os.PathLike[str]"], trace: TraceLike,
+                 gpu_blocks: int, engine: str = "vllm", block_tokens: Optional[int] = None,
                  **options: Any) -> dict:
     """``kvtk check-engine``: the KV events `events` (a ``record_events`` recording) compared
     block by block with what kvtk's model of `engine` ("vllm" or "sglang") does with the same
-    requests `trace`, the engine having `gpu_blocks` blocks (vLLM's logged count, its null block
+    requests `trace` (a path or a Trace), the engine having `block_tokens` tokens a block (the
+    trace's, else 16) and `gpu_blocks` blocks (vLLM's logged count, its null block
     included; SGLang: max_total_num_tokens / page size). Options: format, hash_algo, hash_seed,
     keys ("derived" | "engine"), report_mode ("incremental" | "full", vLLM). Returns equal,
     first_divergence, the recorded and predicted stream sizes (docs/formats.md "KV-event
     recordings")."""
-    given = dict(events=os.fspath(events), trace=os.fspath(trace), gpu_blocks=gpu_blocks,
-                 engine=engine, block_tokens=block_tokens, **options)
-    return _run("check_engine", None, given)
+    given = dict(events=os.fspath(events), gpu_blocks=gpu_blocks, engine=engine,
+                 block_tokens=block_tokens, **options)
+    return _run("check_engine", trace, given)
 
 
 def record_events(output: Union[str, "os.PathLike[str]"], endpoint: str,

@@ -8,8 +8,9 @@ one msgpack-encoded event batch)`` on a PUB socket, and keep the last batches fo
 PUB/SUB drops messages (a slow joiner misses the first ones; a subscriber behind the high-water
 mark loses some). The recorder sees a gap when a sequence number skips, asks the replay socket for
 the missing batches at once (so the file stays in sequence order), and records what it could not
-recover. A live sequence number at or below the last live one means the engine restarted (one
-publisher's PUB/SUB order is kept): a restart line is written and the new run recorded from its
+recover. A live sequence number at or below the last live one, or one recorded from the replay
+socket with another payload, means the engine restarted (one publisher's PUB/SUB order is kept):
+a restart line is written and the new run recorded from its
 first batch (backfilled from the replay socket). When nothing arrives live for a second it asks the replay socket too: an engine that
 published a burst before the subscription completed (seen with vLLM on CPU: 40 requests in well
 under the connection time) sends nothing live afterwards, and only the replay socket has them. The batches are kept raw (base64 of the payload bytes): decoding is the importer's job
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import os
 import signal
@@ -76,6 +78,8 @@ class Recorder:
         self.out = None
         self.last: Optional[int] = None  # the last sequence number recorded (live or replayed)
         self.live_last: Optional[int] = None  # the last one received live
+        self.replayed: dict = {}  # seq -> sha256 of a payload recorded from replay, not yet live
+        self.publisher: Optional[int] = None  # Dynamo: the one publisher id recorded
         self.counts = {"batches": 0, "recovered": 0, "lost": 0, "gaps": 0, "restarts": 0}
         self.engine = engine
         self.header = {"kvtk_events": 1, "engine": engine, "endpoint": endpoint,
@@ -167,6 +171,9 @@ class Recorder:
         for seq, payload in sorted(got):
             self._batch(seq, topic, payload)
             self.counts["recovered"] += 1
+            # Kept until the same number arrives live: an equal payload is the duplicate, another
+            # one means the engine restarted meanwhile.
+            self.replayed[seq] = hashlib.sha256(payload).digest()
         # Contiguous runs of what stayed lost.
         run = None
         for s in missing + [None]:
@@ -217,6 +224,16 @@ class Recorder:
                 if len(frames) != 4:
                     raise ValueError(f"a message of {len(frames)} frames (Dynamo's event plane "
                                      "sends topic, publisher id, sequence number, envelope)")
+                publisher = int.from_bytes(frames[1], "big")
+                if self.publisher is None:
+                    self.publisher = publisher
+                elif publisher != self.publisher:  # another worker's numbers: not this stream
+                    self.counts["other_publishers"] = self.counts.get("other_publishers", 0) + 1
+                    if self.counts["other_publishers"] == 1:
+                        print(f"kvtk trace record: messages of a second Dynamo publisher "
+                              f"({publisher}, after {self.publisher}) are counted and not "
+                              "recorded: record each worker's endpoint apart", file=sys.stderr)
+                    continue
                 frames = [frames[0], frames[2], frames[3]]
             if len(frames) != 3:
                 raise ValueError(f"a message of {len(frames)} frames (the engines send topic, "
@@ -225,8 +242,12 @@ class Recorder:
             if self.live_last is not None and seq <= self.live_last:
                 self._restart(seq, topic)  # PUB/SUB keeps one publisher's order: it started anew
             elif self.last is not None and seq <= self.last:
-                self.live_last = seq
-                continue  # already recorded (from the replay socket)
+                if self.replayed.get(seq) == hashlib.sha256(payload).digest():
+                    self.live_last = seq  # already recorded (from the replay socket)
+                    for old in [s for s in self.replayed if s <= seq]:
+                        del self.replayed[old]
+                    continue
+                self._restart(seq, topic)  # a number recorded from replay, another payload
             self.live_last = seq
             if self.last is not None and seq > self.last + 1:
                 self._backfill(self.last + 1, seq - 1, topic)
@@ -239,6 +260,7 @@ class Recorder:
         self._write({"restart": {"seq": seq, "t": time.time()}})
         self.counts["restarts"] += 1
         self.last = -1
+        self.replayed.clear()
         if seq > 0:
             self._backfill(0, seq - 1, topic)
 

@@ -31,11 +31,11 @@ class FakeEngine:
     """Publishes batches 0..n-1 (payload = b"batch<seq>"), dropping the ones in `drop` from the
     PUB stream (kept in the replay buffer unless also in `forget`)."""
 
-    def __init__(self, zmq, n, drop=(), forget=(), start_delay=0.5, restart=0):
+    def __init__(self, zmq, n, drop=(), forget=(), start_delay=0.5, restart=0, restart_delay=0.3):
         """restart=m: after the n batches the engine "restarts": its buffer is emptied and it
         publishes m more batches numbered from 0 again (payload b"again<seq>")."""
         self.zmq, self.n, self.drop, self.forget = zmq, n, set(drop), set(forget)
-        self.restart = restart
+        self.restart, self.restart_delay = restart, restart_delay
         self.ctx = zmq.Context()
         self.pub = self.ctx.socket(zmq.PUB)
         self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
@@ -69,7 +69,9 @@ class FakeEngine:
                 self.pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
             self._serve_replay(poller, 20)
         if self.restart:
-            self._serve_replay(poller, 300)
+            end = time.time() + self.restart_delay
+            while time.time() < end:
+                self._serve_replay(poller, 20)
             self.buffer = []
             for seq in range(self.restart):
                 payload = b"again%d" % seq
@@ -134,6 +136,30 @@ def test_record_an_engine_restart(tmp_path):
     assert kinds == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("batch3", 3), ("restart", 0),
                      ("again0", 0), ("again1", 1), ("again2", 2)]
     assert (r["batches"], r["restarts"]) == (7, 1)
+
+
+def test_record_a_restart_after_a_replayed_burst(tmp_path):
+    # The first run's batches came only from the replay socket (a burst before the subscription),
+    # so no live number was seen; the restarted run's live 0 is told from the replayed 0 by its
+    # payload.
+    zmq = zmq_or_skip()
+    eng = FakeEngine(zmq, 3, start_delay=0, restart=2, restart_delay=3.0)
+    eng.thread.start()
+    time.sleep(0.5)
+    out = tmp_path / "burst-restart.jsonl"
+    try:  # the restart comes ~1.5 s after the replayed burst is recorded; idle stops 4 s after
+        r = kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
+                               replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
+                               first_seq=0, idle_s=4.0, duration_s=30)
+    finally:
+        eng.close()
+    import base64
+    kinds = [("restart", x["restart"]["seq"]) if "restart" in x else
+             (base64.b64decode(x["payload"]).decode(), x["seq"]) for x in lines(out)
+             if "restart" in x or "seq" in x]
+    assert kinds == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("restart", 0), ("again0", 0),
+                     ("again1", 1)]
+    assert (r["recovered"], r["restarts"]) == (3, 1)
 
 
 def test_record_a_burst_before_the_subscription(tmp_path):

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "api/event_keys.hpp"
@@ -192,12 +191,10 @@ check_engine_result run(check_engine_options o) {
   event_keys keys = make_event_keys(o.engine, o.block_tokens, o.hash_algo, o.hash_seed, o.keys == "derived");
   std::vector<entry> rec_stored, rec_removed, rec_reused;
   std::vector<std::optional<kvtk::block_key>> got;
-  // Resident engine hashes: a stored event with no parent whose blocks are all resident is a
-  // reuse report (kv_cache_report_mode="full"), not a store.
-  std::unordered_set<std::string> resident;
-  const auto reuse_report = [&](const kv_event& e) {
-    return !e.parent && std::all_of(e.hashes.begin(), e.hashes.end(), [&](const std::string& h) { return resident.contains(h); });
-  };
+  // Resident engine hashes (formats/kv_events.hpp): with report mode full, a stored event with no
+  // parent whose blocks are all resident is a reuse report, not a store.
+  resident_blocks resident;
+  one_cache cache;
   // A Dynamo recording relays the engine's events with the engine's own hashes and no tokens.
   const bool dynamo = recorded_engine(o.events) == "dynamo";
   if (dynamo && o.keys != "engine") {
@@ -206,12 +203,13 @@ check_engine_result run(check_engine_options o) {
   }
   const kv_recording recording = read_kv_events(o.events, dynamo ? "dynamo" : o.engine, [&](const kv_batch& b) {
     for (const kv_event& e : b.events) {
+      cache.check(o.events, b, e);
       if (e.type == kv_event::kind::cleared) {
         r.restarts += b.restart ? 1 : 0;
         // SGLang's RadixCache publishes one when it starts (reset()): a clear before anything was
         // stored changes nothing.
         if (!rec_stored.empty()) ++r.cleared;
-        resident.clear();
+        resident.cleared();
         continue;
       }
       if (!e.medium.empty() && e.medium != "GPU") {
@@ -223,21 +221,22 @@ check_engine_result run(check_engine_options o) {
           const auto k = keys.key_of(e.hashes[i]);
           if (!k) ++r.unresolved_blocks;
           rec_removed.push_back({k, b.line, i, b.seq});
-          resident.erase(e.hashes[i]);
         }
+        resident.removed(e);
         continue;
       }
       got.clear();
       event_keys::unresolved why{};
       keys.stored(e, got, why);
-      const bool reuse = reuse_report(e);
-      if (reuse && o.report_mode != "full") ++r.reuse_reports;
-      auto& stream = reuse && o.report_mode == "full" ? rec_reused : rec_stored;
+      const bool reuse_like = resident.reuse_report(e);
+      const bool reuse = reuse_like && o.report_mode == "full";
+      if (reuse_like && !reuse) ++r.reuse_reports;  // a hint only: the streams decide
+      auto& stream = reuse ? rec_reused : rec_stored;
       for (std::size_t i = 0; i < got.size(); ++i) {
         if (!got[i]) ++r.unresolved_blocks;
         stream.push_back({got[i], b.line, i, b.seq});
-        resident.insert(e.hashes[i]);
       }
+      if (!reuse) resident.stored(e);
     }
   });
   r.lost_batches = recording.lost_batches + recording.unrecorded_seqs;
@@ -260,7 +259,7 @@ check_engine_result run(check_engine_options o) {
   r.first_divergence = !ds.is_null() ? stored_text : !dr.is_null() ? removed_text : reused_text;
   if (!ds.is_null() || !dr.is_null() || !du.is_null()) r.divergence = {{"stored", ds}, {"removed", dr}, {"reused", du}};
   r.equal = ds.is_null() && dr.is_null() && du.is_null() && r.unresolved_blocks == 0 && r.lost_batches == 0 &&
-            r.cleared == 0 && r.reuse_reports == 0 && r.recording_ended;
+            r.cleared == 0 && r.restarts == 0 && r.recording_ended;
   return r;
 }
 
@@ -301,8 +300,8 @@ std::string to_text(const check_engine_result& r) {
          " recorded blocks have no key (see kvtk trace import --format vllm-events)\n";
   }
   if (r.reuse_reports > 0) {
-    s += "kvtk check-engine: " + std::to_string(r.reuse_reports) + " stored events re-report cached blocks: "
-         "the engine ran with kv_cache_report_mode=\"full\"; give --report-mode full\n";
+    s += "kvtk check-engine: " + std::to_string(r.reuse_reports) + " stored events re-report cached blocks "
+         "(no parent): if the engine ran with kv_cache_report_mode=\"full\", give --report-mode full\n";
   }
   if (r.lost_batches > 0) s += "kvtk check-engine: the recording lost " + std::to_string(r.lost_batches) + " batches\n";
   if (r.restarts > 0) s += "kvtk check-engine: the engine restarted " + std::to_string(r.restarts) + " time(s) during the recording\n";

@@ -59,7 +59,8 @@ struct check_engine_result {
   std::uint64_t recorded_stored = 0, predicted_stored = 0;
   std::uint64_t recorded_removed = 0, predicted_removed = 0;
   std::uint64_t recorded_reused = 0, predicted_reused = 0;  ///< report mode full
-  /// Report mode incremental: stored events that re-report cached blocks (a full-mode recording).
+  /// Report mode incremental: stored events that re-report cached blocks (a full-mode recording,
+  /// or a repeated one-block prompt): a hint printed when the streams differ, not a failure.
   std::uint64_t reuse_reports = 0;
   std::uint64_t restarts = 0;  ///< the engine restarted (restart lines; also counted in cleared)
   /// lost_batches: gap lines' batches plus sequence numbers skipped without one.

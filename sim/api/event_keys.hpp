@@ -65,7 +65,7 @@ class event_keys {
     }
     if (ok && e.block_size == 0) ok = false, why = unresolved::no_tokens;
     if (ok && e.lora_name) ok = false, why = unresolved::lora;
-    if (ok && (e.has_extra_keys || e.cache_salt)) ok = false, why = unresolved::extra_keys;
+    if (ok && (e.has_extra_keys || (e.cache_salt && !e.cache_salt->empty()))) ok = false, why = unresolved::extra_keys;
     if (ok && e.block_size != opts_.block_size) ok = false, why = unresolved::block_size;
     tokens_.resize(e.block_size);
     for (std::size_t b = 0; b < e.hashes.size(); ++b) {

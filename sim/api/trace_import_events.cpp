@@ -1,4 +1,4 @@
-// `kvtk trace import --format vllm-events|sglang-events`: a KV-event recording to
+// `kvtk trace import --format vllm-events|sglang-events|dynamo-events`: a KV-event recording to
 //  * the engine's miss stream (the keys of the blocks it stored, in order) as a flat block trace
 //    (`--to ids|oracle-general`), or
 //  * with vLLM's reuse reports (`--report-mode full`: every request ran with
@@ -9,7 +9,8 @@
 // get_computed_blocks publishes, for a request that hit the cache, a BlockStored of its whole hit
 // prefix (parent null, every block already cached); then cache_full_blocks publishes the blocks
 // the request newly caches, each event's parent the block before it. So, reading GPU events in
-// order and keeping the set of resident hashes (stored adds, removed takes away, cleared empties):
+// order and keeping the resident hashes (formats/kv_events.hpp resident_blocks: stored adds,
+// removed takes away, cleared empties):
 //  * a stored event with no parent whose blocks are all resident is a reuse report: a new request
 //    whose first blocks are those (its hit); it is not a miss;
 //  * a stored event with no parent and a block not resident: a new request that hit nothing;
@@ -26,7 +27,6 @@
 #include <optional>
 #include <utility>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "api/event_keys.hpp"
 #include "api/trace_import.hpp"
@@ -50,15 +50,6 @@ class request_chains {
     std::optional<std::uint64_t> session;
     std::uint64_t reused = 0;  ///< blocks of its reuse report (its hit)
   };
-
-  // Whether a stored event is a reuse report: no parent, every block resident.
-  [[nodiscard]] bool reuse_report(const kv_event& e) const {
-    if (e.parent) return false;
-    for (const auto& h : e.hashes) {
-      if (!resident_.contains(h)) return false;
-    }
-    return true;
-  }
 
   // Effects: the event's blocks (keys `got`) start a request or extend one; returns false when
   // its parent ends no chain (the blocks are unattributed).
@@ -84,18 +75,12 @@ class request_chains {
     return true;
   }
 
-  void stored(const kv_event& e) {
-    for (const auto& h : e.hashes) resident_.insert(h);
-  }
-  void removed(const kv_event& e) {
-    for (const auto& h : e.hashes) resident_.erase(h);
-  }
-  void cleared() { resident_.clear(); }
+  // A clear (or a restart) ends every chain: nothing stored later extends one from before.
+  void cleared() { tail_.clear(); }
 
   [[nodiscard]] const std::vector<request>& requests() const noexcept { return requests_; }
 
  private:
-  std::unordered_set<std::string> resident_;
   std::unordered_map<std::string, std::size_t> tail_;  // a chain's last hash -> its request
   std::vector<request> requests_;
 };
@@ -113,7 +98,8 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
   request_chains chains;
   std::vector<std::optional<kvtk::block_key>> got;
   std::vector<kvtk::block_key> resolved;
-  std::optional<std::pair<std::uint64_t, std::uint32_t>> cache_owner;
+  one_cache cache;
+  resident_blocks resident;
   const auto note_unresolved = [&](const kv_batch& b, event_keys::unresolved why) {
     if (r.unresolved_blocks == 0) {
       r.first_unresolved = "line " + std::to_string(b.line) + " (seq " + std::to_string(b.seq) +
@@ -123,19 +109,11 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
   const kv_recording rec = read_kv_events(o.log, o.engine, [&](const kv_batch& b) {
     ++r.batches;
     for (const kv_event& e : b.events) {
-      // One recording, one cache: Dynamo's events name their worker and data-parallel rank.
-      if (!cache_owner) {
-        cache_owner.emplace(e.worker_id, e.dp_rank);
-      } else if (*cache_owner != std::pair(e.worker_id, e.dp_rank) && !b.restart) {
-        throw trace_error(o.log, b.line, "holds events of worker " + std::to_string(e.worker_id) + " rank " +
-                                             std::to_string(e.dp_rank) + " after worker " +
-                                             std::to_string(cache_owner->first) + " rank " +
-                                             std::to_string(cache_owner->second) +
-                                             ": one recording is one cache; record each worker apart");
-      }
+      cache.check(o.log, b, e);
       if (e.type == kv_event::kind::cleared) {
         ++r.cleared;
         chains.cleared();
+        resident.cleared();
         continue;
       }
       if (!gpu(e)) {
@@ -144,7 +122,7 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
       }
       if (e.type == kv_event::kind::removed) {
         r.removed_blocks += e.hashes.size();
-        chains.removed(e);
+        resident.removed(e);
         continue;
       }
       got.clear();
@@ -154,11 +132,11 @@ trace_import_result run_events(const trace_import_options& o, const progress_cal
         for (auto& k : got) k.reset();
         why = event_keys::unresolved::block_size;
       }
-      const bool reuse_like = chains.reuse_report(e);
+      const bool reuse_like = resident.reuse_report(e);
       if (!full && reuse_like) ++r.reuse_like_events;
       const bool reuse = full && reuse_like;
       if (full && !chains.add(e, reuse, got, b)) r.unattributed_blocks += got.size();
-      chains.stored(e);
+      if (!reuse) resident.stored(e);  // a reuse report names blocks already counted
       if (reuse) {
         r.reused_blocks += got.size();
         continue;  // a hit, not a miss

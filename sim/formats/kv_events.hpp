@@ -32,6 +32,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "formats/trace_error.hpp"
@@ -69,7 +71,8 @@ struct kv_batch {
   std::uint64_t line = 0;
   std::vector<kv_event> events;
   /// A restart line: the engine restarted (its cache empty, its numbers anew); `events` is one
-  /// AllBlocksCleared, `seq` the first number of the new run.
+  /// AllBlocksCleared, `seq` the live number that showed the restart (the new run's batches
+  /// follow, from its first).
   bool restart = false;
 };
 
@@ -84,12 +87,65 @@ struct kv_recording {
 };
 
 /// Reads the recording at `path`, calling on_batch for each batch in file order. `engine`: the
-/// engine the header must name ("vllm" or "sglang"), which also picks the array-like layout.
+/// engine the header must name ("vllm", "sglang" or "dynamo"; "" = any); the header's engine
+/// picks the decoding.
 /// Throws: trace_error naming the line (not a recording, a malformed line, bad base64, a
 /// payload that is not a msgpack EventBatch, an event of unknown type, sequence numbers going
 /// backwards, a header other than `engine` when engine is not empty).
 kv_recording read_kv_events(const std::string& path, const std::string& engine,
                             const std::function<void(const kv_batch&)>& on_batch);
+
+/// The blocks an engine holds, as its events say: a count per hash, since vLLM may hold two
+/// copies of one hash (a recomputed block) and removes them one BlockRemoved each. A stored event
+/// with no parent whose blocks are all resident is a reuse report when the engine reports reuse
+/// (vLLM's kv_cache_report_mode="full"); vLLM also sends one when a prompt of exactly one block
+/// repeats (its hit is capped below the prompt, so the block is stored again), which the wire
+/// cannot tell apart.
+class resident_blocks {
+ public:
+  void stored(const kv_event& e) {
+    for (const auto& h : e.hashes) ++count_[h];
+  }
+  void removed(const kv_event& e) {
+    for (const auto& h : e.hashes) {
+      const auto it = count_.find(h);
+      if (it != count_.end() && --it->second == 0) count_.erase(it);
+    }
+  }
+  void cleared() { count_.clear(); }
+  [[nodiscard]] bool reuse_report(const kv_event& e) const {
+    if (e.type != kv_event::kind::stored || e.parent) return false;
+    for (const auto& h : e.hashes) {
+      if (!count_.contains(h)) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> count_;
+};
+
+/// A recording is one cache: Dynamo's events name their worker and data-parallel rank, and a
+/// second pair is refused (vLLM's and SGLang's are always worker 0, rank 0).
+class one_cache {
+ public:
+  /// Throws: trace_error naming the batch's line when `e` is another cache's.
+  void check(const std::string& path, const kv_batch& b, const kv_event& e) {
+    if (b.restart) return;
+    if (!owner_) {
+      owner_.emplace(e.worker_id, e.dp_rank);
+    } else if (*owner_ != std::pair(e.worker_id, e.dp_rank)) {
+      throw trace_error(path, b.line, "holds events of worker " + std::to_string(e.worker_id) + " rank " +
+                                          std::to_string(e.dp_rank) + " after worker " +
+                                          std::to_string(owner_->first) + " rank " +
+                                          std::to_string(owner_->second) +
+                                          ": one recording is one cache; record each worker apart");
+    }
+  }
+
+ private:
+  std::optional<std::pair<std::uint64_t, std::uint32_t>> owner_;
+};
 
 /// The engine a recording's header names ("" when it has none or is not a recording).
 /// Throws: trace_error when the file cannot be opened.
