@@ -20,7 +20,8 @@ set(KVTK_FORMATS_SOURCES
   formats/next_use_file.cpp
   formats/writers.cpp
   formats/decode_records.cpp
-  formats/kv_events.cpp)
+  formats/kv_events.cpp
+  formats/gzip_input.cpp)
 set(KVTK_DES_SOURCES
   des/profiles.cpp
   des/simulator.cpp

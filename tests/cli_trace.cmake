@@ -140,6 +140,13 @@ expect(0 "rebuilt 40 requests \\(912 blocks, 431 of them reported reused\\)" tra
 expect(0 "reused: 431 recorded, 431 predicted" check-engine --events ${FULL_EVENTS} --trace ${WORK_DIR}/nolora.kvtb
        --gpu-blocks 64 --report-mode full)
 expect(3 "give --report-mode full" check-engine --events ${FULL_EVENTS} --trace ${WORK_DIR}/nolora.kvtb --gpu-blocks 64)
+# Dynamo's sink may write .jsonl.gz: read through zlib, the same trace; a file cut short is named.
+expect(0 "wrote 39 requests \\(14706 tokens, blocks of 64 tokens\\) from a Dynamo request trace"
+       trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_request_trace_example.jsonl.gz --format dynamo
+       -o ${WORK_DIR}/dynamo_gz.kvtb)
+expect(1 "dynamo_request_trace_truncated.jsonl.gz:20: not valid gzip .*unexpected end of file"
+       trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_request_trace_truncated.jsonl.gz --format dynamo
+       -o ${WORK_DIR}/x.kvtb)
 # SGLang 0.5.23's own recording of the same log (64 pages of 16 tokens): the same checks.
 set(SGL_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/sglang_events_example.jsonl)
 expect(0 "40 event batches: 550 blocks stored \\(the engine's misses\\), 507 removed"

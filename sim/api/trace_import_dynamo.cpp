@@ -20,11 +20,13 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "api/trace_import.hpp"
 #include "api/usage_error.hpp"
+#include "formats/gzip_input.hpp"
 #include "formats/line_reader.hpp"
 #include "formats/trace_limits.hpp"
 #include "formats/utf8.hpp"
@@ -61,14 +63,32 @@ const json* member(const json& j, const char* key) {
 
 trace_import_result run_dynamo(const trace_import_options& o, const progress_callback& progress) {
   const auto start = std::chrono::steady_clock::now();
-  std::ifstream in(o.log, std::ios::binary);
-  if (!in) throw usage_error("cannot open the log '" + o.log + "'");
-  line_reader lines(in, o.log);
+  // Dynamo's sink may write .jsonl.gz: read through zlib, a piece at a time.
+  std::unique_ptr<std::istream> file;
+  if (is_gzip(o.log)) {
+    try {
+      file = open_gzip(o.log);
+    } catch (const std::runtime_error&) {
+      throw usage_error("cannot open the log '" + o.log + "'");
+    }
+  } else {
+    file = std::make_unique<std::ifstream>(o.log, std::ios::binary);
+  }
+  if (!*file) throw usage_error("cannot open the log '" + o.log + "'");
+  line_reader lines(*file, o.log);
   std::vector<dynamo_request> rows;
   std::map<std::string, std::uint64_t> skipped;  // event type -> count
   std::uint32_t block = 0;
   std::string_view line;
-  while (lines.next(line)) {
+  const auto next = [&] {
+    try {
+      return lines.next(line);
+    } catch (const trace_error&) {
+      if (const std::string why = gzip_failed(*file); !why.empty()) throw trace_error(o.log, lines.line_number() + 1, why);
+      throw;
+    }
+  };
+  while (next()) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     const std::uint64_t n = lines.line_number();
@@ -80,7 +100,7 @@ trace_import_result run_dynamo(const trace_import_options& o, const progress_cal
     const json* schema = member(rec, "schema");
     if (schema == nullptr || !schema->is_string() || *schema != "dynamo.request.trace.v1") {
       throw fail("not a Dynamo request trace record (schema dynamo.request.trace.v1; Dynamo writes "
-                 "them with DYN_REQUEST_TRACE=1; gunzip .jsonl.gz files first)");
+                 "them with DYN_REQUEST_TRACE=1)");
     }
     const json* type = member(rec, "event_type");
     const std::string event = type != nullptr && type->is_string() ? type->get<std::string>() : "";
