@@ -147,6 +147,14 @@ expect(0 "wrote 39 requests \\(14706 tokens, blocks of 64 tokens\\) from a Dynam
 expect(1 "dynamo_request_trace_truncated.jsonl.gz:20: not valid gzip .*unexpected end of file"
        trace import ${CMAKE_CURRENT_LIST_DIR}/data/import/dynamo_request_trace_truncated.jsonl.gz --format dynamo
        -o ${WORK_DIR}/x.kvtb)
+# Sessions inferred from prefixes (a trace without session fields), written and read back.
+expect(0 "inferred sessions: 5057 requests continue an earlier one, 6974 start a session"
+       trace convert ${TRACE} --infer-sessions -o ${WORK_DIR}/sessions.kvtb)
+expect(0 "\"requests_with_a_parent\": 5057" trace stats --trace ${WORK_DIR}/sessions.kvtb --json -)
+expect(1 "has session fields already" trace convert ${WORK_DIR}/sessions.kvtb --infer-sessions
+       -o ${WORK_DIR}/again.kvtb)
+expect(2 "--infer-sessions: 'mooncake' has no session fields" trace convert ${TRACE} --infer-sessions
+       --to mooncake -o ${WORK_DIR}/x.jsonl)
 # SGLang 0.5.23's own recording of the same log (64 pages of 16 tokens): the same checks.
 set(SGL_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/sglang_events_example.jsonl)
 expect(0 "40 event batches: 550 blocks stored \\(the engine's misses\\), 507 removed"

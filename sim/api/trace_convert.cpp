@@ -3,13 +3,14 @@
 #include "api/options_json.hpp"
 #include "api/trace_options.hpp"
 #include "formats/writers.hpp"
+#include "kvtk/prefix/sessions.hpp"
 #include "util/output_file.hpp"
 
 namespace kvtk::sim {
 
 nlohmann::json to_json(const trace_convert_options& o) {
   return {{"trace", o.trace}, {"format", o.format}, {"block_tokens", o.block_tokens},
-          {"output", o.output}, {"to", o.to}, {"skip_invalid", o.skip_invalid}, {"force", o.force}};
+          {"output", o.output}, {"to", o.to}, {"skip_invalid", o.skip_invalid}, {"infer_sessions", o.infer_sessions}, {"force", o.force}};
 }
 
 trace_convert_options trace_convert_options_from_json(const nlohmann::json& j) {
@@ -21,6 +22,7 @@ trace_convert_options trace_convert_options_from_json(const nlohmann::json& j) {
   in.get("output", o.output);
   in.get("to", o.to);
   in.get("skip_invalid", o.skip_invalid);
+  in.get("infer_sessions", o.infer_sessions);
   in.get("force", o.force);
   in.finish();
   return o;
@@ -40,6 +42,9 @@ void validate(trace_convert_options& o) {
     throw usage_error("--to: cannot write '" + o.to +
                       "' (writable: kvtk kvtb mooncake ids oracle-general)");
   }
+  if (o.infer_sessions && *f != trace_format::kvtk && *f != trace_format::kvtb) {
+    throw usage_error("--infer-sessions: '" + o.to + "' has no session fields (write kvtk or kvtb)");
+  }
   resolve_trace(o.trace, o.format, o.block_tokens);  // trace_error: exit 1 via main
   // The output never replaces the input (or any other file without force).
   note_input(o.trace);
@@ -55,8 +60,23 @@ trace_convert_result run(trace_convert_options o, const progress_callback& progr
   const trace_format out_format = *parse_format_name(o.to);
   auto writer = trace_writer::open(o.output, out_format, o.block_tokens, o.force);
   detail::progress_relay bar(progress, 0);
+  kvtk::prefix::session_inferrer sessions;
   for_each_request(o.trace, *parse_format_name(o.format), o.block_tokens, ro, &report,
-                   [&](const request_record& rec) {
+                   [&](const request_record& in) {
+                     request_record rec = in;
+                     if (o.infer_sessions) {
+                       if (in.session || in.parent || in.request_id || in.turn) {
+                         throw trace_error(o.trace, in.line, "has session fields already; --infer-sessions is "
+                                                             "for traces without them");
+                       }
+                       const std::uint64_t full = std::min<std::uint64_t>(in.input_length / in.block_tokens, in.keys.size());
+                       const auto s = sessions.next(in.keys, in.input_length, full);
+                       rec.session = s.session;
+                       rec.request_id = s.request_id;
+                       if (s.parent != kvtk::prefix::no_parent) rec.parent = s.parent;
+                       rec.turn = s.turn;
+                       r.continuations += s.parent != kvtk::prefix::no_parent;
+                     }
                      try {
                        writer->add(rec);
                      } catch (const trace_error& e) {
@@ -91,6 +111,10 @@ std::string to_text(const trace_convert_result& r) {
   }
   s += "kvtk trace convert: wrote " + std::to_string(r.requests) + " requests (" + r.from + " -> " +
        r.to + ", " + std::to_string(r.block_tokens) + "-token blocks) to " + r.output + "\n";
+  if (r.continuations > 0) {
+    s += "kvtk trace convert: inferred sessions: " + std::to_string(r.continuations) +
+         " requests continue an earlier one, " + std::to_string(r.requests - r.continuations) + " start a session\n";
+  }
   return s;
 }
 

@@ -26,6 +26,9 @@ struct trace_convert_options {
   std::string to;                  ///< kvtk | kvtb | mooncake | ids | oracle-general; "" = kvtb
                                    ///< for a .kvtb output name, else required
   bool skip_invalid = false;       ///< skip malformed input lines (counted) instead of stopping
+  bool infer_sessions = false;     ///< write session, request id, parent and turn inferred from
+                                   ///< prefixes (kvtk/prefix/sessions.hpp); the input must have
+                                   ///< no session fields, the output must hold them (kvtk, kvtb)
   bool force = false;              ///< replace an existing output file (never an input)
 };
 
@@ -44,6 +47,7 @@ struct trace_convert_result {
   std::string from, to;             ///< the formats read and written
   std::uint32_t block_tokens = 0;   ///< the input's block size
   std::string output;
+  std::uint64_t continuations = 0;  ///< infer_sessions: requests given a parent
 };
 
 /// Progress counts requests (total unknown: 0). Throws: as validate(); trace_error naming the

@@ -10,6 +10,7 @@
 #include "api/trace_options.hpp"
 #include "util/phase_clock.hpp"
 #include "formats/requests.hpp"
+#include "kvtk/prefix/sessions.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -59,41 +60,107 @@ nlohmann::json distribution(std::vector<std::uint64_t> v) {
           {"p99", quantile[2]}, {"max", max}};
 }
 
-// Session structure from the trace's session ids (kvtk `session`, Bailian's chat chains); null
-// when the format has none (Mooncake).
+// Each request's session, parent (as an index into the trace) and turn: the trace's own fields,
+// or, when it has none (Mooncake), inferred from prefixes (kvtk/prefix/sessions.hpp).
+struct session_columns {
+  std::vector<std::uint64_t> session, parent;  // parent: an index, or no_parent
+  std::vector<std::uint32_t> turn;             // no_turn when the trace gives none
+  bool inferred = false;
+};
+
+session_columns sessions_of(const kvtk::prefix::prefix_trace_view& t) {
+  using kvtk::prefix::no_parent;
+  session_columns c;
+  const std::size_t n = t.requests();
+  if (t.session.empty() && t.parent.empty()) {
+    c.inferred = true;
+    kvtk::prefix::session_inferrer infer;
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto s = infer.next(t.blocks(r), t.input_tokens(r), t.cacheable(r, kvtk::prefix::partial_block::skip).size());
+      c.session.push_back(s.session);
+      c.parent.push_back(s.parent);
+      c.turn.push_back(s.turn);
+    }
+    return c;
+  }
+  c.session.assign(t.session.begin(), t.session.end());
+  if (c.session.empty()) c.session.assign(n, 0);
+  c.turn.assign(n, kvtk::prefix::no_turn);
+  if (!t.turn.empty()) c.turn.assign(t.turn.begin(), t.turn.end());
+  c.parent.assign(n, no_parent);
+  if (!t.parent.empty() && !t.request_id.empty()) {  // ids -> indices (the latest with an id)
+    std::unordered_map<std::uint64_t, std::uint64_t> index;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (t.parent[r] != no_parent) {
+        const auto it = index.find(t.parent[r]);
+        if (it != index.end()) c.parent[r] = it->second;
+      }
+      if (t.request_id[r] != no_parent) index[t.request_id[r]] = r;
+    }
+  }
+  return c;
+}
+
+// Session structure: requests and turns per session, durations, gaps between a session's
+// consecutive requests and from a parent's arrival to its child's; null for a trace with neither
+// session fields nor one continuation to infer.
 nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
-  if (t.session.empty()) return nullptr;
+  const session_columns c = sessions_of(t);
+  if (c.session.empty()) return nullptr;
   struct info {
     std::uint64_t requests = 0;
+    std::uint32_t turns = 0;
     double first = NAN, last = NAN;
   };
+  const bool timed = !t.arrival_s.empty();
   std::unordered_map<std::uint64_t, info> by_id;
-  std::vector<double> gaps;
+  std::vector<double> gaps, parent_gaps;
+  bool any_turn = false;
+  std::uint64_t children = 0;
   for (std::size_t r = 0; r < t.requests(); ++r) {
-    info& s = by_id[t.session[r]];
+    info& s = by_id[c.session[r]];
     ++s.requests;
-    if (!t.arrival_s.empty() && !std::isnan(t.arrival_s[r])) {
+    if (c.turn[r] != kvtk::prefix::no_turn) {
+      any_turn = true;
+      s.turns = std::max(s.turns, c.turn[r] + 1);
+    }
+    if (c.parent[r] != kvtk::prefix::no_parent) {
+      ++children;
+      const double a = timed ? t.arrival_s[r] : NAN, b = timed ? t.arrival_s[c.parent[r]] : NAN;
+      if (!std::isnan(a) && !std::isnan(b)) parent_gaps.push_back(a - b);
+    }
+    if (timed && !std::isnan(t.arrival_s[r])) {
       if (!std::isnan(s.last)) gaps.push_back(t.arrival_s[r] - s.last);
       if (std::isnan(s.first)) s.first = t.arrival_s[r];
       s.last = t.arrival_s[r];
     }
   }
-  std::vector<double> turns, duration;
+  if (c.inferred && children == 0) return nullptr;  // nothing continues anything: no sessions
+  std::vector<double> requests, turns, duration;
   std::uint64_t multi = 0, in_multi = 0;
   for (const auto& [id, s] : by_id) {
-    turns.push_back(static_cast<double>(s.requests));
+    requests.push_back(static_cast<double>(s.requests));
+    if (any_turn) turns.push_back(static_cast<double>(s.turns));
     if (s.requests > 1) {
       ++multi;
       in_multi += s.requests;
       if (!std::isnan(s.first)) duration.push_back(s.last - s.first);
     }
   }
-  return {{"sessions", by_id.size()},
-          {"multi_request_sessions", multi},
-          {"requests_in_multi_request_sessions", in_multi},
-          {"requests_per_session", distribution(turns)},
-          {"multi_request_session_duration_s", distribution(duration)},
-          {"gap_between_requests_of_a_session_s", distribution(gaps)}};
+  nlohmann::json out = {{"sessions", by_id.size()},
+                        {"multi_request_sessions", multi},
+                        {"requests_in_multi_request_sessions", in_multi},
+                        {"requests_per_session", distribution(requests)},
+                        {"turns_per_session", distribution(turns)},
+                        {"multi_request_session_duration_s", distribution(duration)},
+                        {"gap_between_requests_of_a_session_s", distribution(gaps)},
+                        {"requests_with_a_parent", children},
+                        {"gap_from_parent_arrival_s", distribution(parent_gaps)}};
+  if (c.inferred) {
+    out["inferred"] = "from prefixes: a request whose keys begin with an earlier, shorter request's "
+                      "full blocks continues it (kvtk/prefix/sessions.hpp, docs/formats.md)";
+  }
+  return out;
 }
 
 }  // namespace

@@ -31,7 +31,9 @@ int run_trace_convert(const std::vector<std::string>& args) {
       "output name, else required)")(
       "block-tokens", po::value(&o.block_tokens)->default_value(0),
       "tokens per block of the input (0 = the trace's default)")(
-      "skip-invalid", "skip malformed input lines (counted and reported) instead of stopping");
+      "skip-invalid", "skip malformed input lines (counted and reported) instead of stopping")(
+      "infer-sessions", "a trace without session fields (Mooncake): write each request's session, "
+      "parent and turn, inferred from prefixes (docs/formats.md \"Session fields\")");
   po::positional_options_description pos;
   pos.add("trace", 1);
   po::variables_map vm;
@@ -39,6 +41,7 @@ int run_trace_convert(const std::vector<std::string>& args) {
           "trace convert", opts, args, vm,
           [&] {
             o.skip_invalid = vm.count("skip-invalid") != 0;
+            o.infer_sessions = vm.count("infer-sessions") != 0;
             o.force = force_outputs();
             validate(o);
           },
