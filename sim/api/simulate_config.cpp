@@ -25,7 +25,7 @@ const char* const known_keys[] = {
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
     "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
     "timing_table", "scheduler", "engine", "max_num_batched_tokens", "max_num_seqs",
-    "schedule_policy", "gpu_memory_utilization", "async_scheduling"};
+    "schedule_policy", "gpu_memory_utilization", "async_scheduling", "arrivals", "closed_latency"};
 
 const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
                                    "prefetch", "persistence", "drift",       "zipf",   "seed"};
@@ -451,6 +451,18 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
     // 0 is "no time" (order-only, as kvtk replay); above 1e6 every duration overflows the
     // reported figures to null.
     if (c.time_scale > 1e6) throw usage_error("config: 'time_scale' must be in [0, 1e6]");
+  }
+  if (j.contains("arrivals")) {
+    if (!j["arrivals"].is_string() || (j["arrivals"] != "open" && j["arrivals"] != "closed")) {
+      throw usage_error("config: 'arrivals' must be \"open\" or \"closed\"");
+    }
+    c.closed_loop = j["arrivals"] == "closed";
+  }
+  if (j.contains("closed_latency")) {
+    if (!j["closed_latency"].is_string() || (j["closed_latency"] != "unloaded" && j["closed_latency"] != "zero")) {
+      throw usage_error("config: 'closed_latency' must be \"unloaded\" or \"zero\"");
+    }
+    c.closed_latency_unloaded = j["closed_latency"] == "unloaded";
   }
   read_scheduler(j, c.sched);
   read_string(j, "router", c.router);

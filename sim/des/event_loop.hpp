@@ -17,6 +17,7 @@
 #include <queue>
 #include <vector>
 
+#include "des/closed_loop.hpp"
 #include "des/outcomes.hpp"
 #include "des/simulator.hpp"
 #include "kvtk/prefix/replay.hpp"
@@ -49,9 +50,29 @@ class event_queue {
   /// Effects: decides how arrivals enter (streamed when sorted, else all queued now). Reads the
   /// arrival column once (arrivals_sorted releases its pages behind it).  Complexity: O(requests).
   void start(const simulation_hooks& hooks) {
+    if (closed_) {  // closed loop: the roots now, each child when its parent ends (ended())
+      queued_arrivals_ = true;
+      for (std::uint32_t r = 0; r < t_.requests(); ++r) {
+        if (plan_.parent[r] == closed_loop_plan::none) push(t_.arrival_s[r], Kind::arrival, r, r);
+      }
+      return;
+    }
     queued_arrivals_ = hooks.queue_all_arrivals || !arrivals_sorted(t_, hooks);
     if (!queued_arrivals_) return;
     for (std::uint32_t r = 0; r < t_.requests(); ++r) push(t_.arrival_s[r], Kind::arrival, r, r);
+  }
+  /// Effects: closed-loop arrivals with `plan` (des/closed_loop.hpp); call before start().
+  void close_loop(closed_loop_plan plan) {
+    plan_ = std::move(plan);
+    closed_ = true;
+  }
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
+  /// Effects: closed loop: request r ended at `now`; its children arrive after their delays.
+  void ended(std::uint64_t r, double now) {
+    for (std::uint32_t i = plan_.child_offset[r]; i < plan_.child_offset[r + 1]; ++i) {
+      const std::uint32_t c = plan_.child[i];
+      push(now + plan_.delay_s[c], Kind::arrival, c, c);
+    }
   }
   /// Effects: queues an event at time t.  Requires: t >= the time of the last event taken.
   void push(double t, Kind kind, std::uint32_t instance, std::uint32_t request) {
@@ -80,6 +101,8 @@ class event_queue {
   std::uint64_t seq_ = 0;
   std::uint32_t next_arrival_ = 0;  // streamed arrivals: the next one the trace gives
   bool queued_arrivals_ = false;
+  bool closed_ = false;
+  closed_loop_plan plan_;
 };
 
 /// Reports (ended, total) to a progress callback about 256 times over a run, and at the end.
@@ -114,14 +137,35 @@ simulation_result run_events(Strategy& sim, const kvtk::prefix::prefix_trace_vie
   outcome_stream sink(hooks, c);
   progress_ticker ticker(hooks.progress, t.requests());
   auto& queue = sim.queue();
+  if (c.closed_loop) {
+    const iteration_timing timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s, c.timing);
+    const double kv = static_cast<double>(c.model.kv_bytes_per_token);
+    queue.close_loop(closed_loop_plan::make(t, [&](std::uint32_t r) {
+      if (!c.closed_latency_unloaded) return 0.0;
+      return unloaded_latency_s(timing, kv, t.input_tokens(r), output_tokens_of(t, c, r));
+    }));
+    sim.window().log_ends();
+  }
   queue.start(hooks);
   typename std::remove_reference_t<decltype(queue)>::event e{};
-  while (queue.next(e)) {
-    sim.handle(e);
-    sim.window().retire(sink);
-    ticker.update(sim.ended());
+  double now = 0;
+  const auto release = [&] {  // closed loop: children of the requests that just ended
+    for (const std::uint64_t r : sim.window().ended_log()) queue.ended(r, now);
+    sim.window().ended_log().clear();
+  };
+  for (;;) {
+    while (queue.next(e)) {
+      now = e.t;
+      sim.handle(e);
+      if (queue.closed()) release();
+      sim.window().retire(sink);
+      ticker.update(sim.ended());
+    }
+    // Requests an engine never released end now; in a closed loop their children then come.
+    sim.window().end_all();
+    if (!queue.closed() || sim.window().ended_log().empty()) break;
+    release();
   }
-  sim.window().end_all();
   sim.window().retire(sink);
   return sim.summarize(sink);
 }

@@ -258,12 +258,19 @@ class request_window {
   State& st(std::uint64_t r) { return at(r).st; }
   const State& st(std::uint64_t r) const { return at(r).st; }
   /// Effects: marks request r ended: its outcome is final and its state no longer needed.
-  void end(std::uint64_t r) { at(r).ended = true; }
+  void end(std::uint64_t r) {
+    if (log_ends_ && !at(r).ended) ended_log_.push_back(r);
+    at(r).ended = true;
+  }
   /// Effects: marks every request in the window ended (at the end of a run: a request an engine
   /// never released still counts, with its outcome as it stands).
   void end_all() {
-    for (std::uint64_t r = base_; r < base_ + size_; ++r) at(r).ended = true;
+    for (std::uint64_t r = base_; r < base_ + size_; ++r) end(r);
   }
+  /// Effects: from now on, every request that ends is also logged (closed-loop arrivals release
+  /// its children: des/event_loop.hpp).
+  void log_ends() { log_ends_ = true; }
+  [[nodiscard]] std::vector<std::uint64_t>& ended_log() noexcept { return ended_log_; }
   /// Effects: hands every leading ended request to `sink` in trace order and frees its state.
   void retire(outcome_stream& sink) {
     while (size_ > 0 && at(base_).ended) {
@@ -289,6 +296,8 @@ class request_window {
 
   std::vector<entry> ring_;
   std::uint64_t mask_ = 0, base_ = 0, size_ = 0, max_live_ = 0;
+  bool log_ends_ = false;
+  std::vector<std::uint64_t> ended_log_;
 };
 
 }  // namespace kvtk::sim::des::detail

@@ -146,6 +146,9 @@ struct cluster_config {
                                          ///< colocated decode steps run between chunks
   std::int64_t max_output_tokens = -1;   ///< cap on output tokens (-1 = the trace's)
   double time_scale = 1.0;               ///< multiplies iteration times (0 = free compute)
+  bool closed_loop = false;              ///< arrivals: closed (des/closed_loop.hpp) | open
+  bool closed_latency_unloaded = true;   ///< closed: subtract the parent's unloaded latency
+                                         ///< from the recorded gap ("unloaded"), or not ("zero")
   double iteration_overhead_s = 0;       ///< formula: fixed seconds per iteration (x time_scale)
   std::shared_ptr<const timing_table> timing;  ///< measured iteration times; null = the formula
   std::string router = "round-robin";    ///< random | round-robin | least-loaded | cache-aware | conductor

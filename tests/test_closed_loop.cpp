@@ -1,0 +1,156 @@
+// Closed-loop arrivals (sim/des/closed_loop.hpp): a session's request is sent when the request it
+// follows has ended, plus the recorded gap less the parent's estimated latency.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+#include "api/trace_gen.hpp"
+#include "des/closed_loop.hpp"
+#include "des/simulator.hpp"
+
+namespace {
+
+using kvtk::sim::des::cluster_config;
+
+// A generated trace with session ids (chat: every session a sequence of turns), in memory.
+kvtk::prefix::prefix_trace sessions_trace(const char* profile, std::uint64_t requests, double rate) {
+  kvtk::sim::gen_options g;
+  g.profile = profile;
+  g.requests = requests;
+  g.seed = 11;
+  g.rate_per_s = rate;
+  kvtk::prefix::prefix_trace t;
+  t.block_tokens = g.block_tokens;
+  t.offsets.push_back(0);
+  kvtk::sim::generate_trace(g, [&](const kvtk::sim::request_record& r) {
+    t.keys.insert(t.keys.end(), r.keys.begin(), r.keys.end());
+    t.offsets.push_back(t.keys.size());
+    t.input_length.push_back(r.input_length);
+    t.output_length.push_back(r.output_length.value_or(1));
+    t.arrival_s.push_back(*r.arrival_s);
+    t.session.push_back(*r.session);
+  });
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("closed loop: with no service time and no latency estimate it equals the open loop",
+          "[simulate][closed]") {
+  const auto t = sessions_trace("chat", 2000, 5.0);
+  cluster_config c;
+  c.time_scale = 0;
+  c.local_cache_blocks = 3000;
+  c.pool_bytes_per_s = 0;
+  c.pd_link_bytes_per_s = 0;
+  const auto open = kvtk::sim::des::simulate(t, c);
+  c.closed_loop = true;
+  c.closed_latency_unloaded = false;
+  const auto closed = kvtk::sim::des::simulate(t, c);
+  REQUIRE(open.requests.size() == closed.requests.size());
+  std::size_t same_arrival = 0;
+  for (std::size_t r = 0; r < open.requests.size(); ++r) {
+    same_arrival += std::abs(open.requests[r].arrival - closed.requests[r].arrival) < 1e-9;
+  }
+  CHECK(same_arrival == open.requests.size());
+  CHECK(open.summary["block_hits"] == closed.summary["block_hits"]);
+  CHECK(open.summary["token_hits"] == closed.summary["token_hits"]);
+}
+
+TEST_CASE("closed loop: a child arrives when its parent is done plus the gap less the estimate",
+          "[simulate][closed]") {
+  // Two sessions: A = requests 0, 2; B = requests 1, 3. Each child's gap in the trace is 1 s.
+  kvtk::prefix::prefix_trace t;
+  t.block_tokens = 64;
+  t.offsets = {0};
+  const std::vector<std::vector<kvtk::block_key>> keys = {{1, 2}, {10, 11}, {1, 2, 3}, {10, 11, 12}};
+  const std::vector<double> arrival = {0.0, 0.1, 1.0, 1.1};
+  for (std::size_t r = 0; r < keys.size(); ++r) {
+    t.keys.insert(t.keys.end(), keys[r].begin(), keys[r].end());
+    t.offsets.push_back(t.keys.size());
+    t.input_length.push_back(keys[r].size() * 64);
+    t.output_length.push_back(50);
+    t.arrival_s.push_back(arrival[r]);
+    t.session.push_back(r % 2);
+  }
+  cluster_config c;
+  c.local_cache_blocks = 100;
+  c.time_scale = 1000;  // slow enough that every request outlasts its 1 s gap
+  c.closed_loop = true;
+  const auto res = kvtk::sim::des::simulate(t, c);
+  const auto plan = kvtk::sim::des::detail::closed_loop_plan::make(t, [&](std::uint32_t r) {
+    const kvtk::sim::des::iteration_timing timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
+                                                  c.iteration_overhead_s, c.timing);
+    return kvtk::sim::des::detail::unloaded_latency_s(timing, static_cast<double>(c.model.kv_bytes_per_token),
+                                                      t.input_tokens(r), 50);
+  });
+  REQUIRE(plan.parent == std::vector<std::uint32_t>{plan.none, plan.none, 0, 1});
+  // The estimate (prefill + 49 decode steps at 1000x) exceeds the 1 s gap: no think time left.
+  CHECK(plan.delay_s[2] == 0.0);
+  CHECK(plan.delay_s[3] == 0.0);
+  CHECK(res.requests[2].arrival == res.requests[0].done);
+  CHECK(res.requests[3].arrival == res.requests[1].done);
+  CHECK(res.requests[0].arrival == 0.0);
+  CHECK(res.requests[1].arrival == 0.1);
+  // With the "zero" estimate the whole gap is think time: 1 s after the parent is done.
+  c.closed_latency_unloaded = false;
+  const auto zero = kvtk::sim::des::simulate(t, c);
+  CHECK(zero.requests[2].arrival == Approx(zero.requests[0].done + 1.0));
+  CHECK(zero.requests[3].arrival == Approx(zero.requests[1].done + 1.0));
+  // A trace with neither parents nor sessions is refused, naming the way to get them.
+  t.session.clear();
+  CHECK_THROWS_WITH(kvtk::sim::des::simulate(t, c), Catch::Contains("--infer-sessions"));
+}
+
+TEST_CASE("closed loop: under overload the queue stays bounded by the sessions, the open one grows",
+          "[simulate][closed]") {
+  // 40x the arrival rate the instance can serve: open-loop queueing grows with the trace, closed
+  // loop sends a session's next turn only after its last one is done.
+  const auto t = sessions_trace("chat", 1500, 200.0);
+  cluster_config c;
+  c.local_cache_blocks = 5000;
+  const auto open = kvtk::sim::des::simulate(t, c);
+  c.closed_loop = true;
+  const auto closed = kvtk::sim::des::simulate(t, c);
+  const auto mean_queue = [](const kvtk::sim::des::simulation_result& r) {
+    double q = 0;
+    for (const auto& o : r.requests) q += o.prefill_start - o.arrival;
+    return q / static_cast<double>(r.requests.size());
+  };
+  // Little's law on the closed run: mean requests in the system = throughput x mean time in it.
+  double in_system = 0, first = 1e300, last = 0;
+  for (const auto& o : closed.requests) {
+    in_system += o.done - o.arrival;
+    first = std::min(first, o.arrival);
+    last = std::max(last, o.done);
+  }
+  const double span = last - first;
+  const double throughput = static_cast<double>(closed.requests.size()) / span;
+  const double mean_time = in_system / static_cast<double>(closed.requests.size());
+  const double mean_in_system = in_system / span;  // time-averaged (the integral over the span)
+  INFO("open queue " << mean_queue(open) << " s, closed " << mean_queue(closed) << " s");
+  CHECK(mean_queue(closed) < 0.1 * mean_queue(open));
+  CHECK(mean_in_system == Approx(throughput * mean_time).epsilon(1e-9));
+  // Bounded: never more requests in the system than sessions with a request outstanding, and
+  // a session has at most one at a time.
+  std::vector<std::pair<double, int>> ev;
+  for (const auto& o : closed.requests) ev.push_back({o.arrival, 1}), ev.push_back({o.done, -1});
+  std::sort(ev.begin(), ev.end(), [](auto a, auto b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
+  int live = 0, most = 0;
+  for (const auto& [time, d] : ev) most = std::max(most, live += d);
+  std::vector<std::uint64_t> sessions(t.session.begin(), t.session.end());
+  std::sort(sessions.begin(), sessions.end());
+  const auto distinct = static_cast<int>(std::unique(sessions.begin(), sessions.end()) - sessions.begin());
+  CHECK(most <= distinct);
+  // A session has one request at a time: each arrives after its session's previous one is done.
+  std::unordered_map<std::uint64_t, double> done_of;
+  std::size_t in_order = 0;
+  for (std::size_t r = 0; r < closed.requests.size(); ++r) {
+    const auto it = done_of.find(t.session[r]);
+    in_order += it == done_of.end() || closed.requests[r].arrival >= it->second;
+    done_of[t.session[r]] = closed.requests[r].done;
+  }
+  CHECK(in_order == closed.requests.size());
+}
