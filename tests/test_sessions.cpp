@@ -1,12 +1,16 @@
 // Sessions inferred from prefixes (kvtk/prefix/sessions.hpp): the rule on hand-made requests, and
 // its precision and recall on trace-gen's sessions, whose truth is known (a request's true parent
 // is the previous request of its session: every generated session is a sequence of turns).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <unordered_map>
 #include <vector>
 
 #include "api/trace_gen.hpp"
+#include "api/trace_stats.hpp"
 #include "kvtk/prefix/sessions.hpp"
 
 namespace {
@@ -85,4 +89,25 @@ TEST_CASE("sessions: inferred parents against trace-gen's known sessions", "[ses
     CHECK(static_cast<double>(correct) >= e.precision * static_cast<double>(inferred));
     CHECK(static_cast<double>(correct) >= e.recall * static_cast<double>(truly));
   }
+}
+
+TEST_CASE("sessions: trace stats takes parents as simulate does", "[sessions]") {
+  // A generated trace has session ids and no parents: each request's parent is its session's
+  // previous request, so requests with a parent = requests - sessions; turns are not recorded.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kvtk_sessions_" + std::to_string(::getpid()) + ".kvtb")).string();
+  kvtk::sim::trace_gen_options g;
+  g.gen.profile = "chat";
+  g.gen.requests = 400;
+  g.output = path;
+  g.force = true;
+  (void)kvtk::sim::run(g);
+  kvtk::sim::trace_stats_options o;
+  o.trace = path;
+  const auto s = kvtk::sim::run(o).stats["sessions"];
+  CHECK(s["requests_with_a_parent"].get<std::uint64_t>() == 400 - s["sessions"].get<std::uint64_t>());
+  CHECK(s["gap_from_parent_arrival_s"]["count"] == s["requests_with_a_parent"]);
+  CHECK(s["turns_per_session"].is_null());
+  CHECK_FALSE(s.contains("inferred"));
+  std::filesystem::remove(path);
 }

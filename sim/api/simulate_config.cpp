@@ -463,6 +463,7 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
       throw usage_error("config: 'closed_latency' must be \"unloaded\" or \"zero\"");
     }
     c.closed_latency_unloaded = j["closed_latency"] == "unloaded";
+    if (!c.closed_loop) throw usage_error("config: 'closed_latency' is for \"arrivals\": \"closed\"");
   }
   read_scheduler(j, c.sched);
   read_string(j, "router", c.router);

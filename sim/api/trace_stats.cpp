@@ -83,20 +83,32 @@ session_columns sessions_of(const kvtk::prefix::prefix_trace_view& t) {
     }
     return c;
   }
-  c.session.assign(t.session.begin(), t.session.end());
-  if (c.session.empty()) c.session.assign(n, 0);
+  // Parents as simulate's closed loop takes them (des/closed_loop.hpp): by id when the trace
+  // has parents and ids, else the previous request of the session.
   c.turn.assign(n, kvtk::prefix::no_turn);
   if (!t.turn.empty()) c.turn.assign(t.turn.begin(), t.turn.end());
   c.parent.assign(n, no_parent);
-  if (!t.parent.empty() && !t.request_id.empty()) {  // ids -> indices (the latest with an id)
-    std::unordered_map<std::uint64_t, std::uint64_t> index;
-    for (std::size_t r = 0; r < n; ++r) {
+  std::unordered_map<std::uint64_t, std::uint64_t> latest;  // id or session -> index
+  const bool by_parent = !t.parent.empty() && !t.request_id.empty();
+  for (std::size_t r = 0; r < n; ++r) {
+    if (by_parent) {
       if (t.parent[r] != no_parent) {
-        const auto it = index.find(t.parent[r]);
-        if (it != index.end()) c.parent[r] = it->second;
+        const auto it = latest.find(t.parent[r]);
+        if (it != latest.end()) c.parent[r] = it->second;
       }
-      if (t.request_id[r] != no_parent) index[t.request_id[r]] = r;
+      if (t.request_id[r] != no_parent) latest[t.request_id[r]] = r;
+    } else if (!t.session.empty()) {
+      const auto it = latest.find(t.session[r]);
+      if (it != latest.end()) c.parent[r] = it->second;
+      latest[t.session[r]] = r;
     }
+  }
+  // Sessions: the trace's, else each request's root through its parents.
+  if (!t.session.empty()) {
+    c.session.assign(t.session.begin(), t.session.end());
+  } else {
+    c.session.resize(n);
+    for (std::size_t r = 0; r < n; ++r) c.session[r] = c.parent[r] == no_parent ? r : c.session[c.parent[r]];
   }
   return c;
 }
@@ -109,7 +121,7 @@ nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
   if (c.session.empty()) return nullptr;
   struct info {
     std::uint64_t requests = 0;
-    std::uint32_t turns = 0;
+    std::uint32_t min_turn = kvtk::prefix::no_turn, max_turn = 0;  // turns may start at 0 or 1
     double first = NAN, last = NAN;
   };
   const bool timed = !t.arrival_s.empty();
@@ -122,7 +134,8 @@ nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
     ++s.requests;
     if (c.turn[r] != kvtk::prefix::no_turn) {
       any_turn = true;
-      s.turns = std::max(s.turns, c.turn[r] + 1);
+      s.min_turn = std::min(s.min_turn, c.turn[r]);
+      s.max_turn = std::max(s.max_turn, c.turn[r]);
     }
     if (c.parent[r] != kvtk::prefix::no_parent) {
       ++children;
@@ -140,7 +153,7 @@ nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
   std::uint64_t multi = 0, in_multi = 0;
   for (const auto& [id, s] : by_id) {
     requests.push_back(static_cast<double>(s.requests));
-    if (any_turn) turns.push_back(static_cast<double>(s.turns));
+    if (any_turn && s.min_turn != kvtk::prefix::no_turn) turns.push_back(static_cast<double>(s.max_turn - s.min_turn + 1));
     if (s.requests > 1) {
       ++multi;
       in_multi += s.requests;

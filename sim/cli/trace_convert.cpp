@@ -33,7 +33,7 @@ int run_trace_convert(const std::vector<std::string>& args) {
       "tokens per block of the input (0 = the trace's default)")(
       "skip-invalid", "skip malformed input lines (counted and reported) instead of stopping")(
       "infer-sessions", "a trace without session fields (Mooncake): write each request's session, "
-      "parent and turn, inferred from prefixes (docs/formats.md \"Session fields\")");
+      "parent and turn, inferred from prefixes (docs/formats.md \"Inferred sessions\")");
   po::positional_options_description pos;
   pos.add("trace", 1);
   po::variables_map vm;

@@ -44,17 +44,20 @@ struct closed_loop_plan {
   /// neither parent nor session fields.
   template <class Latency>
   static closed_loop_plan make(const kvtk::prefix::prefix_trace_view& t, Latency&& latency) {
+    if (t.requests() >= closed_loop_plan::none) {
+      throw std::invalid_argument("arrivals 'closed' handles fewer than 2^32 - 1 requests");
+    }
     const auto n = static_cast<std::uint32_t>(t.requests());
-    if (t.parent.empty() && t.session.empty()) {
-      throw std::invalid_argument("arrivals 'closed' needs session fields (a parent or a session "
-                                  "per request); kvtk trace convert --infer-sessions writes them "
+    const bool by_parent = !t.parent.empty() && !t.request_id.empty();
+    if (!by_parent && t.session.empty()) {
+      throw std::invalid_argument("arrivals 'closed' needs session fields (a parent with request "
+                                  "ids, or a session per request); kvtk trace convert --infer-sessions writes them "
                                   "for a trace without any (docs/formats.md \"Inferred sessions\")");
     }
     closed_loop_plan p;
     p.parent.assign(n, none);
     p.delay_s.assign(n, 0.0);
     std::unordered_map<std::uint64_t, std::uint32_t> latest;  // id or session -> request
-    const bool by_parent = !t.parent.empty() && !t.request_id.empty();
     for (std::uint32_t r = 0; r < n; ++r) {
       if (by_parent) {
         if (t.parent[r] != kvtk::prefix::no_parent) {

@@ -239,6 +239,7 @@ class request_window {
     request_outcome out;
     State st;
     bool ended = false;
+    bool arrived = false;  ///< opened for itself (not a slot skipped on the way to a later one)
   };
 
   /// Effects: makes room for request r (and any skipped before it: unsorted arrivals).
@@ -250,6 +251,7 @@ class request_window {
       ++size_;
     }
     max_live_ = std::max<std::uint64_t>(max_live_, size_);
+    at(r).arrived = true;
     return at(r);
   }
   entry& at(std::uint64_t r) { return ring_[r & mask_]; }
@@ -262,10 +264,12 @@ class request_window {
     if (log_ends_ && !at(r).ended) ended_log_.push_back(r);
     at(r).ended = true;
   }
-  /// Effects: marks every request in the window ended (at the end of a run: a request an engine
-  /// never released still counts, with its outcome as it stands).
+  /// Effects: marks every request in the window that has arrived ended (at the end of a run: a
+  /// request an engine never released still counts, with its outcome as it stands).
   void end_all() {
-    for (std::uint64_t r = base_; r < base_ + size_; ++r) end(r);
+    for (std::uint64_t r = base_; r < base_ + size_; ++r) {
+      if (at(r).arrived) end(r);  // a skipped slot is a request yet to arrive (closed loop)
+    }
   }
   /// Effects: from now on, every request that ends is also logged (closed-loop arrivals release
   /// its children: des/event_loop.hpp).

@@ -9,8 +9,10 @@
 //      continuation), and
 //   5. p has not been continued yet: a conversation turn has one next turn, so a second request
 //      behind p is another conversation behind the same template (or a branch).
-// Among several such p, the one with the most full blocks wins (the deepest cover: the latest
-// turn of the conversation), and among those the latest. r's parent is p, its turn p's + 1, its
+// Candidates are searched from the deepest cover down (the most full blocks: the latest turn of
+// the conversation); at each depth only the latest request with that last full block is a
+// candidate (a later request hides an earlier one with the same full blocks, continued or not),
+// and the first candidate that passes 4 and 5 is the parent. r's parent is p, its turn p's + 1, its
 // session p's; a request that continues none is a root: a session of its own, turn 0.
 //
 // Why it works: a multi-turn conversation re-sends its whole history every turn, so turn k+1's
