@@ -93,17 +93,33 @@ def lines(path):
     return [json.loads(x) for x in open(path)]
 
 
+def record_from(eng, out, started=True, **kw):
+    """kvtk.record_events on the fake engine's sockets (its thread started here unless already),
+    from sequence number 0; the engine is closed afterwards."""
+    if not started:
+        eng.thread.start()
+    kw.setdefault("idle_s", 1.5)
+    try:
+        return kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
+                                  replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
+                                  first_seq=0, duration_s=30, **kw)
+    finally:
+        eng.close()
+
+
+def batches_and_restarts(out):
+    """The recording's batch payloads and restart lines, in file order."""
+    import base64
+    return [("restart", x["restart"]["seq"]) if "restart" in x else
+            (base64.b64decode(x["payload"]).decode(), x["seq"]) for x in lines(out)
+            if "restart" in x or "seq" in x]
+
+
 def test_record_live_gaps_backfilled_and_lost(tmp_path):
     zmq = zmq_or_skip()
     eng = FakeEngine(zmq, 12, drop={3, 4, 9}, forget={9})
     out = tmp_path / "rec.jsonl"
-    eng.thread.start()
-    try:
-        r = kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
-                               replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
-                               first_seq=0, idle_s=1.5, duration_s=30)
-    finally:
-        eng.close()
+    r = record_from(eng, out, started=False)
     got = lines(out)
     assert got[0]["kvtk_events"] == 1 and got[-1]["kvtk_events_end"]["stopped"] == "idle"
     batches = [x for x in got if "seq" in x]
@@ -121,19 +137,8 @@ def test_record_an_engine_restart(tmp_path):
     zmq = zmq_or_skip()
     eng = FakeEngine(zmq, 4, restart=3)
     out = tmp_path / "restart.jsonl"
-    eng.thread.start()
-    try:
-        r = kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
-                               replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
-                               first_seq=0, idle_s=1.5, duration_s=30)
-    finally:
-        eng.close()
-    got = lines(out)
-    import base64
-    kinds = [("restart", x["restart"]["seq"]) if "restart" in x else
-             (base64.b64decode(x["payload"]).decode(), x["seq"]) for x in got
-             if "restart" in x or "seq" in x]
-    assert kinds == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("batch3", 3), ("restart", 0),
+    r = record_from(eng, out, started=False)
+    assert batches_and_restarts(out) == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("batch3", 3), ("restart", 0),
                      ("again0", 0), ("again1", 1), ("again2", 2)]
     assert (r["batches"], r["restarts"]) == (7, 1)
 
@@ -147,17 +152,9 @@ def test_record_a_restart_after_a_replayed_burst(tmp_path):
     eng.thread.start()
     time.sleep(0.5)
     out = tmp_path / "burst-restart.jsonl"
-    try:  # the restart comes ~1.5 s after the replayed burst is recorded; idle stops 4 s after
-        r = kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
-                               replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
-                               first_seq=0, idle_s=4.0, duration_s=30)
-    finally:
-        eng.close()
-    import base64
-    kinds = [("restart", x["restart"]["seq"]) if "restart" in x else
-             (base64.b64decode(x["payload"]).decode(), x["seq"]) for x in lines(out)
-             if "restart" in x or "seq" in x]
-    assert kinds == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("restart", 0), ("again0", 0),
+    # The restart comes ~1.5 s after the replayed burst is recorded; idle stops 4 s after.
+    r = record_from(eng, out, idle_s=4.0)
+    assert batches_and_restarts(out) == [("batch0", 0), ("batch1", 1), ("batch2", 2), ("restart", 0), ("again0", 0),
                      ("again1", 1)]
     assert (r["recovered"], r["restarts"]) == (3, 1)
 
@@ -169,12 +166,7 @@ def test_record_a_burst_before_the_subscription(tmp_path):
     eng.thread.start()
     time.sleep(0.5)  # the burst is over
     out = tmp_path / "late.jsonl"
-    try:
-        r = kvtk.record_events(out, f"tcp://127.0.0.1:{eng.port}",
-                               replay_endpoint=f"tcp://127.0.0.1:{eng.replay_port}",
-                               first_seq=0, idle_s=1.5, duration_s=30)
-    finally:
-        eng.close()
+    r = record_from(eng, out)
     assert [x["seq"] for x in lines(out) if "seq" in x] == [0, 1, 2, 3, 4]
     assert r["recovered"] == 5
 

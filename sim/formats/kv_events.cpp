@@ -365,12 +365,22 @@ std::string decode_event_batch(const std::string& msgpack, kv_batch& out, event_
   return "";
 }
 
-std::string recorded_engine(const std::string& path) {
+namespace {
+
+// The recording at `path`, opened; refused when it is not a regular file.
+std::ifstream open_recording(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw trace_error(path, 0, "cannot open file");
   if (!S_ISREG(st.st_mode)) throw trace_error(path, 0, "not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw trace_error(path, 0, "cannot open file");
+  return in;
+}
+
+}  // namespace
+
+std::string recorded_engine(const std::string& path) {
+  std::ifstream in = open_recording(path);
   line_reader lines(in, path);
   std::string_view line;
   while (lines.next(line)) {
@@ -387,11 +397,7 @@ std::string recorded_engine(const std::string& path) {
 
 kv_recording read_kv_events(const std::string& path, const std::string& engine,
                             const std::function<void(const kv_batch&)>& on_batch) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw trace_error(path, 0, "cannot open file");
-  if (!S_ISREG(st.st_mode)) throw trace_error(path, 0, "not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw trace_error(path, 0, "cannot open file");
+  std::ifstream in = open_recording(path);
   line_reader lines(in, path);
   kv_recording rec;
   std::string_view line;

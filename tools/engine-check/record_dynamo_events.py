@@ -33,7 +33,6 @@ tokens_hash differs from Dynamo's compute_block_hash_for_seq.
 """
 import argparse
 import asyncio
-import glob
 import json
 import os
 import shutil
@@ -50,8 +49,10 @@ os.environ.setdefault("DYN_TCP_RPC_HOST", "127.0.0.1")
 os.environ.setdefault("DYN_LOG", "warn")
 
 import msgpack  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zmq  # noqa: E402
 from dynamo._core import DistributedRuntime  # noqa: E402
+from dynamo_discovery import wait_channel  # noqa: E402
 from dynamo.llm import KvEventPublisher, RadixTree, compute_block_hash_for_seq  # noqa: E402
 
 BLOCK = 4
@@ -64,21 +65,6 @@ HB3 = 1004
 
 def tokens_hashes(tokens):
     return compute_block_hash_for_seq(tokens, BLOCK)
-
-
-async def wait_channel(component: str, timeout=10.0) -> str:
-    """The ZMQ endpoint a publisher of `component` registered in the file discovery store."""
-    end = time.time() + timeout
-    while time.time() < end:
-        for f in glob.glob(os.path.join(os.environ["DYN_FILE_KV"], "v1/event_channels/*")):
-            try:
-                ch = json.load(open(f))
-            except (OSError, ValueError):
-                continue
-            if ch.get("scope", {}).get("endpoint", {}).get("component") == component:
-                return ch["transport"]["config"]["endpoint"]
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"no event channel registered for {component}")
 
 
 def decode(source: str, frames) -> dict:

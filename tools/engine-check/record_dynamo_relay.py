@@ -25,14 +25,12 @@ msgpack, and a Python with the kvtk package):
 import argparse
 import asyncio
 import base64
-import glob
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 _disc = tempfile.mkdtemp(prefix="dynamo-disc-")
 os.environ.setdefault("DYN_FILE_KV", _disc)
@@ -40,23 +38,11 @@ os.environ.setdefault("DYN_EVENT_PLANE_HOST", "127.0.0.1")
 os.environ.setdefault("DYN_TCP_RPC_HOST", "127.0.0.1")
 os.environ.setdefault("DYN_LOG", "warn")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zmq  # noqa: E402
 from dynamo._core import DistributedRuntime  # noqa: E402
+from dynamo_discovery import wait_channel  # noqa: E402
 from dynamo.llm import KvEventPublisher  # noqa: E402
-
-
-async def wait_channel(component: str, timeout=10.0) -> str:
-    end = time.time() + timeout
-    while time.time() < end:
-        for f in glob.glob(os.path.join(os.environ["DYN_FILE_KV"], "v1/event_channels/*")):
-            try:
-                ch = json.load(open(f))
-            except (OSError, ValueError):
-                continue
-            if ch.get("scope", {}).get("endpoint", {}).get("component") == component:
-                return ch["transport"]["config"]["endpoint"]
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"no event channel registered for {component}")
 
 
 async def main() -> int:
