@@ -167,4 +167,37 @@ TEST_CASE("closed loop: under overload the queue stays bounded by the sessions, 
     done_of[t.session[r]] = closed.requests[r].done;
   }
   CHECK(in_order == closed.requests.size());
+  // The interactive response-time law, X = N / (R + Z): the time-averaged number of active
+  // sessions (swept over time, a session active from its first arrival to its last request's
+  // end) over the mean response time plus the mean think time per request (each request's R, and
+  // each child's Z = its arrival - its parent's end) gives the measured throughput. Per session
+  // R + Z telescopes to its last end - its first arrival, so this is a consistency check: it
+  // fails when a session's requests end out of order or a request is lost from the outcomes.
+  std::unordered_map<std::uint64_t, std::pair<double, double>> span_of;  // first arrival, last end
+  std::unordered_map<std::uint64_t, double> previous_done;
+  double response = 0, think = 0, begin = 1e300, end = 0;
+  for (std::size_t r = 0; r < closed.requests.size(); ++r) {
+    const auto& o = closed.requests[r];
+    response += o.done - o.arrival;
+    if (const auto it = previous_done.find(t.session[r]); it != previous_done.end()) think += o.arrival - it->second;
+    previous_done[t.session[r]] = o.done;
+    auto [it, fresh] = span_of.try_emplace(t.session[r], o.arrival, o.done);
+    if (!fresh) it->second.second = std::max(it->second.second, o.done);
+    begin = std::min(begin, o.arrival);
+    end = std::max(end, o.done);
+  }
+  std::vector<std::pair<double, int>> sweep;
+  for (const auto& [id, se] : span_of) sweep.push_back({se.first, 1}), sweep.push_back({se.second, -1});
+  std::sort(sweep.begin(), sweep.end());
+  double area = 0, prev = begin;
+  int active = 0;
+  for (const auto& [time, d] : sweep) {
+    area += active * (time - prev);
+    prev = time;
+    active += d;
+  }
+  const double n = static_cast<double>(closed.requests.size());
+  const double sessions_active = area / (end - begin);
+  const double throughput = n / (end - begin);
+  CHECK(throughput == Approx(sessions_active / ((response + think) / n)).epsilon(1e-6));
 }
