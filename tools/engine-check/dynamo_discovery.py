@@ -1,10 +1,23 @@
-"""Dynamo's file discovery (DYN_FILE_KV) as the engine-check scripts use it: the event-plane
-endpoint a KvEventPublisher registered (v1/event_channels/*: transport.config.endpoint)."""
+"""Dynamo's file discovery (DYN_FILE_KV) as the engine-check scripts use it: a private store on
+loopback, and the event-plane endpoint a KvEventPublisher registered (v1/event_channels/*:
+transport.config.endpoint)."""
 import asyncio
 import glob
 import json
 import os
+import tempfile
 import time
+
+
+def private_discovery() -> str:
+    """Before Dynamo's runtime starts: discovery in a new temporary directory (returned, for the
+    caller to remove), the event plane and RPC advertised on loopback, warnings only."""
+    disc = tempfile.mkdtemp(prefix="dynamo-disc-")
+    os.environ.setdefault("DYN_FILE_KV", disc)
+    os.environ.setdefault("DYN_EVENT_PLANE_HOST", "127.0.0.1")
+    os.environ.setdefault("DYN_TCP_RPC_HOST", "127.0.0.1")
+    os.environ.setdefault("DYN_LOG", "warn")
+    return disc
 
 
 async def wait_channel(component: str, timeout=10.0) -> str:

@@ -30,18 +30,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-
-_disc = tempfile.mkdtemp(prefix="dynamo-disc-")
-os.environ.setdefault("DYN_FILE_KV", _disc)
-os.environ.setdefault("DYN_EVENT_PLANE_HOST", "127.0.0.1")
-os.environ.setdefault("DYN_TCP_RPC_HOST", "127.0.0.1")
-os.environ.setdefault("DYN_LOG", "warn")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dynamo_discovery import private_discovery, wait_channel  # noqa: E402
+
+_disc = private_discovery()
+
 import zmq  # noqa: E402
 from dynamo._core import DistributedRuntime  # noqa: E402
-from dynamo_discovery import wait_channel  # noqa: E402
 from dynamo.llm import KvEventPublisher  # noqa: E402
 
 

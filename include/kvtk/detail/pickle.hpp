@@ -23,6 +23,19 @@
 
 namespace kvtk::detail {
 
+/// Returns: how many bytes LONG1 gives the int64 whose two's complement is `u`: the minimal
+/// little-endian two's complement (5..8 bytes for the ints that need LONG1).
+constexpr std::size_t long1_bytes(std::uint64_t u) noexcept {
+  std::size_t n = 8;
+  while (n > 1) {
+    const auto top = static_cast<std::uint8_t>(u >> (8 * (n - 1)));
+    const auto next_bit = static_cast<std::uint8_t>((u >> (8 * (n - 1) - 1)) & 1);
+    if (!((top == 0 && next_bit == 0) || (top == 0xff && next_bit == 1))) break;
+    --n;
+  }
+  return n;
+}
+
 /// Writes one pickle, object by object, in the order of a depth-first walk of the value.
 /// Thread safety: one writer per thread.
 class pickler {
@@ -105,15 +118,8 @@ class pickler {
     }
     return h;
   }
-  // LONG1: minimal little-endian two's complement (5..8 bytes for the ints that reach here).
   void long1(std::uint64_t u) {
-    std::size_t n = 8;
-    while (n > 1) {
-      const auto top = static_cast<std::uint8_t>(u >> (8 * (n - 1)));
-      const auto next_bit = static_cast<std::uint8_t>((u >> (8 * (n - 1) - 1)) & 1);
-      if (!((top == 0 && next_bit == 0) || (top == 0xff && next_bit == 1))) break;
-      --n;
-    }
+    const std::size_t n = long1_bytes(u);
     put(0x8a);
     put(static_cast<std::uint8_t>(n));
     le(u, n);

@@ -232,13 +232,7 @@ inline std::size_t plain_block_pickle(const block_digest& parent, std::span<cons
       *p++ = 0x4a;  // BININT
       for (int i = 0; i < 4; ++i) *p++ = static_cast<std::uint8_t>(u >> (8 * i));
     } else {  // LONG1: minimal two's complement, as pickler::long1
-      std::size_t w = 8;
-      while (w > 1) {
-        const auto top = static_cast<std::uint8_t>(u >> (8 * (w - 1)));
-        const auto next_bit = static_cast<std::uint8_t>((u >> (8 * (w - 1) - 1)) & 1);
-        if (!((top == 0 && next_bit == 0) || (top == 0xff && next_bit == 1))) break;
-        --w;
-      }
+      const std::size_t w = detail::long1_bytes(u);
       *p++ = 0x8a;
       *p++ = static_cast<std::uint8_t>(w);
       for (std::size_t i = 0; i < w; ++i) *p++ = static_cast<std::uint8_t>(u >> (8 * i));
