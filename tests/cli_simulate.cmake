@@ -45,6 +45,7 @@ expect(2 "config: 'sparse.prefetch': unknown mode 'always'" simulate --trace ${T
        --set sparse.prefetch=always)
 expect(2 "config: 'sparse.budget' must be" simulate --trace ${T} --set sparse.budget=0)
 expect(2 "config: 'sparse.budget' must be" simulate --trace ${T} --set sparse.budget=150%)
+expect(2 "config: 'sparse.budget' must be" simulate --trace ${T} --set sparse.budget=411111111111111111111111111111111111111111111111111111096tok)
 # A custom model's or GPU's name must be a string (a number once escaped as a JSON type error).
 expect(2 "config: the model's 'name' must be a string" simulate --trace ${T}
        "--set" "model={\"name\": 5, \"layers\": 28, \"hidden\": 3584, \"active_params\": 7e9, \"kv_bytes_per_token\": 57344}")

@@ -93,7 +93,7 @@ void read_timing(const nlohmann::json& j, des::cluster_config& c) {
 kvtk::sparse::hbm_budget sparse_budget(const nlohmann::json& b) {
     const char* what =
       "config: 'sparse.budget' must be pages (a whole number >= 1), \"<N>tok\" "
-      "(N >= 1) or \"<P>%\" (0 < P <= 100)";
+      "(1 <= N <= 10^15) or \"<P>%\" (0 < P <= 100)";
   if (b.is_number()) {
     const double v = b.get<double>();
     if (!(v >= 1) || v != std::floor(v) || v > 4e9) throw usage_error(what);
@@ -112,7 +112,8 @@ kvtk::sparse::hbm_budget sparse_budget(const nlohmann::json& b) {
     }
     if (used != n.size() || !std::isfinite(v)) throw usage_error(what);
     if (tok) {
-      if (!(v >= 1) || v != std::floor(v)) throw usage_error(what);
+      // Bounded before the cast: a double beyond 2^64 does not convert (the fuzzer's 4e56tok).
+      if (!(v >= 1) || v != std::floor(v) || v > 1e15) throw usage_error(what);
       return kvtk::sparse::hbm_budget::in_tokens(static_cast<std::uint64_t>(v));
     } else {
       if (!(v > 0 && v <= 100)) throw usage_error(what);
