@@ -56,6 +56,7 @@ set(KVTK_API_SOURCES
   api/index_runs_radix_tiers_lru.cpp
   api/index_runs_radix_tiers_lfu.cpp
   api/index_runs_radix_tiers_s3fifo.cpp
+  api/index_runs_radix_tiers_session.cpp
   api/next_uses.cpp
   api/replay_plan.cpp
   api/move.cpp

@@ -58,6 +58,17 @@ struct access_hint {
   /// How many of the request's blocks are full: a block at depth >= full_blocks is its partial
   /// last block (reuse-ranked policies learn that such blocks are rarely reused). Default: all.
   std::uint32_t full_blocks = ~std::uint32_t{0};
+  // Session signals (session-aware orders; docs/policies.md "Session-aware orders"): what an
+  // engine knows of the request that accesses the block. Defaults: no session information.
+  /// The request's arrival time, seconds (0 = unknown: a trace without times).
+  double time_s = 0;
+  /// Its session (0 = none), its turn in the session (0 = first or unknown).
+  std::uint64_t session = 0;
+  std::uint32_t turn = 0;
+  /// True when the request's reply ends in a tool call, so that its session waits on a tool.
+  /// The engine learns this when the reply finishes; the request's blocks are in use (pinned)
+  /// until then, so no eviction could have acted on it earlier.
+  bool awaits_tool = false;
   static constexpr std::uint64_t never = ~std::uint64_t{0};
 };
 
@@ -65,7 +76,7 @@ struct access_hint {
 /// `static constexpr unsigned hints_read = ...;` (none when absent); without them it still runs,
 /// degraded, so replays record which of them they gave (`kvtk replay` results: "hints").
 namespace hint_fields {
-inline constexpr unsigned depth = 1, next_use = 2, priority = 4, full_blocks = 8;
+inline constexpr unsigned depth = 1, next_use = 2, priority = 4, full_blocks = 8, session = 16;
 }
 /// The hint fields policy P reads: P::hints_read, or 0.
 template <class P>

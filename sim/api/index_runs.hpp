@@ -2,8 +2,8 @@
 // function per index family. Internal to kvtk_commands.
 //
 // Why this file exists: replaying through an index instantiates its whole policy grid (flat
-// index x 12 core policies, radix index x 37 leaf orders and admission rules (one unit per
-// rule), radix tier hierarchies x 7 online leaf
+// index x 12 core policies, radix index x 47 leaf orders and admission rules (one unit per
+// rule), radix tier hierarchies x 9 online leaf
 // orders x 12 lower-tier policies, flat tier hierarchies x 12). Each family is compiled in its
 // own translation unit (index_runs_*.cpp), and the radix tier hierarchies two or three leaf
 // orders per unit (a function template declared here and explicitly instantiated there), so no

@@ -212,23 +212,10 @@ void check_job_memory(const replay_options& o, const plan& p, std::size_t refs, 
                    optimum_threads * (largest * cache_entry_bytes + static_cast<double>(refs) / 8));
 }
 
-nlohmann::json hint_names(unsigned bits) {
-  nlohmann::json a = nlohmann::json::array();
-  if (bits & hint_fields::depth) a.push_back("depth");
-  if (bits & hint_fields::next_use) a.push_back("next_use");
-  if (bits & hint_fields::priority) a.push_back("priority");
-  if (bits & hint_fields::full_blocks) a.push_back("full_blocks");
-  return a;
-}
-
-// Which access_hint fields the job's policy reads and which this replay gave it: replays give
-// every block's depth and the request's full-block count, next uses to offline policies, and no
-// priorities (traces carry none), so priority-lru runs as LRU and says so here.
-nlohmann::json hints_json(const job& j, const plan& p) {
-  unsigned read = 0, given = hint_fields::depth | hint_fields::full_blocks;
+// The hint fields a job's policy reads (every tier's, for a hierarchy).
+unsigned hints_read_by_job(const job& j, const plan& p) {
+  unsigned read = 0;
   if (j.hierarchy >= 0) {
-    // Hierarchies give each block its depth; every tier's policy reads what it reads.
-    given = hint_fields::depth;
     const auto& tiers = p.hierarchies[static_cast<std::size_t>(j.hierarchy)].tiers;
     for (std::size_t t = 0; t < tiers.size(); ++t) {
       if (t == 0 && p.tier_top == "radix") {
@@ -239,28 +226,53 @@ nlohmann::json hints_json(const job& j, const plan& p) {
         read |= visit_policy(tiers[t].policy, []<class P>() { return hints_read_by<P>(); });
       }
     }
-  } else if (j.engine != "ideal") {
-    given = hint_fields::depth;
-  } else if (j.index == "flat") {
+  } else if (j.engine == "ideal" && j.index == "flat") {
     read = visit_policy(j.policy, []<class P>() { return hints_read_by<P>(); });
-    if (index_runs::flat_offline(j.policy)) {
-      given |= hint_fields::next_use;
-    }
-  } else if (j.index == "radix") {
+  } else if (j.engine == "ideal" && j.index == "radix") {
     read = visit_radix_policy(j.policy, []<class L, class A>() {
       return hints_read_by<L>() | hints_read_by<A>();
     });
-    if (index_runs::radix_offline(j.policy)) {
-      given |= hint_fields::next_use;
-    }
   }
+  return read;
+}
+
+bool reads_session(const plan& p) {
+  for (const job& j : p.jobs) {
+    if (hints_read_by_job(j, p) & hint_fields::session) return true;
+  }
+  return false;
+}
+
+nlohmann::json hint_names(unsigned bits) {
+  nlohmann::json a = nlohmann::json::array();
+  if (bits & hint_fields::depth) a.push_back("depth");
+  if (bits & hint_fields::next_use) a.push_back("next_use");
+  if (bits & hint_fields::priority) a.push_back("priority");
+  if (bits & hint_fields::full_blocks) a.push_back("full_blocks");
+  if (bits & hint_fields::session) a.push_back("session");
+  return a;
+}
+
+// Which access_hint fields the job's policy reads and which this replay gave it: replays give
+// every block's depth and the request's full-block count, next uses to offline policies, and no
+// priorities (traces carry none), so priority-lru runs as LRU and says so here.
+nlohmann::json hints_json(const job& j, const plan& p, bool sessions) {
+  const unsigned read = hints_read_by_job(j, p);
+  unsigned given = hint_fields::depth | hint_fields::full_blocks;
+  if (j.hierarchy >= 0 || j.engine != "ideal") {
+    given = hint_fields::depth;  // hierarchies and engine modes give each block its depth
+  } else if ((j.index == "flat" && index_runs::flat_offline(j.policy)) ||
+             (j.index == "radix" && index_runs::radix_offline(j.policy))) {
+    given |= hint_fields::next_use;
+  }
+  if (sessions && j.hierarchy < 0 && j.engine == "ideal") given |= hint_fields::session;
   return {{"read", hint_names(read)}, {"given", hint_names(given)},
           {"missing", hint_names(read & ~given)}};
 }
 
 nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
                           const std::map<std::uint64_t, optimum_result>* optimum,
-                          std::uint64_t output_tokens) {
+                          std::uint64_t output_tokens, bool sessions) {
   const prefix_counts& c = out.counts;
   nlohmann::json r = {
       {"engine", j.engine},
@@ -281,7 +293,7 @@ nlohmann::json result_row(const job& j, const outcome& out, const plan& p,
        out.seconds > 0 ? static_cast<double>(c.block_refs) / out.seconds : 0.0}};
   if (!out.engine.is_null()) r["engine_state"] = out.engine;
   if (!out.offload.is_null()) r["offload"] = out.offload;
-  r["hints"] = hints_json(j, p);
+  r["hints"] = hints_json(j, p, sessions);
   if (j.hierarchy >= 0) {
     r["tiers"] = out.tiers;
     if (!p.calibration_reports.empty()) {
@@ -460,8 +472,10 @@ replay_result run(replay_options o, const progress_callback& progress) {
   const plan p = make_plan(o);
   read_report skipped;
   std::vector<std::string> warnings;
-  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
+  loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
                                                   o.skip_invalid, skipped, warnings, false, o.threads);
+  // Session signals only when some policy reads them (inferring sessions costs a pass).
+  const std::string sessions = reads_session(p) ? loaded.attach_session_signals() : "";
   const prefix_trace_view& t = loaded.view();
   clock->lap("read");
   const next_use_column next = needs_next_use(o, p)
@@ -483,10 +497,13 @@ replay_result run(replay_options o, const progress_callback& progress) {
   r.optimum_seconds = done.optimum_seconds;
   r.trace = trace_summary(o, p, t, ideal, skipped, o.ideal || !next.empty(), output_tokens,
                           trace_days);
+  // Where session-aware policies' sessions came from: "trace", "inferred", or null (none ran).
+  r.trace["session_signals"] = sessions.empty() ? nlohmann::json(nullptr) : nlohmann::json(sessions);
   r.results = nlohmann::json::array();
   for (std::size_t i = 0; i < p.jobs.size(); ++i) {
     r.results.push_back(
-        result_row(p.jobs[i], done.results[i], p, o.opt ? &done.optimum : nullptr, output_tokens));
+        result_row(p.jobs[i], done.results[i], p, o.opt ? &done.optimum : nullptr, output_tokens,
+                   !sessions.empty()));
   }
   for (const auto& [cap, best] : done.optimum) {
     nlohmann::json cands = nlohmann::json::array();

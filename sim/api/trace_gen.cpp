@@ -52,6 +52,11 @@ double gamma_shape(double cv) { return 1.0 / (cv * cv); }
 struct drawn {
   std::uint64_t input = 0, output = 0, session = 0;
   std::uint32_t tenant = 0;
+  // Session fields (gen_options::session_fields).
+  std::uint64_t parent = kvtk::prefix::no_parent;  // the session's previous request, or none
+  std::uint32_t turn = 0;
+  const char* kind = "chat";
+  double tool_s = -1;  // < 0: the reply makes no tool call
 };
 
 // The generator's state; the order of its random draws is the trace (same seed, same trace), so
@@ -62,6 +67,7 @@ class generator {
       : o_(o),
         rng_(o.seed),
         tenant_rng_(o.seed ^ 0x5DEECE66Dull),  // separate: tenants never change requests
+        tool_rng_(o.seed ^ 0x7F4A7C15ull),     // separate: tool times never change requests
         burst_gap_(gamma_shape(o.burst_cv), 1.0 / gamma_shape(o.burst_cv)),
         bt_(o.block_tokens),
         // Share of requests that continue a live session (the rest start new work). "mixed" is
@@ -96,6 +102,8 @@ class generator {
     std::uint32_t append_tokens = 0;  // agent: tokens appended per step
     std::uint64_t id = 0;
     std::uint32_t tenant = 0;
+    std::uint64_t last_request = kvtk::prefix::no_parent;  // its latest request's index
+    std::uint32_t sent = 0;                                // requests sent so far
   };
 
   std::uint32_t pick_tenant() {
@@ -126,6 +134,10 @@ class generator {
   // The session's request: its keys, and (chat) the answer joins the history.
   drawn send(session& s) {
     drawn d{s.tokens, 0, s.id, s.tenant};
+    d.parent = s.last_request;
+    d.turn = s.sent++;
+    d.kind = s.kind == 0 ? "chat" : d.turn == 0 ? "agent" : "tool";
+    s.last_request = requests_;
     keys_.resize(s.content.size());
     prefix::chain_keys(s.content, keys_);
     d.output = s.kind == 0 ? 100 + rng_() % 600 : 20 + rng_() % 200;
@@ -141,8 +153,13 @@ class generator {
     } else {
       push_tokens(s, s.append_tokens, 0);  // a tool result
     }
-    const drawn d = send(s);
-    if (--s.turns_left <= 0) live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+    drawn d = send(s);
+    if (--s.turns_left <= 0) {
+      live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (s.kind == 1) {
+      d.tool_s = tool_seconds();  // the step's reply calls a tool; the next step is its result
+    }
+    ++requests_;
     return d;
   }
 
@@ -164,11 +181,13 @@ class generator {
       s.append_tokens = 100 + static_cast<std::uint32_t>(rng_() % 700);
       push_tokens(s, 4000 + rng_() % 28000, 0);  // the task's document or code
     }
-    const drawn d = send(s);
+    drawn d = send(s);
     if (--s.turns_left > 0) {
+      if (s.kind == 1) d.tool_s = tool_seconds();
       live_.push_back(std::move(s));
       if (live_.size() > 2000) live_.pop_front();  // bounded memory
     }
+    ++requests_;
     return d;
   }
 
@@ -179,11 +198,18 @@ class generator {
     keys_.resize(s.content.size());
     prefix::chain_keys(s.content, keys_);
     d.output = 50 + rng_() % 500;
+    ++requests_;
     return d;
   }
 
+  // A tool call's duration, seconds: lognormal, median 2 s, sigma 1 (a search or a test run;
+  // from its own stream, so the requests are the same with or without session fields).
+  double tool_seconds() { return std::exp(std::log(2.0) + tool_normal_(tool_rng_)); }
+
   const gen_options& o_;
-  std::mt19937_64 rng_, tenant_rng_;
+  std::mt19937_64 rng_, tenant_rng_, tool_rng_;
+  std::normal_distribution<double> tool_normal_{0.0, 1.0};
+  std::uint64_t requests_ = 0;  // requests drawn so far (the next one's index)
   std::gamma_distribution<double> burst_gap_;  // Gamma(k, 1/k): mean 1, CV 1/sqrt(k)
   std::uniform_real_distribution<double> u01_{0.0, 1.0};
   std::uint32_t bt_;
@@ -214,6 +240,13 @@ void generate_trace(const gen_options& o, const request_sink& sink) {
     rec.output_length = d.output;
     rec.session = d.session;
     if (o.tenants > 0) rec.tenant = tenant_names[d.tenant];
+    if (o.session_fields) {
+      rec.request_id = r;
+      if (d.parent != kvtk::prefix::no_parent) rec.parent = d.parent;
+      rec.turn = d.turn;
+      rec.kind = d.kind;
+      if (d.tool_s >= 0) rec.tool_s = std::round(d.tool_s * 1000.0) / 1000.0;  // ms, exact in text
+    }
     sink(rec);
   }
 }
@@ -223,6 +256,7 @@ nlohmann::json to_json(const trace_gen_options& o) {
           {"seed", o.gen.seed},           {"block_tokens", o.gen.block_tokens},
           {"rate", o.gen.rate_per_s},     {"arrivals", o.gen.arrivals},
           {"burst_cv", o.gen.burst_cv},   {"tenants", o.gen.tenants},
+          {"session_fields", o.gen.session_fields},
           {"output", o.output},           {"to", o.to},
           {"force", o.force}};
 }
@@ -238,6 +272,7 @@ trace_gen_options trace_gen_options_from_json(const nlohmann::json& j) {
   in.get("arrivals", o.gen.arrivals);
   in.get("burst_cv", o.gen.burst_cv);
   in.get("tenants", o.gen.tenants);
+  in.get("session_fields", o.gen.session_fields);
   in.get("output", o.output);
   in.get("to", o.to);
   in.get("force", o.force);
@@ -267,6 +302,9 @@ void validate(trace_gen_options& o) {
   if (o.to.empty()) o.to = kvtb_name ? "kvtb" : "kvtk";
   if (o.to != "mooncake" && o.to != "kvtk" && o.to != "kvtb") {
     throw usage_error("--to: '" + o.to + "' (use mooncake, kvtk or kvtb)");
+  }
+  if (g.session_fields && o.to == "mooncake") {
+    throw usage_error("--session-fields: a Mooncake trace cannot hold them (use --to kvtk or kvtb)");
   }
   check_output(o.output, o.force, "-o");
 }

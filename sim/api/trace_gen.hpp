@@ -27,6 +27,9 @@ struct gen_options {
   std::string arrivals = "poisson";  ///< poisson | bursty (gamma inter-arrivals)
   double burst_cv = 3.0;  ///< bursty: coefficient of variation of the inter-arrival times (> 1)
   std::uint32_t tenants = 4;  ///< tenants t0..t{n-1}, Zipf-weighted per session (0 = none)
+  /// Also write each request's id, parent, turn and kind (chat, agent, tool), and tool_s on an
+  /// agent step whose reply is a tool call (the keys, times and lengths do not change).
+  bool session_fields = false;
 };
 
 /// Generates `opts.requests` requests (arrival, input and output length, prefix keys of
@@ -44,7 +47,7 @@ struct trace_gen_options {
 };
 
 /// The knobs flattened ({"profile", "requests", "seed", "block_tokens", "rate", "arrivals",
-/// "burst_cv", "tenants", "output", "to", "force"}).
+/// "burst_cv", "tenants", "session_fields", "output", "to", "force"}).
 nlohmann::json to_json(const trace_gen_options& o);
 /// Throws usage_error naming an unknown key or a value of the wrong type.
 trace_gen_options trace_gen_options_from_json(const nlohmann::json& j);

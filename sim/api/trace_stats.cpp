@@ -60,64 +60,11 @@ nlohmann::json distribution(std::vector<std::uint64_t> v) {
           {"p99", quantile[2]}, {"max", max}};
 }
 
-// Each request's session, parent (as an index into the trace) and turn: the trace's own fields,
-// or, when it has none (Mooncake), inferred from prefixes (kvtk/prefix/sessions.hpp).
-struct session_columns {
-  std::vector<std::uint64_t> session, parent;  // parent: an index, or no_parent
-  std::vector<std::uint32_t> turn;             // no_turn when the trace gives none
-  bool inferred = false;
-};
-
-session_columns sessions_of(const kvtk::prefix::prefix_trace_view& t) {
-  using kvtk::prefix::no_parent;
-  session_columns c;
-  const std::size_t n = t.requests();
-  if (t.session.empty() && t.parent.empty()) {
-    c.inferred = true;
-    kvtk::prefix::session_inferrer infer;
-    for (std::size_t r = 0; r < n; ++r) {
-      const auto s = infer.next(t.blocks(r), t.input_tokens(r), t.cacheable(r, kvtk::prefix::partial_block::skip).size());
-      c.session.push_back(s.session);
-      c.parent.push_back(s.parent);
-      c.turn.push_back(s.turn);
-    }
-    return c;
-  }
-  // Parents as simulate's closed loop takes them (des/closed_loop.hpp): by id when the trace
-  // has parents and ids, else the previous request of the session.
-  c.turn.assign(n, kvtk::prefix::no_turn);
-  if (!t.turn.empty()) c.turn.assign(t.turn.begin(), t.turn.end());
-  c.parent.assign(n, no_parent);
-  std::unordered_map<std::uint64_t, std::uint64_t> latest;  // id or session -> index
-  const bool by_parent = !t.parent.empty() && !t.request_id.empty();
-  for (std::size_t r = 0; r < n; ++r) {
-    if (by_parent) {
-      if (t.parent[r] != no_parent) {
-        const auto it = latest.find(t.parent[r]);
-        if (it != latest.end()) c.parent[r] = it->second;
-      }
-      if (t.request_id[r] != no_parent) latest[t.request_id[r]] = r;
-    } else if (!t.session.empty()) {
-      const auto it = latest.find(t.session[r]);
-      if (it != latest.end()) c.parent[r] = it->second;
-      latest[t.session[r]] = r;
-    }
-  }
-  // Sessions: the trace's, else each request's root through its parents.
-  if (!t.session.empty()) {
-    c.session.assign(t.session.begin(), t.session.end());
-  } else {
-    c.session.resize(n);
-    for (std::size_t r = 0; r < n; ++r) c.session[r] = c.parent[r] == no_parent ? r : c.session[c.parent[r]];
-  }
-  return c;
-}
-
 // Session structure: requests and turns per session, durations, gaps between a session's
 // consecutive requests and from a parent's arrival to its child's; null for a trace with neither
 // session fields nor one continuation to infer.
 nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
-  const session_columns c = sessions_of(t);
+  const kvtk::prefix::session_columns c = kvtk::prefix::session_columns_of(t);
   if (c.session.empty()) return nullptr;
   struct info {
     std::uint64_t requests = 0;

@@ -13,6 +13,7 @@
 #include "api/text.hpp"
 #include "api/trace_options.hpp"
 #include "formats/requests.hpp"
+#include "kvtk/prefix/leaf_registry.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -268,8 +269,19 @@ tune_result run(tune_options o) {
   const std::vector<candidate> cands = candidates(o);
   read_report skipped;
   std::vector<std::string> warnings;
-  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
+  loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
                                                   o.skip_invalid, skipped, warnings, false, o.threads);
+  // Session signals when a candidate reads them (kvtk/prefix/sessions.hpp); they come from the
+  // whole trace's fields (or inference), which hold nothing of the future: an engine knows a
+  // request's session and turn when it arrives, and a tool call when its reply ends.
+  bool sessions_read = false;
+  for (const candidate& c : cands) {
+    if (c.index != "radix") continue;
+    sessions_read |= (kvtk::prefix::visit_radix_policy(c.policy, []<class L, class A>() {
+                        return kvtk::hints_read_by<L>() | kvtk::hints_read_by<A>();
+                      }) & kvtk::hint_fields::session) != 0;
+  }
+  const std::string sessions = sessions_read ? loaded.attach_session_signals() : "";
   const prefix_trace_view& t = loaded.view();
   const std::size_t n = t.requests();
   const auto k = static_cast<std::size_t>(std::floor(double(n) * (1.0 - o.holdout)));
@@ -315,7 +327,8 @@ tune_result run(tune_options o) {
              {"holdout_requests", n - k},
              {"holdout", o.holdout},
              {"partial_block", o.partial_block},
-             {"skipped_lines", skipped.skipped_lines}};
+             {"skipped_lines", skipped.skipped_lines},
+             {"session_signals", sessions.empty() ? nlohmann::json(nullptr) : nlohmann::json(sessions)}};
   r.results = nlohmann::json::array();
   for (std::size_t ci = 0; ci < o.capacity.size(); ++ci) {
     r.results.push_back(capacity_row(o, ci, asked[ci], cands,

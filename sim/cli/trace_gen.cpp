@@ -35,6 +35,9 @@ int run_trace_gen(const std::vector<std::string>& args) {
       "bursty: coefficient of variation of inter-arrival times (Poisson is 1)")(
       "tenants", po::value(&g.tenants)->default_value(4),
       "number of tenants (Zipf-weighted; kvtk/kvtb outputs carry them; 0 = none)")(
+      "session-fields", po::bool_switch(&g.session_fields),
+      "also write each request's id, parent, turn, kind (chat | agent | tool) and, on an agent "
+      "step whose reply calls a tool, tool_s (the tool's seconds); kvtk/kvtb outputs only")(
       "to", po::value(&to),
       "output format: kvtk (default: a header with the block size, sessions and tenants) | kvtb "
       "(default for a .kvtb name) | mooncake (no block size: read it with --block-tokens)")("output,o", po::value(&out_path)->required(),

@@ -14,7 +14,9 @@
 //    the trace does not record. The estimate (`closed_latency`): "unloaded" (the default) = the
 //    parent's prefill of its whole prompt plus (output - 1) decode steps of a one-request batch at
 //    the middle of its output, on the simulated instance, no queueing, no cache; "zero" = the
-//    whole gap is think time.
+//    whole gap is think time. Where the parent's reply ended in a tool call whose duration the
+//    trace records (kvtk's `tool_s`, which `kvtk trace gen` writes for agent steps), the delay is
+//    that duration instead: the tool starts when the reply ends.
 //  * One parent per request (the trace formats hold one): fan-in is not modelled.
 // With zero service time and the "zero" estimate a child is released at its parent's arrival +
 // the gap, i.e. at its own timestamp: closed equals open (tested).
@@ -72,7 +74,8 @@ struct closed_loop_plan {
       }
       if (p.parent[r] != none) {
         const double gap = t.arrival_s[r] - t.arrival_s[p.parent[r]];
-        p.delay_s[r] = std::max(0.0, gap - latency(p.parent[r]));
+        const bool tool = !t.tool_s.empty() && !std::isnan(t.tool_s[p.parent[r]]);
+        p.delay_s[r] = tool ? t.tool_s[p.parent[r]] : std::max(0.0, gap - latency(p.parent[r]));
       }
     }
     p.child_offset.assign(n + 1, 0);

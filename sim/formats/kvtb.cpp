@@ -35,8 +35,8 @@ struct column_info {
 std::uint64_t padded(std::uint64_t bytes) { return (bytes + 7) / 8 * 8; }
 
 // The optional columns, in bit order, and their element sizes.
-constexpr int column_bits = 10;
-constexpr std::size_t elem[column_bits] = {8, 8, 4, 8, 4, 4, 8, 8, 4, 4};
+constexpr int column_bits = 11;
+constexpr std::size_t elem[column_bits] = {8, 8, 4, 8, 4, 4, 8, 8, 4, 4, 8};
 
 std::uint64_t read_u64(const unsigned char* p) {
   std::uint64_t v;
@@ -211,6 +211,7 @@ void map_columns(image& im, const unsigned char* b, const header_counts& h,
   if (h.cols & 128) take(v.parent, h.n);
   if (h.cols & 256) take(v.turn, h.n);
   if (h.cols & 512) take(v.kind, h.n);
+  if (h.cols & 1024) take(v.tool_s, h.n);
   auto table = [&](std::uint64_t size, const char* what, std::vector<std::string>& out) {
     const std::string_view names(reinterpret_cast<const char*>(b + at), size);
     for (std::size_t s = 0; s < names.size();) {
@@ -255,6 +256,9 @@ void check_columns(const image& im, const header_counts& h, const std::string& n
         throw fail("tenant index out of range");
       }
       if (!v.kind.empty() && v.kind[r] >= im.kinds.size()) throw fail("kind index out of range");
+      if (!v.tool_s.empty() && !std::isnan(v.tool_s[r]) && !(v.tool_s[r] >= 0 && v.tool_s[r] <= 1e9)) {
+        throw fail("request " + std::to_string(r) + " has tool_s outside [0, 1e9] seconds");
+      }
       if (!v.request_block_tokens.empty() && v.request_block_tokens[r] == 0) {
         throw fail("a request has block_tokens 0");
       }
@@ -355,6 +359,7 @@ void drop_requests(const mapping& m, const kvtk::prefix::prefix_trace_view& v, s
   column(v.parent);
   column(v.turn);
   column(v.kind);
+  column(v.tool_s);
 }
 
 mapping::~mapping() {
@@ -417,10 +422,13 @@ void writer::add(const request_record& r) {
   put(parent, &par, 8);
   put(turn, &trn, 4);
   put(kind, &knd, 4);
+  const double tool = r.tool_s.value_or(NAN);
+  put(tool_s, &tool, 8);
   columns_ |= (r.arrival_s ? 1u : 0u) | (r.output_length ? 2u : 0u) | (r.priority ? 4u : 0u) |
               (r.session ? 8u : 0u) | (r.tenant.empty() ? 0u : 16u) |
               (r.block_tokens != block_tokens_ ? 32u : 0u) | (r.request_id ? 64u : 0u) |
-              (r.parent ? 128u : 0u) | (r.turn ? 256u : 0u) | (r.kind.empty() ? 0u : 512u);
+              (r.parent ? 128u : 0u) | (r.turn ? 256u : 0u) | (r.kind.empty() ? 0u : 512u) |
+              (r.tool_s ? 1024u : 0u);
   ++requests_;
 }
 
@@ -447,7 +455,7 @@ void writer::finish() {
   std::vector<section> sections = {{spool_[offsets], (n + 1) * 8}, {spool_[input], n * 8},
                                    {spool_[keys], keys_ * 8}};
   const column optional[column_bits] = {arrival, output, priority, session, tenant,
-                                        rbt,     id,     parent,   turn,    kind};
+                                        rbt,     id,     parent,   turn,    kind,   tool_s};
   for (int c = 0; c < column_bits; ++c) {
     if (columns_ >> c & 1) sections.push_back({spool_[optional[c]], n * elem[c]});
   }

@@ -20,7 +20,8 @@
 //                 present, in bit order: arrival_s[n] f64 (bit 0), output_length[n] u64 (1),
 //                 priority[n] u32 (2), session[n] u64 (3), tenant[n] u32 (4),
 //                 request_block_tokens[n] u32 (5), request_id[n] u64 (6; ~0 = none),
-//                 parent[n] u64 (7; ~0 = none), turn[n] u32 (8; ~0 = none), kind[n] u32 (9); then the tenant names, then
+//                 parent[n] u64 (7; ~0 = none), turn[n] u32 (8; ~0 = none), kind[n] u32 (9),
+//                 tool_s[n] f64 (10; NaN = no tool call); then the tenant names, then
 //                 the kind names, each table '\n'-separated (name 0 = "none" when present).
 //
 // Invariants checked on open (a file that passes cannot make a replay read out of bounds):
@@ -134,7 +135,7 @@ class writer {
 
  private:
   enum column : int {
-    offsets, input, keys, arrival, output, priority, session, tenant, rbt, id, parent, turn, kind, count
+    offsets, input, keys, arrival, output, priority, session, tenant, rbt, id, parent, turn, kind, tool_s, count
   };
   void put(column c, const void* data, std::size_t bytes);
   std::string path_;

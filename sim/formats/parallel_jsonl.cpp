@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <istream>
 #include <optional>
@@ -176,6 +177,7 @@ void append(kvtk::prefix::prefix_trace& a, kvtk::prefix::prefix_trace&& b) {
   column(a.turn, b.turn, kvtk::prefix::no_turn);
   remap(b.kind, b.kind_names, a.kind_names);
   column(a.kind, b.kind, std::uint32_t{0});
+  column(a.tool_s, b.tool_s, std::numeric_limits<double>::quiet_NaN());
   const std::uint64_t base = a.keys.size();
   a.keys.insert(a.keys.end(), b.keys.begin(), b.keys.end());
   for (std::size_t r = 1; r < b.offsets.size(); ++r) a.offsets.push_back(base + b.offsets[r]);

@@ -2,6 +2,7 @@
 #include "formats/utf8.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 
@@ -35,6 +36,8 @@ struct line_fields {
   std::uint64_t id = 0;
   std::uint32_t turn = 0;
   std::string_view kind;
+  bool has_tool = false;
+  double tool_s = 0;
   std::uint32_t priority_value = 0;
   double time_value = 0;
   std::uint64_t salt = 0;  // kvtk: model / cache_salt namespace (0 = none)
@@ -180,6 +183,16 @@ std::string take_kvtk_member(std::string_view key, const jsonl::value& v, line_f
   }
   if (key == "turn") return take_turn(key, v, r);
   if (key == "kind") return take_kind(key, v, r);
+  if (key == "tool_s") {
+    if (v.type == jsonl::kind::null) return {};  // no tool call
+    if (v.type != jsonl::kind::integer && v.type != jsonl::kind::number) {
+      return "'tool_s' must be a number, got " + std::string(v.type_name());
+    }
+    if (!(v.number >= 0) || !(v.number <= 1e9)) return "'tool_s' must be in [0, 1e9] seconds";
+    r.has_tool = true;
+    r.tool_s = v.number;
+    return {};
+  }
   if (key == "tenant" || key == "model" || key == "cache_salt") return take_name(key, v, r);
   if (key == "priority") {
     r.priority = true;
@@ -412,6 +425,7 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       }
       if (r.has_turn) rec.turn = r.turn;
       rec.kind = r.kind;
+      if (r.has_tool) rec.tool_s = r.tool_s;
       sink(rec);
     } catch (const trace_error& e) {
       if (!opts.skip_invalid) throw;
@@ -471,6 +485,8 @@ void trace_builder::add(const request_record& r) {
          kvtk::prefix::no_turn);
   const std::uint32_t kind = intern(r.kind, kind_index_, t_.kind_names);
   column(t_.kind, any_kind_, !r.kind.empty(), kind, std::uint32_t{0});
+  column(t_.tool_s, any_tool_, r.tool_s.has_value(), r.tool_s.value_or(NAN),
+         std::numeric_limits<double>::quiet_NaN());
   t_.add(r.keys, r.input_length);
 }
 

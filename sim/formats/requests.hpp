@@ -35,6 +35,7 @@
 #include "formats/mooncake_flat.hpp"
 #include "formats/trace_error.hpp"
 #include "kvtk/prefix/replay.hpp"
+#include "kvtk/prefix/sessions.hpp"
 
 namespace kvtk::sim {
 
@@ -86,6 +87,9 @@ struct request_record {
   std::optional<std::uint64_t> parent;      ///< its parent's id; nullopt = a root (or unknown)
   std::optional<std::uint32_t> turn;        ///< its turn in its session
   std::string_view kind;                    ///< empty = none (raw JSON string contents)
+  /// Seconds the tool call that ended its reply took (kvtk JSONL "tool_s"); nullopt: the reply
+  /// made no tool call, or the trace does not say.
+  std::optional<double> tool_s;
 };
 
 using request_sink = std::function<void(const request_record&)>;
@@ -133,7 +137,7 @@ class trace_builder {
   std::size_t requests_hint_ = 0;
   bool mixed_block_size_ = false, any_time_ = false, any_output_ = false, any_priority_ = false,
        any_session_ = false, any_tenant_ = false, any_id_ = false, any_parent_ = false,
-       any_turn_ = false, any_kind_ = false;
+       any_turn_ = false, any_kind_ = false, any_tool_ = false;
   std::unordered_map<std::string, std::uint32_t> kind_index_;
 };
 
@@ -156,6 +160,13 @@ class loaded_trace {
   /// nullptr for a trace in memory.
   [[nodiscard]] const kvtb::mapping* kvtb_file() const noexcept { return mapping_; }
 
+  /// Effects: replaces the view's session and turn columns by the signals session-aware leaf
+  /// orders read (kvtk/prefix/sessions.hpp session_signals_of: sessions from the trace, or
+  /// inferred; turn = depth in the session) and sets its awaits_tool column. Returns where the
+  /// sessions came from: "trace" or "inferred". Call before sharing the trace between threads.
+  /// Throws: std::bad_alloc.
+  std::string attach_session_signals();
+
   /// Loads `path`. A kvtb file is mapped and checked (size, version, checksums); any other
   /// format is read into memory. block_tokens 0 = the format's default; a kvtb file refuses a
   /// different block size (its keys were computed with its own).
@@ -167,6 +178,7 @@ class loaded_trace {
   std::shared_ptr<const void> storage_;  // the prefix_trace or the mapping
   kvtk::prefix::prefix_trace_view view_;
   std::vector<std::string> tenants_, kinds_;
+  std::shared_ptr<const kvtk::prefix::session_signals> signals_;
   std::size_t heap_bytes_ = 0;
   const kvtb::mapping* mapping_ = nullptr;  // set for a mapped kvtb file (storage_ owns it)
 };

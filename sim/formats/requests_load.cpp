@@ -145,6 +145,7 @@ std::uint32_t for_each_request(const std::string& path, trace_format f,
       if (!v.parent.empty() && v.parent[r] != kvtk::prefix::no_parent) rec.parent = v.parent[r];
       if (!v.turn.empty() && v.turn[r] != kvtk::prefix::no_turn) rec.turn = v.turn[r];
       if (!v.kind.empty()) rec.kind = im.kinds[v.kind[r]];
+      if (!v.tool_s.empty() && !std::isnan(v.tool_s[r])) rec.tool_s = v.tool_s[r];
       sink(rec);
       if ((r + 1) % 65536 == 0) kvtb::drop_requests(m, v, r + 1 - 65536, r + 1);  // streamed past
     }
@@ -173,6 +174,15 @@ void loaded_trace::release(std::size_t first, std::size_t last) const noexcept {
   if (mapping_ != nullptr) kvtb::drop_requests(*mapping_, view_, first, last);
 }
 
+std::string loaded_trace::attach_session_signals() {
+  auto s = std::make_shared<const kvtk::prefix::session_signals>(
+      kvtk::prefix::session_signals_of(view_, kinds_));
+  s->attach(view_);
+  heap_bytes_ += s->session.capacity() * 8 + s->turn.capacity() * 4 + s->awaits_tool.capacity();
+  signals_ = std::move(s);
+  return signals_->source;
+}
+
 loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
   auto owned = std::make_shared<const kvtk::prefix::prefix_trace>(std::move(t));
   view_ = owned->view();
@@ -181,7 +191,7 @@ loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
                 bytes(owned->priority) + bytes(owned->arrival_s) + bytes(owned->output_length) +
                 bytes(owned->session) + bytes(owned->tenant) + bytes(owned->request_block_tokens) +
                 bytes(owned->request_id) + bytes(owned->parent) + bytes(owned->turn) +
-                bytes(owned->kind);
+                bytes(owned->kind) + bytes(owned->tool_s);
   tenants_ = owned->tenant_names;
   kinds_ = owned->kind_names;
   storage_ = std::move(owned);

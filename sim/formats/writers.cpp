@@ -96,6 +96,10 @@ class jsonl_writer final : public trace_writer {
         line_.append(r.kind);  // raw JSON string contents: already escaped
         line_ += '"';
       }
+      if (r.tool_s) {
+        line_ += ", \"tool_s\": ";
+        append_double(line_, *r.tool_s);
+      }
     }
     line_ += ", \"hash_ids\": [";
     for (std::size_t i = 0; i < r.keys.size(); ++i) {

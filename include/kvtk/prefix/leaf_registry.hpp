@@ -18,14 +18,16 @@
 #include "kvtk/prefix/admission.hpp"
 #include "kvtk/prefix/leaf_policies.hpp"
 #include "kvtk/prefix/leaf_reuse.hpp"
+#include "kvtk/prefix/leaf_session.hpp"
 
 namespace kvtk::prefix {
 
 /// Every leaf order of prefix_tree, in registry order.
-using all_leaf_policies = type_list<leaf_lru, leaf_fifo, leaf_lfu, leaf_priority_lru, leaf_slru,
-                                    leaf_s3fifo, leaf_reuse, leaf_belady>;
+using all_leaf_policies =
+    type_list<leaf_lru, leaf_fifo, leaf_lfu, leaf_priority_lru, leaf_slru, leaf_s3fifo, leaf_reuse,
+              leaf_session_ttl, leaf_session_reuse, leaf_belady>;
 
-/// Leaf-order names: lru fifo lfu priority-lru slru s3fifo reuse belady.
+/// Leaf-order names: lru fifo lfu priority-lru slru s3fifo reuse session-ttl session-reuse belady.
 inline constexpr auto leaf_policy_names = kvtk::detail::names_of(all_leaf_policies{});
 
 /// Calls f.template operator()<L>() for the leaf order named `name`.

@@ -48,13 +48,18 @@ struct reuse_features {
   bool partial = true;    ///< a class of its own for partial last blocks
   bool history = true;    ///< remember evicted keys (reuse after eviction counts)
   double horizon = 3.0;   ///< reuse_config::horizon_multiplier
+  /// Classes by session category instead of continuation depth (the registered session-reuse):
+  /// 3 when the request's reply awaits a tool, else its turn bucket (0: a first turn or no
+  /// session, 1: turns 1-3, 2: turns 4 and later). Needs access_hint's session fields.
+  bool session = false;
 };
 
 /// Thread safety: its state lives inside the prefix_tree and follows the tree's rules.
 template <reuse_features F = reuse_features{}>
 struct basic_leaf_reuse {
-  static constexpr std::string_view name = "reuse";
-  static constexpr unsigned hints_read = hint_fields::depth | hint_fields::full_blocks;
+  static constexpr std::string_view name = F.session ? "session-reuse" : "reuse";
+  static constexpr unsigned hints_read =
+      hint_fields::depth | hint_fields::full_blocks | (F.session ? hint_fields::session : 0u);
   static constexpr reuse_features features = F;
 
   class state {
@@ -105,13 +110,18 @@ struct basic_leaf_reuse {
       c.horizon_multiplier = F.horizon;
       return c;
     }
+    static std::uint32_t session_category(const access_hint& h) noexcept {
+      if (h.awaits_tool) return 3;
+      return h.turn == 0 ? 0 : h.turn <= 3 ? 1 : 2;
+    }
     struct meta {
       std::uint8_t refs = 0, cls = 0, turn = 0, last_full = 0;
     };
     std::uint64_t record(std::uint32_t s, std::uint32_t refs, std::uint64_t stamp,
                          const access_hint& h) noexcept {
       const bool partial = F.partial && h.depth >= h.full_blocks;
-      const unsigned c = detail::reuse_model::class_of(F.refs ? refs : 1, depth_, partial);
+      const std::uint32_t t = F.session ? session_category(h) : depth_;
+      const unsigned c = detail::reuse_model::class_of(F.refs ? refs : 1, t, partial);
       model_.on_event(c);
       stamp_[s] = stamp;
       meta_[s] = meta{static_cast<std::uint8_t>(refs), static_cast<std::uint8_t>(c),
@@ -129,5 +139,11 @@ struct basic_leaf_reuse {
 
 /// The registered reuse-ranked leaf order (every feature on).
 using leaf_reuse = basic_leaf_reuse<>;
+
+/// The same model with classes by session category in the way of Alibaba's "KVCache in the
+/// Wild" (category = the request's kind and turn; here: awaiting a tool, or the turn bucket),
+/// ranking blocks by the category's learned reuse odds. Without session fields every request
+/// is category 0 and it equals `reuse`.
+using leaf_session_reuse = basic_leaf_reuse<reuse_features{.session = true}>;
 
 }  // namespace kvtk::prefix

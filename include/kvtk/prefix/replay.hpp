@@ -71,6 +71,10 @@ struct prefix_trace_view {
   std::span<const std::uint64_t> parent;      ///< its parent request's id, or no_parent
   std::span<const std::uint32_t> turn;        ///< its turn in the session, or no_turn
   std::span<const std::uint32_t> kind;        ///< index into the trace's kind names (0 = none)
+  /// Seconds the tool call that ended the request's reply took; NaN where the reply made none.
+  std::span<const double> tool_s;
+  /// Per request, 1 when its reply ended in a tool call (session_signals; never in a trace file).
+  std::span<const std::uint8_t> awaits_tool;
 
   /// True for the unit layout (see above).
   [[nodiscard]] bool unit_requests() const noexcept { return offsets.empty(); }
@@ -132,6 +136,7 @@ struct prefix_trace {
   std::vector<std::uint32_t> turn;        ///< per request when the trace has them, else empty
   std::vector<std::uint32_t> kind;        ///< index into kind_names (0 = none), or empty
   std::vector<std::string> kind_names;    ///< "" first, then each kind ("chat", "tool", ...)
+  std::vector<double> tool_s;             ///< per request (NaN: no tool call), or empty
 
   void add(std::span<const block_key> blocks, std::uint64_t input_tokens) {
     keys.insert(keys.end(), blocks.begin(), blocks.end());
@@ -141,7 +146,7 @@ struct prefix_trace {
   [[nodiscard]] prefix_trace_view view() const noexcept {
     return {block_tokens, keys,    offsets, input_length, priority,
             arrival_s,    output_length, session, tenant,       request_block_tokens,
-            request_id,   parent,        turn,    kind};
+            request_id,   parent,        turn,    kind,          tool_s, {}};
   }
   // Implicit on purpose: every function taking a view accepts a trace.
   operator prefix_trace_view() const noexcept { return view(); }  // NOLINT
@@ -385,6 +390,7 @@ class radix_index {
     if (path_.size() < blocks.size()) path_.resize(blocks.size());  // grows to the longest request
     const std::span<std::uint32_t> path(path_.data(), blocks.size());
     if constexpr (requires { admit_.begin_request(blocks); }) admit_.begin_request(blocks);
+    if constexpr (requires { tree_.leaf_state().on_request(base); }) tree_.leaf_state().on_request(base);
     const auto m = tree_.match(blocks, path);
     access_hint hint = base;
     auto hint_for = [&](std::size_t i) -> const access_hint& {
@@ -424,6 +430,8 @@ class radix_index {
   [[nodiscard]] std::uint64_t evictions() const noexcept { return tree_.evictions(); }
   [[nodiscard]] const prefix_tree<Leaf>& tree() const noexcept { return tree_; }
   [[nodiscard]] const typename Admit::state& admission() const noexcept { return admit_; }
+  /// The leaf order's state (stateful orders only), e.g. leaf_session_ttl's fix_ttl.
+  [[nodiscard]] auto& leaf_state() noexcept { return tree_.leaf_state(); }
 
  private:
   prefix_tree<Leaf> tree_;
@@ -502,6 +510,10 @@ void replay_requests(const prefix_trace_view& t, Index& idx, partial_block p,
     }
     const std::uint64_t L = t.input_tokens(r);
     const std::uint32_t bt = t.block_tokens_of(r);
+    if (!t.arrival_s.empty()) base.time_s = t.arrival_s[r];
+    if (!t.session.empty()) base.session = t.session[r];
+    if (!t.turn.empty()) base.turn = t.turn[r] == no_turn ? 0 : t.turn[r];
+    if (!t.awaits_tool.empty()) base.awaits_tool = t.awaits_tool[r] != 0;
     base.full_blocks = bt == 0 ? ~std::uint32_t{0}
                                : static_cast<std::uint32_t>(
                                      std::min<std::uint64_t>(L / bt, ~std::uint32_t{0}));

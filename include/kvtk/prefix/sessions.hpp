@@ -40,7 +40,10 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "kvtk/concepts.hpp"
 #include "kvtk/prefix/replay.hpp"
@@ -102,5 +105,118 @@ class session_inferrer {
   std::unordered_map<block_key, entry> last_full_;
   std::uint64_t count_ = 0, continuations_ = 0;
 };
+
+/// Each request's session, parent and turn as kvtk reads them (trace stats, session-aware
+/// replay; simulate's closed loop takes parents the same way, des/closed_loop.hpp):
+///   * a trace with neither session nor parent fields: inferred by session_inferrer;
+///   * else parents by id when the trace has parents and ids, else the session's previous
+///     request; sessions the trace's, else each request's root through its parents;
+///   * turn: the trace's own when it has them (no_turn where a request has none), else (inferred
+///     sessions) the inferrer's.
+/// depth counts each request's ancestors (0 for a root), whatever the trace's turn numbering.
+struct session_columns {
+  std::vector<std::uint64_t> session, parent;  ///< parent: an index into the trace, or no_parent
+  std::vector<std::uint32_t> turn, depth;
+  bool inferred = false;
+};
+
+/// Complexity: O(blocks) expected.  Throws: std::bad_alloc.
+inline session_columns session_columns_of(const prefix_trace_view& t) {
+  session_columns c;
+  const std::size_t n = t.requests();
+  c.depth.assign(n, 0);
+  if (t.session.empty() && t.parent.empty()) {
+    c.inferred = true;
+    session_inferrer infer;
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto s = infer.next(t.blocks(r), t.input_tokens(r), t.cacheable(r, partial_block::skip).size());
+      c.session.push_back(s.session);
+      c.parent.push_back(s.parent);
+      c.turn.push_back(s.turn);
+      c.depth[r] = s.turn;
+    }
+    return c;
+  }
+  c.turn.assign(n, no_turn);
+  if (!t.turn.empty()) c.turn.assign(t.turn.begin(), t.turn.end());
+  c.parent.assign(n, no_parent);
+  std::unordered_map<std::uint64_t, std::uint64_t> latest;  // id or session -> index
+  const bool by_parent = !t.parent.empty() && !t.request_id.empty();
+  for (std::size_t r = 0; r < n; ++r) {
+    if (by_parent) {
+      if (t.parent[r] != no_parent) {
+        const auto it = latest.find(t.parent[r]);
+        if (it != latest.end()) c.parent[r] = it->second;
+      }
+      if (t.request_id[r] != no_parent) latest[t.request_id[r]] = r;
+    } else if (!t.session.empty()) {
+      const auto it = latest.find(t.session[r]);
+      if (it != latest.end()) c.parent[r] = it->second;
+      latest[t.session[r]] = r;
+    }
+    if (c.parent[r] != no_parent) c.depth[r] = c.depth[c.parent[r]] + 1;  // parents come first
+  }
+  if (!t.session.empty()) {
+    c.session.assign(t.session.begin(), t.session.end());
+  } else {
+    c.session.resize(n);
+    for (std::size_t r = 0; r < n; ++r) c.session[r] = c.parent[r] == no_parent ? r : c.session[c.parent[r]];
+  }
+  return c;
+}
+
+/// The kind name that marks a tool result: its parent's reply ended in a tool call.
+inline constexpr std::string_view tool_result_kind = "tool";
+
+/// What session-aware orders read of each request (access_hint's session fields), for a
+/// replay: session key (the session + 1, so that 0 means none), turn (the request's depth in its
+/// session: 0 for a first turn), and awaits_tool (1 when the reply ended in a tool call: the
+/// request has a tool_s when the trace has that field; else some request of kind `tool` has it as
+/// its parent). `source` says where sessions came from: "trace" or "inferred".
+struct session_signals {
+  std::vector<std::uint64_t> session;
+  std::vector<std::uint32_t> turn;
+  std::vector<std::uint8_t> awaits_tool;
+  std::string source;
+
+  /// Effects: points v's session, turn and awaits_tool columns at these (v is a copy of the
+  /// trace's view; the trace's own session and turn columns are replaced in it).
+  void attach(prefix_trace_view& v) const noexcept {
+    v.session = session;
+    v.turn = turn;
+    v.awaits_tool = awaits_tool;
+  }
+};
+
+/// The session signals of trace t, whose kind names are `kind_names` (index 0 = none).
+/// Complexity: O(blocks) expected.  Throws: std::bad_alloc.
+inline session_signals session_signals_of(const prefix_trace_view& t,
+                                          std::span<const std::string> kind_names) {
+  session_columns c = session_columns_of(t);
+  session_signals s;
+  s.source = c.inferred ? "inferred" : "trace";
+  const std::size_t n = t.requests();
+  s.session.resize(n);
+  for (std::size_t r = 0; r < n; ++r) s.session[r] = c.session[r] + 1;
+  s.turn = std::move(c.depth);
+  s.awaits_tool.assign(n, 0);
+  std::uint32_t tool = 0;  // 0: the trace has no tool results
+  for (std::size_t k = 1; k < kind_names.size(); ++k) {
+    if (kind_names[k] == tool_result_kind) tool = static_cast<std::uint32_t>(k);
+  }
+  bool any_tool_s = false;
+  for (std::size_t r = 0; r < t.tool_s.size(); ++r) {
+    if (t.tool_s[r] == t.tool_s[r]) {  // not NaN
+      s.awaits_tool[r] = 1;
+      any_tool_s = true;
+    }
+  }
+  if (!any_tool_s && tool != 0 && !t.kind.empty()) {
+    for (std::size_t r = 0; r < n; ++r) {
+      if (t.kind[r] == tool && c.parent[r] != no_parent) s.awaits_tool[c.parent[r]] = 1;
+    }
+  }
+  return s;
+}
 
 }  // namespace kvtk::prefix
