@@ -155,6 +155,28 @@ expect(1 "has session fields already" trace convert ${WORK_DIR}/sessions.kvtb --
        -o ${WORK_DIR}/again.kvtb)
 expect(2 "--infer-sessions: 'mooncake' has no session fields" trace convert ${TRACE} --infer-sessions
        --to mooncake -o ${WORK_DIR}/x.jsonl)
+# trace gen --session-fields: ids, parents, turns, kinds and tool_s, through kvtb and back
+# unchanged; the requests' keys are the same without them for chat (agents run timed with them).
+expect(0 "" trace gen --profile agent --requests 400 --seed 3 --session-fields -o ${WORK_DIR}/ag.jsonl --force)
+file(READ ${WORK_DIR}/ag.jsonl ag)
+foreach(want "\"kind\": \"tool\"" "\"tool_s\": [0-9]" "\"parent\": [0-9]" "\"kind\": \"agent\"")
+  if(NOT ag MATCHES "${want}")
+    message(FATAL_ERROR "trace gen --session-fields lacks ${want}")
+  endif()
+endforeach()
+expect(0 "" trace convert ${WORK_DIR}/ag.jsonl -o ${WORK_DIR}/ag.kvtb)
+expect(0 "" trace convert ${WORK_DIR}/ag.kvtb --to kvtk -o ${WORK_DIR}/ag2.jsonl)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/ag.jsonl ${WORK_DIR}/ag2.jsonl
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "session fields changed through kvtb")
+endif()
+expect(0 "\"session_signals\": \"trace\"" replay --trace ${WORK_DIR}/ag.kvtb --index radix
+       --policy session-ttl --capacity 200 --json -)
+expect(2 "--session-fields: a Mooncake trace cannot hold them" trace gen --session-fields --to mooncake
+       -o ${WORK_DIR}/x.jsonl)
+file(WRITE ${WORK_DIR}/badtool.jsonl "{\"arrival_s\": 0, \"input_length\": 10, \"tool_s\": -1, \"hash_ids\": [1]}\n")
+expect(1 "badtool.jsonl:1: 'tool_s' must be in \\[0, 1e9\\] seconds" trace stats ${WORK_DIR}/badtool.jsonl)
 # SGLang 0.5.23's own recording of the same log (64 pages of 16 tokens): the same checks.
 set(SGL_EVENTS ${CMAKE_CURRENT_LIST_DIR}/data/import/sglang_events_example.jsonl)
 expect(0 "40 event batches: 550 blocks stored \\(the engine's misses\\), 507 removed"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <kvtk/kvtk.hpp>
 #include <kvtk/prefix/sessions.hpp>
+#include <deque>
 #include <map>
 #include <random>
 
@@ -64,9 +65,10 @@ prefix_trace_view view_of(const session_trace& s) {
 }
 
 // session-ttl with a fixed TTL as the header states it, with maps and scans: a resident block
-// knows its parent, last stamp and time, and its deadline when pinned. Victims among evictable
-// leaves (no resident child, not on the request's own path): expired pins become ordinary; the
-// least recently stamped ordinary leaf; else the pinned leaf with the earliest deadline.
+// knows its parent, last stamp and its deadline when pinned; pins queue in pin order (a queue of
+// the policy's size: a full queue releases its oldest pin early). Victims among evictable leaves
+// (no resident child, not on the request's own path): expired pins are released in queue order;
+// the least recently stamped ordinary leaf; else the pinned leaf with the latest deadline.
 struct naive_session_ttl {
   struct block {
     block_key parent = 0;
@@ -79,6 +81,21 @@ struct naive_session_ttl {
   double ttl;
   std::map<block_key, block> resident;
   std::uint64_t clock = 0;
+  std::deque<std::pair<block_key, double>> queue;
+
+  std::size_t queue_size() const {
+    std::size_t n = 64;
+    while (n < 2 * std::size_t{capacity}) n *= 2;
+    return n;
+  }
+  void release_front() {
+    const auto [k, deadline] = queue.front();
+    queue.pop_front();
+    auto it = resident.find(k);
+    if (it != resident.end() && it->second.pinned && it->second.deadline == deadline) {
+      it->second.pinned = false;
+    }
+  }
 
   std::uint64_t process(std::span<const block_key> keys, double now, bool awaits) {
     std::size_t hit = 0;
@@ -97,24 +114,28 @@ struct naive_session_ttl {
   void access(block_key k, double now, bool awaits) {
     block& b = resident[k];
     b.stamp = ++clock;
-    b.pinned = awaits && ttl > 0;
+    if (!(awaits && ttl > 0)) {
+      b.pinned = false;
+      return;
+    }
+    if (queue.size() == queue_size()) release_front();
+    b.pinned = true;
     b.deadline = now + ttl;
+    queue.emplace_back(k, b.deadline);
   }
   bool evict(std::span<const block_key> path, double now) {
     std::map<block_key, int> children;
     for (const auto& [k, b] : resident) {
       if (!b.root_child) ++children[b.parent];
     }
-    for (auto& [k, b] : resident) {
-      if (b.pinned && b.deadline <= now) b.pinned = false;
-    }
+    while (!queue.empty() && queue.front().second <= now) release_front();
     const block_key none = ~block_key{0};
     block_key lru = none, pin = none;
     for (const auto& [k, b] : resident) {
       if (children.count(k) || std::find(path.begin(), path.end(), k) != path.end()) continue;
       if (!b.pinned) {
         if (lru == none || b.stamp < resident[lru].stamp) lru = k;
-      } else if (pin == none || b.deadline < resident[pin].deadline) {
+      } else if (pin == none || b.deadline > resident[pin].deadline) {
         pin = k;
       }
     }
@@ -167,7 +188,7 @@ TEST_CASE("session-ttl equals the naive model with a fixed TTL", "[session][pref
         radix_index<leaf_session_ttl> idx(cap);
         idx.leaf_state().fix_ttl(ttl);
         const prefix_counts got = replay(v, idx, partial_block::skip);
-        naive_session_ttl ref{cap, ttl, {}, 0};
+        naive_session_ttl ref{cap, ttl, {}, 0, {}};
         std::uint64_t hits = 0;
         for (std::size_t r = 0; r < v.requests(); ++r) {
           hits += ref.process(v.blocks(r), v.arrival_s[r], s.awaits[r] != 0);
@@ -188,13 +209,16 @@ TEST_CASE("session-ttl's TTL rule by hand", "[session]") {
   REQUIRE(L::edge_s(five) == Approx(5.12));
   count[five] = 90;
   sum[five] = 90 * 5.0;
-  // H = 4 s: pinning to 5.12 s gains 0.9 hit per wait for (0.9 * 1 + 0.1 * 1.12) / 4 = 0.253
-  // block-seconds' worth: worth it, and no later edge gains more.
-  CHECK(L::best_ttl(count, sum, 100, 4.0) == Approx(5.12));
-  // H = 1 s: holding 4 s for a 0.9 hit costs more than it gains: no pinning.
-  CHECK(L::best_ttl(count, sum, 100, 1.0) == 0.0);
+  // H = 4 s, a block-second worth 1/4 hit: pinning to 5.12 s gains 0.9 hit per wait for
+  // (0.9 * 1 + 0.1 * 1.12) / 4 = 0.253 hit's worth of block-seconds: worth it, and no later
+  // edge gains more.
+  CHECK(L::best_ttl(count, sum, 100, 4.0, 0.25) == Approx(5.12));
+  // A block-second worth 1 hit: holding ~1 s more for a 0.9 hit costs more than it gains.
+  CHECK(L::best_ttl(count, sum, 100, 4.0, 1.0) == 0.0);
+  // H = 1 s, block-seconds nearly free (the cache's tail is never reused): pin to 5.12 s.
+  CHECK(L::best_ttl(count, sum, 100, 1.0, 0.001) == Approx(5.12));
   // H = 10 s: every return comes within H; pinning gains nothing.
-  CHECK(L::best_ttl(count, sum, 100, 10.0) == 0.0);
+  CHECK(L::best_ttl(count, sum, 100, 10.0, 0.0) == 0.0);
 }
 
 TEST_CASE("session orders without session signals are radix LRU and reuse exactly",

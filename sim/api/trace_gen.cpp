@@ -14,6 +14,11 @@
 // burst_cv: clustered bursts and lulls at the same mean rate) with a day/night sinusoid
 // (period 24 h of trace time, +-50 %). Every chat or agent session has its own session id and a
 // tenant (Zipf over `tenants`); a one-off API request is a session of its own.
+// With session_fields, agents also run on their own clock: a step's reply ends in a tool call
+// (tool_s: lognormal, median 2 s) and the next step arrives when the reply and the tool are done
+// (the step's arrival + its latency estimate 0.1 s + input / 50,000 tok/s + 20 ms per output token
+// + tool_s), instead of at a random later pick; the Poisson stream (at `rate`) carries new work
+// and chat turns, so agent steps add to it.
 #include "api/trace_gen.hpp"
 
 #include "api/options_json.hpp"
@@ -23,6 +28,8 @@
 
 #include <cmath>
 #include <deque>
+#include <functional>
+#include <queue>
 #include <kvtk/prefix/block_keys.hpp>
 #include <random>
 #include <vector>
@@ -82,6 +89,25 @@ class generator {
     const double unit_gap = o_.arrivals == "bursty" ? burst_gap_(rng_) : -std::log(1.0 - u01_(rng_));
     t_ms_ += unit_gap / rate * 1000.0;
     return t_ms_;
+  }
+
+  // The next request and its arrival (ms): the earlier of the Poisson stream's next event and,
+  // with timed agents, the next agent step due. Its keys land in keys().
+  drawn next(double& t_ms) {
+    if (!o_.session_fields) {
+      t_ms = next_arrival_ms();
+      return next_request();
+    }
+    if (poisson_ms_ < 0) poisson_ms_ = next_arrival_ms();
+    if (!due_.empty() && due_.top().ms <= poisson_ms_) {
+      const step st = due_.top();
+      due_.pop();
+      t_ms = now_ms_ = st.ms;
+      return agent_step(st.slot);
+    }
+    t_ms = now_ms_ = poisson_ms_;
+    poisson_ms_ = -1;
+    return next_request();
   }
 
   // The next request: a live session continues, or new work starts. Its keys land in keys().
@@ -163,6 +189,39 @@ class generator {
     return d;
   }
 
+  // Timed agents: the session's reply calls a tool; its next step is due after the reply's
+  // latency and the tool's time.
+  void schedule(session&& s, drawn& d) {
+    d.tool_s = std::round(tool_seconds() * 1000.0) / 1000.0;
+    const double latency_s = 0.1 + static_cast<double>(d.input) / 50000.0 + 0.02 * static_cast<double>(d.output);
+    std::size_t slot;
+    if (free_.empty()) {
+      slot = agents_.size();
+      agents_.push_back(std::move(s));
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+      agents_[slot] = std::move(s);
+    }
+    due_.push({now_ms_ + (latency_s + d.tool_s) * 1000.0, slot});
+  }
+
+  drawn agent_step(std::size_t slot) {
+    session& s = agents_[slot];
+    push_tokens(s, s.append_tokens, 0);  // the tool's result
+    drawn d = send(s);
+    if (--s.turns_left <= 0) {
+      agents_[slot] = session{};
+      free_.push_back(slot);
+    } else {
+      session moved = std::move(s);
+      free_.push_back(slot);
+      schedule(std::move(moved), d);
+    }
+    ++requests_;
+    return d;
+  }
+
   drawn start_work(bool api_only) {
     const double p_chat = o_.profile == "chat" ? 1.0 : o_.profile == "agent" ? 0.0 : 0.35;
     const double p_agent = o_.profile == "agent" ? 1.0 : o_.profile == "chat" ? 0.0 : 0.05;
@@ -182,8 +241,9 @@ class generator {
       push_tokens(s, 4000 + rng_() % 28000, 0);  // the task's document or code
     }
     drawn d = send(s);
-    if (--s.turns_left > 0) {
-      if (s.kind == 1) d.tool_s = tool_seconds();
+    if (--s.turns_left > 0 && s.kind == 1 && o_.session_fields) {
+      schedule(std::move(s), d);
+    } else if (s.turns_left > 0) {
       live_.push_back(std::move(s));
       if (live_.size() > 2000) live_.pop_front();  // bounded memory
     }
@@ -210,6 +270,16 @@ class generator {
   std::mt19937_64 rng_, tenant_rng_, tool_rng_;
   std::normal_distribution<double> tool_normal_{0.0, 1.0};
   std::uint64_t requests_ = 0;  // requests drawn so far (the next one's index)
+  // Timed agents (session_fields): sessions waiting on a tool, by the time their next step is due.
+  struct step {
+    double ms;
+    std::size_t slot;
+    bool operator>(const step& o) const noexcept { return ms > o.ms || (ms == o.ms && slot > o.slot); }
+  };
+  std::priority_queue<step, std::vector<step>, std::greater<step>> due_;
+  std::vector<session> agents_;
+  std::vector<std::size_t> free_;
+  double poisson_ms_ = -1, now_ms_ = 0;
   std::gamma_distribution<double> burst_gap_;  // Gamma(k, 1/k): mean 1, CV 1/sqrt(k)
   std::uniform_real_distribution<double> u01_{0.0, 1.0};
   std::uint32_t bt_;
@@ -228,8 +298,8 @@ void generate_trace(const gen_options& o, const request_sink& sink) {
   for (std::uint32_t i = 0; i < o.tenants; ++i) tenant_names.push_back("t" + std::to_string(i));
   generator g(o);
   for (std::uint64_t r = 0; r < o.requests; ++r) {
-    const double t_ms = g.next_arrival_ms();
-    const drawn d = g.next_request();
+    double t_ms = 0;
+    const drawn d = g.next(t_ms);
     request_record rec;
     rec.keys = g.keys();
     rec.input_length = d.input;

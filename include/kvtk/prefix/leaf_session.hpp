@@ -9,14 +9,19 @@
 // distribution of the durations seen so far.
 //
 // Semantics. Two segments of evictable leaves:
-//   * pinned: the full blocks of a request whose reply awaits a tool, ranked by their deadline
-//     (the request's arrival + the TTL in force then); a partial last block is never pinned (a
-//     next turn rewrites it, so it is never reused as it is);
+//   * pinned: the full blocks of a request whose reply awaits a tool, until their deadline (the
+//     request's arrival + the TTL in force then); a partial last block is never pinned (a next
+//     turn rewrites it, so it is never reused as it is);
 //   * LRU: every other block, ranked by its last access (the tree's stamp).
-// A later access re-ranks a block by that access's request. Victim: first every pinned leaf
-// whose deadline has passed moves to the LRU segment at its last access's rank (an expired pin
-// is an ordinary block again); then the least recently used LRU leaf; only when no LRU leaf is
-// evictable, the pinned leaf with the earliest deadline.
+// A later access re-ranks a block by that access's request. Victim: first the pins whose
+// deadline has passed are released, in the order they were pinned (with a fixed TTL, deadline
+// order), each to the LRU segment at its last access's rank (an expired pin is an ordinary
+// block again); then the least recently used LRU leaf; only when no LRU leaf is evictable, the
+// pinned leaf with the *latest* deadline. Why the latest: pinned sessions that do not all fit
+// return about a tool call after their last access, so the one pinned last returns last; evicting
+// it first (Belady's choice under that estimate) keeps a stable set of sessions whole, where
+// the earliest deadline first would cycle through them all and keep none (LRU's failure on a
+// loop larger than the cache).
 //
 // The TTL (Continuum's cost-benefit rule, in a cache's own units). The policy learns, per
 // session, the time from a request that awaits a tool to the session's next request (a *return*;
@@ -25,20 +30,24 @@
 // share of waits that returned within x, and H the cache's horizon: the mean age (time since
 // last access) of the LRU leaves it evicts (a running mean, 1/64 weight). An unpinned block
 // survives about H anyway, so pinning to τ > H gains the returns in (H, τ] and costs the extra
-// block-seconds held, priced at 1/H hit per block-second (the rate at which the cache's
-// marginal blocks earn hits in the characteristic-time approximation):
-//   U(τ) = F(τ) - F(H) - E[(min(T, τ) - H)+] / H,        TTL = argmax U over bucket edges > H,
+// block-seconds held, each worth v hits: the hits one more block of cache would earn per second,
+// measured by a ghost of the last G = max(capacity / 8, 64) LRU evictions (v = misses on a key
+// in the ghost per second / G: G more blocks would have turned them into hits):
+//   U(τ) = F(τ) - F(H) - v E[(min(T, τ) - H)+],        TTL = argmax U over bucket edges > H,
 // or 0 (no pinning) when no U is positive, before 64 waits have been seen, or before the cache
-// has evicted (H unknown). Recomputed every 256 requests. In a replay there is no queue, so the
-// queueing part of Continuum's benefit is not modelled: a return that hits is worth one block
-// hit, as every hit is.
+// has evicted (H unknown). Recomputed every 256 requests (v: the ghost hits since the last
+// refresh over the seconds since it, averaged half-and-half with the previous v). In a replay
+// there is no queue, so the queueing part of Continuum's benefit is not modelled: a return that
+// hits is worth one block hit, as every hit is.
 //
 // Without session fields, times or tool results in the trace, nothing is pinned: the order is
 // radix LRU exactly (tests/test_session_policies.cpp checks it).
 //
-// Memory: 24 bytes per block of capacity (stamp, last access, deadline) plus a session table of
-// 16 bytes per entry (a power of two >= capacity / 4, at least 1,024); no allocation after
-// construction. Deterministic: the trace's times, never a clock.
+// Memory: 33 bytes per block of capacity (stamp, last access, deadline, pinned flag), a release
+// queue of 16 bytes per entry (a power of two >= 2 * capacity: when full, its oldest pin is
+// released early), a session table of
+// 16 bytes per entry (a power of two >= capacity / 4, at least 1,024) and a ghost table of 16
+// bytes per entry (a power of two >= 4 G); no allocation after construction. Deterministic: the trace's times, never a clock.
 #pragma once
 
 #include <algorithm>
@@ -68,12 +77,12 @@ struct leaf_session_ttl {
 
   /// The TTL that maximises U(τ) (the header comment) over the bucket edges above `horizon_s`,
   /// given `waits` waits begun, of which count[b] returned after a gap in bucket b (gaps summing
-  /// to sum_s[b]); 0 when no U is positive. A bucket straddling H counts the share of it above H,
+  /// to sum_s[b]), and a block-second worth `value` hits; 0 when no U is positive. A bucket straddling H counts the share of it above H,
   /// at the bucket's mean gap.
   /// Requires: waits > 0, horizon_s > 0.  Complexity: O(gap_buckets).
   static double best_ttl(const std::array<double, gap_buckets>& count,
                          const std::array<double, gap_buckets>& sum_s, double waits,
-                         double horizon_s) noexcept {
+                         double horizon_s, double value) noexcept {
     const double H = horizon_s;
     double early = 0;  // returns within H: an unpinned block catches them anyway
     for (unsigned b = 0; b < gap_buckets; ++b) {
@@ -96,7 +105,7 @@ struct leaf_session_ttl {
       const double mean = count[b] > 0 ? sum_s[b] / count[b] : tau;
       held += count[b] * share * std::max(0.0, mean - H);
       const double still_waiting = std::max(0.0, waits - returned - early);
-      const double u = (returned - (held + still_waiting * (tau - H)) / H) / waits;
+      const double u = (returned - value * (held + still_waiting * (tau - H))) / waits;
       if (u > best) {
         best = u;
         best_tau = tau;
@@ -108,31 +117,35 @@ struct leaf_session_ttl {
   class state {
    public:
     explicit state(std::uint32_t capacity)
-        : stamp_(capacity), last_s_(capacity), deadline_s_(capacity),
-          waits_(table_size(capacity)) {}
+        : stamp_(capacity), last_s_(capacity), deadline_s_(capacity), pinned_(capacity, 0),
+          releases_(ring_size(capacity)),
+          waits_(table_size(capacity)),
+          ghost_window_(std::max<std::uint64_t>(capacity / 8, 64)),
+          ghost_(ghost_size(ghost_window_)) {}
 
     template <class Tree>
     std::uint64_t on_insert(std::uint32_t s, std::uint64_t stamp, const access_hint& h,
-                            Tree&) noexcept {
-      return access(s, stamp, h);
+                            Tree& tree) noexcept {
+      const ghost_entry& g = ghost_[mix(tree.at(s).key) & (ghost_.size() - 1)];
+      if (g.at != 0 && g.key == tree.at(s).key && lru_evictions_ - g.at < ghost_window_) ghost_hits_ += 1;
+      return access(s, stamp, h, tree);
     }
     template <class Tree>
     std::uint64_t on_touch(std::uint32_t s, std::uint64_t, std::uint64_t stamp,
-                           const access_hint& h, Tree&) noexcept {
-      return access(s, stamp, h);
+                           const access_hint& h, Tree& tree) noexcept {
+      return access(s, stamp, h, tree);
     }
-    void on_evict(std::uint32_t s, std::uint64_t rank, block_key) noexcept {
+    void on_evict(std::uint32_t s, std::uint64_t rank, block_key key) noexcept {
+      pinned_[s] = 0;
       if (rank & pinned_bit) return;
       const double age = std::max(0.0, now_s_ - last_s_[s]);
-      horizon_s_ = evictions_ == 0 ? age : horizon_s_ + (age - horizon_s_) / 64.0;
-      ++evictions_;
+      horizon_s_ = lru_evictions_ == 0 ? age : horizon_s_ + (age - horizon_s_) / 64.0;
+      ghost_[mix(key) & (ghost_.size() - 1)] = {key, ++lru_evictions_};
     }
     template <class Tree>
     std::uint32_t pick_victim(Tree& tree) noexcept {
-      while (tree.evictable(1) > 0) {
-        const std::uint32_t t = tree.top(1);
-        if (deadline_s_[t] > now_s_) break;
-        tree.rerank(t, stamp_[t]);  // expired: an ordinary block at its last access
+      while (head_ != tail_ && releases_[head_ & (releases_.size() - 1)].deadline_s <= now_s_) {
+        release(tree);
       }
       if (tree.evictable(0) > 0) return tree.top(0);
       return tree.evictable(1) > 0 ? tree.top(1) : Tree::root;
@@ -148,6 +161,8 @@ struct leaf_session_ttl {
     [[nodiscard]] double ttl_s() const noexcept { return ttl_s_; }
     /// The horizon H, seconds (0 before the first eviction of an LRU leaf).
     [[nodiscard]] double horizon_s() const noexcept { return horizon_s_; }
+    /// The value of a block-second, hits (v), as last measured.
+    [[nodiscard]] double value() const noexcept { return value_; }
     /// Waits on a tool begun, and how many of them returned (decayed counts).
     [[nodiscard]] double waits() const noexcept { return waits_begun_; }
     [[nodiscard]] double returns() const noexcept {
@@ -156,8 +171,9 @@ struct leaf_session_ttl {
       return n;
     }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-      return stamp_.size() * (sizeof(std::uint64_t) + 2 * sizeof(double)) +
-             waits_.size() * sizeof(wait);
+      return stamp_.size() * (sizeof(std::uint64_t) + 2 * sizeof(double) + 1) +
+             releases_.size() * sizeof(pin) +
+             waits_.size() * sizeof(wait) + ghost_.size() * sizeof(ghost_entry);
     }
 
    private:
@@ -165,21 +181,58 @@ struct leaf_session_ttl {
       std::uint64_t session = 0;  // 0: empty
       double since_s = -1;        // < 0: not waiting
     };
+    struct pin {
+      double deadline_s = 0;
+      std::uint32_t slot = 0;
+    };
+    static std::size_t ring_size(std::uint32_t capacity) {
+      std::size_t n = 64;
+      while (n < 2 * std::size_t{capacity}) n *= 2;
+      return n;
+    }
+    struct ghost_entry {
+      block_key key = 0;
+      std::uint64_t at = 0;  // LRU evictions when it was evicted (0: empty)
+    };
+    static std::size_t ghost_size(std::uint64_t window) {
+      std::size_t n = 256;
+      while (n < 4 * window) n *= 2;
+      return n;
+    }
     static std::size_t table_size(std::uint32_t capacity) {
       std::size_t n = 1024;
       while (n < capacity / 4) n *= 2;
       return n;
     }
 
-    std::uint64_t access(std::uint32_t s, std::uint64_t stamp, const access_hint& h) noexcept {
+    template <class Tree>
+    std::uint64_t access(std::uint32_t s, std::uint64_t stamp, const access_hint& h,
+                         Tree& tree) noexcept {
       stamp_[s] = stamp;
       last_s_[s] = h.time_s;
       const bool partial = h.depth >= h.full_blocks;
-      if (!h.awaits_tool || partial || ttl_s_ <= 0) return stamp & ~pinned_bit;
+      if (!h.awaits_tool || partial || ttl_s_ <= 0) {
+        pinned_[s] = 0;
+        return stamp & ~pinned_bit;
+      }
+      if (tail_ - head_ == releases_.size()) release(tree);  // full: the oldest pin goes early
       deadline_s_[s] = h.time_s + ttl_s_;
-      // Deadlines in microseconds keep their order in the rank's 63 bits (292,000 years).
-      const double us = std::clamp(deadline_s_[s] * 1e6, 0.0, 9.2e18);
-      return pinned_bit | static_cast<std::uint64_t>(us);
+      pinned_[s] = 1;
+      releases_[tail_++ & (releases_.size() - 1)] = {deadline_s_[s], s};
+      // The latest deadline has the smallest rank; microseconds below 2^62 (146,000 years).
+      const double us = std::clamp(deadline_s_[s] * 1e6, 0.0, 4.6e18);
+      return pinned_bit | ((std::uint64_t{1} << 62) - static_cast<std::uint64_t>(us));
+    }
+
+    // Releases the oldest pin in the queue, if its block still holds that pin: to the LRU
+    // segment at its last access's rank.
+    template <class Tree>
+    void release(Tree& tree) noexcept {
+      const pin p = releases_[head_++ & (releases_.size() - 1)];
+      if (pinned_[p.slot] && deadline_s_[p.slot] == p.deadline_s) {
+        pinned_[p.slot] = 0;
+        tree.rerank(p.slot, stamp_[p.slot]);
+      }
     }
 
    public:
@@ -219,8 +272,14 @@ struct leaf_session_ttl {
     // The TTL from the statistics; the counts then halve, so that it follows a workload that
     // changes.
     void refresh_ttl() noexcept {
-      if (waits_begun_ < min_waits || evictions_ == 0 || horizon_s_ <= 0) return;
-      ttl_s_ = best_ttl(count_, sum_s_, waits_begun_, horizon_s_);
+      const double seconds = now_s_ - window_start_s_;
+      if (lru_evictions_ == 0 || seconds <= 0) return;
+      const double v = ghost_hits_ / (static_cast<double>(ghost_window_) * seconds);
+      value_ = value_ < 0 ? v : 0.5 * (value_ + v);
+      ghost_hits_ = 0;
+      window_start_s_ = now_s_;
+      if (waits_begun_ < min_waits || horizon_s_ <= 0) return;
+      ttl_s_ = best_ttl(count_, sum_s_, waits_begun_, horizon_s_, value_);
       for (unsigned b = 0; b < gap_buckets; ++b) {
         count_[b] /= 2;
         sum_s_[b] /= 2;
@@ -230,10 +289,16 @@ struct leaf_session_ttl {
 
     std::vector<std::uint64_t> stamp_;
     std::vector<double> last_s_, deadline_s_;
+    std::vector<std::uint8_t> pinned_;
+    std::vector<pin> releases_;  // pins in pin order, a ring: [head_, tail_)
+    std::uint64_t head_ = 0, tail_ = 0;
     std::vector<wait> waits_;
+    std::uint64_t ghost_window_;
+    std::vector<ghost_entry> ghost_;
+    double ghost_hits_ = 0, value_ = -1, window_start_s_ = 0;
     std::array<double, gap_buckets> count_{}, sum_s_{};
     double waits_begun_ = 0, now_s_ = 0, horizon_s_ = 0, ttl_s_ = 0;
-    std::uint64_t requests_ = 0, evictions_ = 0;
+    std::uint64_t requests_ = 0, lru_evictions_ = 0;
     bool fixed_ = false;
   };
 };
