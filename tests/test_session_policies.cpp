@@ -9,7 +9,9 @@
 #include <map>
 #include <random>
 
+#include "api/trace_gen.hpp"
 #include "bundled_traces.hpp"
+#include "formats/requests.hpp"
 
 using namespace kvtk::prefix;
 using kvtk::access_hint;
@@ -82,6 +84,7 @@ struct naive_session_ttl {
   std::map<block_key, block> resident;
   std::uint64_t clock = 0;
   std::deque<std::pair<block_key, double>> queue;
+  double last_deadline = 0;
 
   std::size_t queue_size() const {
     std::size_t n = 64;
@@ -120,7 +123,8 @@ struct naive_session_ttl {
     }
     if (queue.size() == queue_size()) release_front();
     b.pinned = true;
-    b.deadline = now + ttl;
+    b.deadline = std::max(now + ttl, last_deadline);
+    last_deadline = b.deadline;
     queue.emplace_back(k, b.deadline);
   }
   bool evict(std::span<const block_key> path, double now) {
@@ -188,7 +192,7 @@ TEST_CASE("session-ttl equals the naive model with a fixed TTL", "[session][pref
         radix_index<leaf_session_ttl> idx(cap);
         idx.leaf_state().fix_ttl(ttl);
         const prefix_counts got = replay(v, idx, partial_block::skip);
-        naive_session_ttl ref{cap, ttl, {}, 0, {}};
+        naive_session_ttl ref{cap, ttl, {}, 0, {}, 0};
         std::uint64_t hits = 0;
         for (std::size_t r = 0; r < v.requests(); ++r) {
           hits += ref.process(v.blocks(r), v.arrival_s[r], s.awaits[r] != 0);
@@ -269,4 +273,50 @@ TEST_CASE("session signals: tool_s, or a tool-kind child, marks a reply that awa
   CHECK(s.source == "inferred");
   CHECK(s.turn == std::vector<std::uint32_t>{0, 1, 2, 0});
   CHECK(s.awaits_tool == std::vector<std::uint8_t>{0, 0, 0, 0});
+}
+
+TEST_CASE("session-ttl never pins a partial last block", "[session][prefix]") {
+  // A (awaits a tool, t=0): a full block 11 and a partial 12. B (t=1): 21. C (t=2): 31 must evict:
+  // A's partial block is an ordinary LRU leaf (the oldest), so it goes, not B.
+  radix_index<leaf_session_ttl> ttl(3);
+  ttl.leaf_state().fix_ttl(10);
+  access_hint h;
+  h.session = 1;
+  h.awaits_tool = true;
+  h.full_blocks = 1;
+  ttl.process(std::vector<block_key>{11, 12}, {}, h);
+  h = access_hint{};
+  h.time_s = 1;
+  h.session = 2;
+  ttl.process(std::vector<block_key>{21}, {}, h);
+  h.time_s = 2;
+  h.session = 3;
+  ttl.process(std::vector<block_key>{31}, {}, h);
+  CHECK(ttl.tree().find(12) == ttl.tree().root);
+  CHECK(ttl.tree().find(11) != ttl.tree().root);
+  CHECK(ttl.tree().find(21) != ttl.tree().root);
+}
+
+TEST_CASE("session-ttl learns a TTL on trace-gen's timed agents and beats LRU there",
+          "[session][prefix]") {
+  kvtk::sim::gen_options g;
+  g.profile = "agent";
+  g.requests = 6000;
+  g.seed = 5;
+  g.session_fields = true;
+  kvtk::sim::trace_builder b(g.block_tokens);
+  kvtk::sim::generate_trace(g, [&](const kvtk::sim::request_record& r) { b.add(r); });
+  const prefix_trace t = b.finish();
+  const session_signals sig = session_signals_of(t.view(), t.kind_names);
+  prefix_trace_view v = t.view();
+  sig.attach(v);
+  const std::uint32_t cap = 20000;
+  radix_index<leaf_session_ttl> ttl(cap);
+  radix_index<leaf_lru> lru(cap);
+  const auto with_ttl = replay(v, ttl, partial_block::cache);
+  const auto with_lru = replay(v, lru, partial_block::cache);
+  INFO("ttl " << ttl.leaf_state().ttl_s() << " s, value " << ttl.leaf_state().value()
+              << ", hits " << with_ttl.block_hits << " vs LRU " << with_lru.block_hits);
+  CHECK(ttl.leaf_state().ttl_s() > 0);
+  CHECK(with_ttl.block_hits > with_lru.block_hits);
 }

@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -160,6 +161,7 @@ void save(const trace& t, const std::filesystem::path& file, const std::string& 
       if (!v.parent.empty() && v.parent[r] != kvtk::prefix::no_parent) rec.parent = v.parent[r];
       if (!v.turn.empty() && v.turn[r] != kvtk::prefix::no_turn) rec.turn = v.turn[r];
       if (!v.kind.empty() && v.kind[r] != 0) rec.kind = t.loaded.kind_names()[v.kind[r]];
+      if (!v.tool_s.empty() && !std::isnan(v.tool_s[r])) rec.tool_s = v.tool_s[r];
       w->add(rec);
     }
     w->finish();
@@ -211,6 +213,9 @@ void bind_trace(nb::module_& m) {
                    "its turn in its session (2^32-1 = none; empty when the trace has none)")
       .def_prop_ro("kind", [](const trace& t) { return view(t, t.loaded.view().kind); },
                    "index into kind_names per request (0 = none; empty when the trace has none)")
+      .def_prop_ro("tool_s", [](const trace& t) { return view(t, t.loaded.view().tool_s); },
+                   "seconds of the tool call that ended each reply (NaN = none; empty when the "
+                   "trace has none)")
       .def_prop_ro("kind_names",
                    [](const trace& t) {
                      const auto k = t.loaded.kind_names();

@@ -7,6 +7,7 @@ without pyarrow / transformers unless KVTK_REQUIRE_SWEEP_DEPS=1 / KVTK_REQUIRE_T
 (scripts/python sets both)."""
 import importlib
 import json
+import math
 import os
 
 import pytest
@@ -175,6 +176,23 @@ def test_session_columns_of_a_bailian_trace(tmp_path):
     t.save(tmp_path / "b.kvtb")
     back = kvtk.load_trace(tmp_path / "b.kvtb")
     assert back.parent.tolist() == [2**64 - 1, 10] and back.kind_names == t.kind_names
+
+
+def test_tool_s_round_trips_through_python(tmp_path):
+    lines = [
+        {"kvtk_trace": 1, "block_tokens": 16},
+        {"arrival_s": 0.5, "input_length": 32, "session": 1, "id": 0, "kind": "agent", "tool_s": 1.25,
+         "hash_ids": [1, 2]},
+        {"arrival_s": 3.0, "input_length": 48, "session": 1, "id": 1, "parent": 0, "kind": "tool",
+         "hash_ids": [1, 2, 3]},
+    ]
+    path = tmp_path / "a.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    t = kvtk.load_trace(path)
+    assert t.tool_s[0] == 1.25 and math.isnan(t.tool_s[1])
+    t.save(tmp_path / "a.kvtb")
+    back = kvtk.load_trace(tmp_path / "a.kvtb")
+    assert back.tool_s[0] == 1.25 and math.isnan(back.tool_s[1])
 
 
 def test_engine_events_import_and_check_engine(tmp_path):

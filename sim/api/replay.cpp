@@ -265,7 +265,9 @@ nlohmann::json hints_json(const job& j, const plan& p, bool sessions) {
              (j.index == "radix" && index_runs::radix_offline(j.policy))) {
     given |= hint_fields::next_use;
   }
-  if (sessions && j.hierarchy < 0 && j.engine == "ideal") given |= hint_fields::session;
+  if (sessions && j.hierarchy < 0 && j.engine == "ideal" && j.index == "radix") {
+    given |= hint_fields::session;  // the radix replay's per-request hints (not the unit layout)
+  }
   return {{"read", hint_names(read)}, {"given", hint_names(given)},
           {"missing", hint_names(read & ~given)}};
 }

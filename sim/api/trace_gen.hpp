@@ -28,7 +28,9 @@ struct gen_options {
   double burst_cv = 3.0;  ///< bursty: coefficient of variation of the inter-arrival times (> 1)
   std::uint32_t tenants = 4;  ///< tenants t0..t{n-1}, Zipf-weighted per session (0 = none)
   /// Also write each request's id, parent, turn and kind (chat, agent, tool), and tool_s on an
-  /// agent step whose reply is a tool call (the keys, times and lengths do not change).
+  /// agent step whose reply is a tool call; agents then run on their own clock (each step when
+  /// its parent's reply and tool are done), so agent and mixed traces differ from those without
+  /// (chat and api traces keep their keys, times and lengths).
   bool session_fields = false;
 };
 

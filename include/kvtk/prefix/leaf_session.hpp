@@ -10,12 +10,14 @@
 //
 // Semantics. Two segments of evictable leaves:
 //   * pinned: the full blocks of a request whose reply awaits a tool, until their deadline (the
-//     request's arrival + the TTL in force then); a partial last block is never pinned (a next
-//     turn rewrites it, so it is never reused as it is);
+//     request's arrival + the TTL in force then, raised to the previous pin's deadline if that is
+//     later, so that deadlines never decrease in pin order when a learned TTL shrinks); a partial
+//     last block is never pinned (a next turn rewrites it, so it is never reused as it is), nor
+//     is a block of a request without a (finite) time;
 //   * LRU: every other block, ranked by its last access (the tree's stamp).
 // A later access re-ranks a block by that access's request. Victim: first the pins whose
-// deadline has passed are released, in the order they were pinned (with a fixed TTL, deadline
-// order), each to the LRU segment at its last access's rank (an expired pin is an ordinary
+// deadline has passed are released, in the order they were pinned (which is deadline order),
+// each to the LRU segment at its last access's rank (an expired pin is an ordinary
 // block again); then the least recently used LRU leaf; only when no LRU leaf is evictable, the
 // pinned leaf with the *latest* deadline. Why the latest: pinned sessions that do not all fit
 // return about a tool call after their last access, so the one pinned last returns last; evicting
@@ -43,7 +45,7 @@
 // Without session fields, times or tool results in the trace, nothing is pinned: the order is
 // radix LRU exactly (tests/test_session_policies.cpp checks it).
 //
-// Memory: 33 bytes per block of capacity (stamp, last access, deadline, pinned flag), a release
+// Memory: 25 bytes per block of capacity (stamp, last access, deadline, pinned flag), a release
 // queue of 16 bytes per entry (a power of two >= 2 * capacity: when full, its oldest pin is
 // released early), a session table of
 // 16 bytes per entry (a power of two >= capacity / 4, at least 1,024) and a ghost table of 16
@@ -64,7 +66,8 @@ namespace kvtk::prefix {
 /// Thread safety: its state lives inside the prefix_tree and follows the tree's rules.
 struct leaf_session_ttl {
   static constexpr std::string_view name = "session-ttl";
-  static constexpr unsigned hints_read = hint_fields::session | hint_fields::full_blocks;
+  static constexpr unsigned hints_read =
+      hint_fields::session | hint_fields::full_blocks | hint_fields::depth;
   static constexpr unsigned segments = 2;
   static constexpr std::uint64_t pinned_bit = std::uint64_t{1} << 63;
   static constexpr unsigned gap_buckets = 64;
@@ -138,6 +141,7 @@ struct leaf_session_ttl {
     void on_evict(std::uint32_t s, std::uint64_t rank, block_key key) noexcept {
       pinned_[s] = 0;
       if (rank & pinned_bit) return;
+      if (!std::isfinite(last_s_[s])) return;  // a request without a time
       const double age = std::max(0.0, now_s_ - last_s_[s]);
       horizon_s_ = lru_evictions_ == 0 ? age : horizon_s_ + (age - horizon_s_) / 64.0;
       ghost_[mix(key) & (ghost_.size() - 1)] = {key, ++lru_evictions_};
@@ -211,12 +215,13 @@ struct leaf_session_ttl {
       stamp_[s] = stamp;
       last_s_[s] = h.time_s;
       const bool partial = h.depth >= h.full_blocks;
-      if (!h.awaits_tool || partial || ttl_s_ <= 0) {
+      if (!h.awaits_tool || partial || ttl_s_ <= 0 || !std::isfinite(h.time_s)) {
         pinned_[s] = 0;
         return stamp & ~pinned_bit;
       }
       if (tail_ - head_ == releases_.size()) release(tree);  // full: the oldest pin goes early
-      deadline_s_[s] = h.time_s + ttl_s_;
+      deadline_s_[s] = std::max(h.time_s + ttl_s_, last_deadline_s_);
+      last_deadline_s_ = deadline_s_[s];
       pinned_[s] = 1;
       releases_[tail_++ & (releases_.size() - 1)] = {deadline_s_[s], s};
       // The latest deadline has the smallest rank; microseconds below 2^62 (146,000 years).
@@ -241,7 +246,10 @@ struct leaf_session_ttl {
     /// waiting on a tool, starts a wait when its reply awaits one; every 256 requests refreshes
     /// the TTL. radix_index::process calls it.  Complexity: O(1) (O(gap_buckets) on a refresh).
     void on_request(const access_hint& h) noexcept {
-      now_s_ = std::max(now_s_, h.time_s);
+      if (std::isfinite(h.time_s)) {
+        if (requests_ == 0) window_start_s_ = h.time_s;  // v's first window starts here
+        now_s_ = std::max(now_s_, h.time_s);
+      }
       if (h.session != 0) {
         wait& w = waits_[mix(h.session) & (waits_.size() - 1)];
         if (w.session == h.session && w.since_s >= 0) record_return(now_s_ - w.since_s);
@@ -273,7 +281,12 @@ struct leaf_session_ttl {
     // changes.
     void refresh_ttl() noexcept {
       const double seconds = now_s_ - window_start_s_;
-      if (lru_evictions_ == 0 || seconds <= 0) return;
+      if (lru_evictions_ == 0) {  // warm-up: v's window starts at the first eviction's era
+        window_start_s_ = now_s_;
+        ghost_hits_ = 0;
+        return;
+      }
+      if (seconds <= 0) return;
       const double v = ghost_hits_ / (static_cast<double>(ghost_window_) * seconds);
       value_ = value_ < 0 ? v : 0.5 * (value_ + v);
       ghost_hits_ = 0;
@@ -295,7 +308,7 @@ struct leaf_session_ttl {
     std::vector<wait> waits_;
     std::uint64_t ghost_window_;
     std::vector<ghost_entry> ghost_;
-    double ghost_hits_ = 0, value_ = -1, window_start_s_ = 0;
+    double ghost_hits_ = 0, value_ = -1, window_start_s_ = 0, last_deadline_s_ = 0;
     std::array<double, gap_buckets> count_{}, sum_s_{};
     double waits_begun_ = 0, now_s_ = 0, horizon_s_ = 0, ttl_s_ = 0;
     std::uint64_t requests_ = 0, lru_evictions_ = 0;
