@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "api/trace_gen.hpp"
 #include "bundled_traces.hpp"
@@ -150,7 +151,20 @@ struct naive_session_ttl {
   }
 };
 
+template <reuse_features F>
+double horizon_of() {
+  return F.horizon;
+}
+
 }  // namespace
+
+TEST_CASE("reuse_features as template arguments keep every member (clang 14 once read 0)",
+          "[session][reuse]") {
+  CHECK(horizon_of<leaf_reuse::features>() == 3.0);
+  CHECK(horizon_of<leaf_session_reuse::features>() == 3.0);
+  CHECK(leaf_session_reuse::features.session);
+  CHECK_FALSE(leaf_reuse::features.session);
+}
 
 TEST_CASE("session-ttl by hand: a waiting session's tail outlives LRU until its TTL",
           "[session][prefix]") {
@@ -200,6 +214,32 @@ TEST_CASE("session-ttl equals the naive model with a fixed TTL", "[session][pref
         INFO("seed " << seed << " capacity " << cap << " ttl " << ttl);
         CHECK(got.block_hits == hits);
       }
+    }
+  }
+}
+
+TEST_CASE("session-ttl equals the naive model when the TTL shrinks and the queue overflows",
+          "[session][prefix]") {
+  // A TTL of 200 s, then 3 s: deadlines of the second phase are raised to the first's latest
+  // (ties, broken by the smaller key in both), and 200 s of pins overflow the release queue.
+  for (std::uint64_t seed = 11; seed <= 14; ++seed) {
+    const session_trace s = make_trace(400, 12, seed);
+    const prefix_trace_view v = view_of(s);
+    for (const std::uint32_t cap : {10u, 30u}) {
+      radix_index<leaf_session_ttl> idx(cap);
+      naive_session_ttl ref{cap, 200.0, {}, 0, {}, 0};
+      prefix_counts got;
+      std::uint64_t pos = 0, hits = 0;
+      for (const auto& [first, last, ttl] : {std::tuple{0ul, 200ul, 200.0}, std::tuple{200ul, 400ul, 3.0}}) {
+        idx.leaf_state().fix_ttl(ttl);
+        ref.ttl = ttl;
+        replay_requests(v, idx, partial_block::skip, {}, first, last, got, pos);
+        for (std::size_t r = first; r < last; ++r) {
+          hits += ref.process(v.blocks(r), v.arrival_s[r], s.awaits[r] != 0);
+        }
+      }
+      INFO("seed " << seed << " capacity " << cap);
+      CHECK(got.block_hits == hits);
     }
   }
 }

@@ -505,7 +505,7 @@ replay_result run(replay_options o, const progress_callback& progress) {
   for (std::size_t i = 0; i < p.jobs.size(); ++i) {
     r.results.push_back(
         result_row(p.jobs[i], done.results[i], p, o.opt ? &done.optimum : nullptr, output_tokens,
-                   !sessions.empty()));
+                   !sessions.empty() && !t.unit_requests()));  // the unit layout passes none
   }
   for (const auto& [cap, best] : done.optimum) {
     nlohmann::json cands = nlohmann::json::array();

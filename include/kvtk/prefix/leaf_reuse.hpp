@@ -47,11 +47,13 @@ struct reuse_features {
   bool depth = false;     ///< classes by continuation depth (else depth 0)
   bool partial = true;    ///< a class of its own for partial last blocks
   bool history = true;    ///< remember evicted keys (reuse after eviction counts)
-  double horizon = 3.0;   ///< reuse_config::horizon_multiplier
   /// Classes by session category instead of continuation depth (the registered session-reuse):
   /// 3 when the request's reply awaits a tool, else its turn bucket (0: a first turn or no
   /// session, 1: turns 1-3, 2: turns 4 and later). Needs access_hint's session fields.
   bool session = false;
+  // The double stays last: clang 14 reads a double member followed by a bool of a class
+  // template argument as 0 (tests/test_reuse.cpp caught it in the asan build).
+  double horizon = 3.0;   ///< reuse_config::horizon_multiplier
 };
 
 /// Thread safety: its state lives inside the prefix_tree and follows the tree's rules.

@@ -247,7 +247,8 @@ struct leaf_session_ttl {
     /// the TTL. radix_index::process calls it.  Complexity: O(1) (O(gap_buckets) on a refresh).
     void on_request(const access_hint& h) noexcept {
       if (std::isfinite(h.time_s)) {
-        if (requests_ == 0) window_start_s_ = h.time_s;  // v's first window starts here
+        if (!timed_) window_start_s_ = h.time_s;  // v's first window starts at the first time
+        timed_ = true;
         now_s_ = std::max(now_s_, h.time_s);
       }
       if (h.session != 0) {
@@ -312,7 +313,7 @@ struct leaf_session_ttl {
     std::array<double, gap_buckets> count_{}, sum_s_{};
     double waits_begun_ = 0, now_s_ = 0, horizon_s_ = 0, ttl_s_ = 0;
     std::uint64_t requests_ = 0, lru_evictions_ = 0;
-    bool fixed_ = false;
+    bool fixed_ = false, timed_ = false;
   };
 };
 
