@@ -79,26 +79,30 @@ struct naive_session_ttl {
     std::uint64_t stamp = 0;
     bool pinned = false;
     double deadline = 0;
+    std::uint64_t pin = 0;  // which pin (a queue entry releases only its own)
   };
   std::uint32_t capacity;
   double ttl;
   std::map<block_key, block> resident;
   std::uint64_t clock = 0;
-  std::deque<std::pair<block_key, double>> queue;
+  std::deque<std::pair<block_key, std::uint64_t>> queue;
   double last_deadline = 0;
+  std::uint64_t pins = 0;
 
   std::size_t queue_size() const {
     std::size_t n = 64;
     while (n < 2 * std::size_t{capacity}) n *= 2;
     return n;
   }
+  // The deadline of a queue entry's pin: its block's while that pin holds, else any (the entry is
+  // stale; the policy reads the deadline it queued, so keep those too).
+  std::map<std::uint64_t, double> deadline_of_pin;
+  double queue_deadline(const std::pair<block_key, std::uint64_t>& e) { return deadline_of_pin[e.second]; }
   void release_front() {
-    const auto [k, deadline] = queue.front();
+    const auto [k, pin] = queue.front();
     queue.pop_front();
     auto it = resident.find(k);
-    if (it != resident.end() && it->second.pinned && it->second.deadline == deadline) {
-      it->second.pinned = false;
-    }
+    if (it != resident.end() && it->second.pinned && it->second.pin == pin) it->second.pinned = false;
   }
 
   std::uint64_t process(std::span<const block_key> keys, double now, bool awaits) {
@@ -126,14 +130,16 @@ struct naive_session_ttl {
     b.pinned = true;
     b.deadline = std::max(now + ttl, last_deadline);
     last_deadline = b.deadline;
-    queue.emplace_back(k, b.deadline);
+    b.pin = ++pins;
+    deadline_of_pin[b.pin] = b.deadline;
+    queue.emplace_back(k, b.pin);
   }
   bool evict(std::span<const block_key> path, double now) {
     std::map<block_key, int> children;
     for (const auto& [k, b] : resident) {
       if (!b.root_child) ++children[b.parent];
     }
-    while (!queue.empty() && queue.front().second <= now) release_front();
+    while (!queue.empty() && queue_deadline(queue.front()) <= now) release_front();
     const block_key none = ~block_key{0};
     block_key lru = none, pin = none;
     for (const auto& [k, b] : resident) {
@@ -206,7 +212,7 @@ TEST_CASE("session-ttl equals the naive model with a fixed TTL", "[session][pref
         radix_index<leaf_session_ttl> idx(cap);
         idx.leaf_state().fix_ttl(ttl);
         const prefix_counts got = replay(v, idx, partial_block::skip);
-        naive_session_ttl ref{cap, ttl, {}, 0, {}, 0};
+        naive_session_ttl ref{cap, ttl, {}, 0, {}, 0, 0, {}};
         std::uint64_t hits = 0;
         for (std::size_t r = 0; r < v.requests(); ++r) {
           hits += ref.process(v.blocks(r), v.arrival_s[r], s.awaits[r] != 0);
@@ -227,7 +233,7 @@ TEST_CASE("session-ttl equals the naive model when the TTL shrinks and the queue
     const prefix_trace_view v = view_of(s);
     for (const std::uint32_t cap : {10u, 30u}) {
       radix_index<leaf_session_ttl> idx(cap);
-      naive_session_ttl ref{cap, 200.0, {}, 0, {}, 0};
+      naive_session_ttl ref{cap, 200.0, {}, 0, {}, 0, 0, {}};
       prefix_counts got;
       std::uint64_t pos = 0, hits = 0;
       for (const auto& [first, last, ttl] : {std::tuple{0ul, 200ul, 200.0}, std::tuple{200ul, 400ul, 3.0}}) {

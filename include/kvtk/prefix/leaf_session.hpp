@@ -45,8 +45,8 @@
 // Without session fields, times or tool results in the trace, nothing is pinned: the order is
 // radix LRU exactly (tests/test_session_policies.cpp checks it).
 //
-// Memory: 25 bytes per block of capacity (stamp, last access, deadline, pinned flag), a release
-// queue of 16 bytes per entry (a power of two >= 2 * capacity: when full, its oldest pin is
+// Memory: 32 bytes per block of capacity (stamp, last access, deadline, pin id), a release
+// queue of 24 bytes per entry (a power of two >= 2 * capacity: when full, its oldest pin is
 // released early), a session table of
 // 16 bytes per entry (a power of two >= capacity / 4, at least 1,024) and a ghost table of 16
 // bytes per entry (a power of two >= 4 G); no allocation after construction. Deterministic: the trace's times, never a clock.
@@ -120,7 +120,7 @@ struct leaf_session_ttl {
   class state {
    public:
     explicit state(std::uint32_t capacity)
-        : stamp_(capacity), last_s_(capacity), deadline_s_(capacity), pinned_(capacity, 0),
+        : stamp_(capacity), last_s_(capacity), deadline_s_(capacity), pin_id_(capacity, 0),
           releases_(ring_size(capacity)),
           waits_(table_size(capacity)),
           ghost_window_(std::max<std::uint64_t>(capacity / 8, 64)),
@@ -139,7 +139,7 @@ struct leaf_session_ttl {
       return access(s, stamp, h, tree);
     }
     void on_evict(std::uint32_t s, std::uint64_t rank, block_key key) noexcept {
-      pinned_[s] = 0;
+      pin_id_[s] = 0;
       if (rank & pinned_bit) return;
       if (!std::isfinite(last_s_[s])) return;  // a request without a time
       const double age = std::max(0.0, now_s_ - last_s_[s]);
@@ -175,7 +175,7 @@ struct leaf_session_ttl {
       return n;
     }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-      return stamp_.size() * (sizeof(std::uint64_t) + 2 * sizeof(double) + 1) +
+      return stamp_.size() * (2 * sizeof(std::uint64_t) + 2 * sizeof(double)) +
              releases_.size() * sizeof(pin) +
              waits_.size() * sizeof(wait) + ghost_.size() * sizeof(ghost_entry);
     }
@@ -188,6 +188,7 @@ struct leaf_session_ttl {
     struct pin {
       double deadline_s = 0;
       std::uint32_t slot = 0;
+      std::uint64_t id = 0;
     };
     static std::size_t ring_size(std::uint32_t capacity) {
       std::size_t n = 64;
@@ -216,14 +217,14 @@ struct leaf_session_ttl {
       last_s_[s] = h.time_s;
       const bool partial = h.depth >= h.full_blocks;
       if (!h.awaits_tool || partial || ttl_s_ <= 0 || !std::isfinite(h.time_s)) {
-        pinned_[s] = 0;
+        pin_id_[s] = 0;
         return stamp & ~pinned_bit;
       }
       if (tail_ - head_ == releases_.size()) release(tree);  // full: the oldest pin goes early
       deadline_s_[s] = std::max(h.time_s + ttl_s_, last_deadline_s_);
       last_deadline_s_ = deadline_s_[s];
-      pinned_[s] = 1;
-      releases_[tail_++ & (releases_.size() - 1)] = {deadline_s_[s], s};
+      pin_id_[s] = ++pins_made_;
+      releases_[tail_++ & (releases_.size() - 1)] = {deadline_s_[s], s, pin_id_[s]};
       // The latest deadline has the smallest rank; microseconds below 2^62 (146,000 years).
       const double us = std::clamp(deadline_s_[s] * 1e6, 0.0, 4.6e18);
       return pinned_bit | ((std::uint64_t{1} << 62) - static_cast<std::uint64_t>(us));
@@ -234,8 +235,8 @@ struct leaf_session_ttl {
     template <class Tree>
     void release(Tree& tree) noexcept {
       const pin p = releases_[head_++ & (releases_.size() - 1)];
-      if (pinned_[p.slot] && deadline_s_[p.slot] == p.deadline_s) {
-        pinned_[p.slot] = 0;
+      if (pin_id_[p.slot] == p.id) {  // the pin it was queued for, not a later one
+        pin_id_[p.slot] = 0;
         tree.rerank(p.slot, stamp_[p.slot]);
       }
     }
@@ -303,7 +304,8 @@ struct leaf_session_ttl {
 
     std::vector<std::uint64_t> stamp_;
     std::vector<double> last_s_, deadline_s_;
-    std::vector<std::uint8_t> pinned_;
+    std::vector<std::uint64_t> pin_id_;  // the block's pin (0: not pinned)
+    std::uint64_t pins_made_ = 0;
     std::vector<pin> releases_;  // pins in pin order, a ring: [head_, tail_)
     std::uint64_t head_ = 0, tail_ = 0;
     std::vector<wait> waits_;
