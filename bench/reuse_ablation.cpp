@@ -21,13 +21,13 @@ double fraction(const prefix_trace_view& t, std::uint32_t cap, const prefix_coun
 }
 
 constexpr reuse_features all{};
-constexpr reuse_features with_depth{true, true, true, true, 3.0};
-constexpr reuse_features no_refs{false, false, true, true, 3.0};
-constexpr reuse_features no_partial{true, false, false, true, 3.0};
-constexpr reuse_features no_history{true, false, true, false, 3.0};
-constexpr reuse_features horizon1{true, false, true, true, 1.0};
-constexpr reuse_features horizon2{true, false, true, true, 2.0};
-constexpr reuse_features horizon5{true, false, true, true, 5.0};
+constexpr reuse_features with_depth{true, true, true, true, false, 3.0};
+constexpr reuse_features no_refs{false, false, true, true, false, 3.0};
+constexpr reuse_features no_partial{true, false, false, true, false, 3.0};
+constexpr reuse_features no_history{true, false, true, false, false, 3.0};
+constexpr reuse_features horizon1{true, false, true, true, false, 1.0};
+constexpr reuse_features horizon2{true, false, true, true, false, 2.0};
+constexpr reuse_features horizon5{true, false, true, true, false, 5.0};
 
 }  // namespace
 

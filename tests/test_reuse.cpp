@@ -207,7 +207,7 @@ void compare_with_naive(bool depth) {
 
 TEST_CASE("leaf_reuse equals the naive radix model", "[reuse][prefix]") {
   compare_with_naive<leaf_reuse>(false);
-  constexpr reuse_features with_depth{true, true, true, true, 3.0};
+  constexpr reuse_features with_depth{true, true, true, true, false, 3.0};
   compare_with_naive<basic_leaf_reuse<with_depth>>(true);
 }
 
