@@ -26,10 +26,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "des/timing.hpp"
+#include "kvtk/prefix/sessions.hpp"
 #include "kvtk/prefix/replay.hpp"
 
 namespace kvtk::sim::des::detail {
@@ -59,19 +59,9 @@ struct closed_loop_plan {
     closed_loop_plan p;
     p.parent.assign(n, none);
     p.delay_s.assign(n, 0.0);
-    std::unordered_map<std::uint64_t, std::uint32_t> latest;  // id or session -> request
+    const std::vector<std::uint64_t> parents = kvtk::prefix::parents_of(t);
     for (std::uint32_t r = 0; r < n; ++r) {
-      if (by_parent) {
-        if (t.parent[r] != kvtk::prefix::no_parent) {
-          const auto it = latest.find(t.parent[r]);
-          if (it != latest.end()) p.parent[r] = it->second;
-        }
-        if (t.request_id[r] != kvtk::prefix::no_parent) latest[t.request_id[r]] = r;
-      } else {
-        const auto it = latest.find(t.session[r]);
-        if (it != latest.end()) p.parent[r] = it->second;
-        latest[t.session[r]] = r;
-      }
+      if (parents[r] != kvtk::prefix::no_parent) p.parent[r] = static_cast<std::uint32_t>(parents[r]);
       if (p.parent[r] != none) {
         const double gap = t.arrival_s[r] - t.arrival_s[p.parent[r]];
         const bool tool = !t.tool_s.empty() && !std::isnan(t.tool_s[p.parent[r]]);

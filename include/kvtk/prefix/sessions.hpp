@@ -120,6 +120,33 @@ struct session_columns {
   bool inferred = false;
 };
 
+/// Each request's parent as an index into t (no_parent for a root), from the trace's fields:
+/// by id when it has parents and ids, else the previous request of its session; all roots when
+/// it has neither. A parent that is not earlier in the trace (or not in it) makes a root.
+/// Simulate's closed loop and session_columns_of take parents this way.
+/// Complexity: O(requests) expected.  Throws: std::bad_alloc.
+inline std::vector<std::uint64_t> parents_of(const prefix_trace_view& t) {
+  const std::size_t n = t.requests();
+  std::vector<std::uint64_t> parent(n, no_parent);
+  std::unordered_map<std::uint64_t, std::uint64_t> latest;  // id or session -> index
+  const bool by_parent = !t.parent.empty() && !t.request_id.empty();
+  if (!by_parent && t.session.empty()) return parent;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (by_parent) {
+      if (t.parent[r] != no_parent) {
+        const auto it = latest.find(t.parent[r]);
+        if (it != latest.end()) parent[r] = it->second;
+      }
+      if (t.request_id[r] != no_parent) latest[t.request_id[r]] = r;
+    } else {
+      const auto it = latest.find(t.session[r]);
+      if (it != latest.end()) parent[r] = it->second;
+      latest[t.session[r]] = r;
+    }
+  }
+  return parent;
+}
+
 /// Complexity: O(blocks) expected.  Throws: std::bad_alloc.
 inline session_columns session_columns_of(const prefix_trace_view& t) {
   session_columns c;
@@ -139,21 +166,8 @@ inline session_columns session_columns_of(const prefix_trace_view& t) {
   }
   c.turn.assign(n, no_turn);
   if (!t.turn.empty()) c.turn.assign(t.turn.begin(), t.turn.end());
-  c.parent.assign(n, no_parent);
-  std::unordered_map<std::uint64_t, std::uint64_t> latest;  // id or session -> index
-  const bool by_parent = !t.parent.empty() && !t.request_id.empty();
+  c.parent = parents_of(t);
   for (std::size_t r = 0; r < n; ++r) {
-    if (by_parent) {
-      if (t.parent[r] != no_parent) {
-        const auto it = latest.find(t.parent[r]);
-        if (it != latest.end()) c.parent[r] = it->second;
-      }
-      if (t.request_id[r] != no_parent) latest[t.request_id[r]] = r;
-    } else if (!t.session.empty()) {
-      const auto it = latest.find(t.session[r]);
-      if (it != latest.end()) c.parent[r] = it->second;
-      latest[t.session[r]] = r;
-    }
     if (c.parent[r] != no_parent) c.depth[r] = c.depth[c.parent[r]] + 1;  // parents come first
   }
   if (!t.session.empty()) {
