@@ -179,31 +179,28 @@ class generator {
     } else {
       push_tokens(s, s.append_tokens, 0);  // a tool result
     }
-    drawn d = send(s);
-    if (--s.turns_left <= 0) {
-      live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
-    } else if (s.kind == 1) {
-      d.tool_s = tool_seconds();  // the step's reply calls a tool; the next step is its result
-    }
+    const drawn d = send(s);
+    if (--s.turns_left <= 0) live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
     ++requests_;
     return d;
   }
 
   // Timed agents: the session's reply calls a tool; its next step is due after the reply's
   // latency and the tool's time.
-  void schedule(session&& s, drawn& d) {
+  void schedule(std::size_t slot, drawn& d) {
     d.tool_s = std::round(tool_seconds() * 1000.0) / 1000.0;
     const double latency_s = 0.1 + static_cast<double>(d.input) / 50000.0 + 0.02 * static_cast<double>(d.output);
-    std::size_t slot;
-    if (free_.empty()) {
-      slot = agents_.size();
-      agents_.push_back(std::move(s));
-    } else {
-      slot = free_.back();
-      free_.pop_back();
-      agents_[slot] = std::move(s);
-    }
     due_.push({now_ms_ + (latency_s + d.tool_s) * 1000.0, slot});
+  }
+  std::size_t park(session&& s) {  // a slot for a waiting agent
+    if (free_.empty()) {
+      agents_.push_back(std::move(s));
+      return agents_.size() - 1;
+    }
+    const std::size_t slot = free_.back();
+    free_.pop_back();
+    agents_[slot] = std::move(s);
+    return slot;
   }
 
   drawn agent_step(std::size_t slot) {
@@ -214,9 +211,7 @@ class generator {
       agents_[slot] = session{};
       free_.push_back(slot);
     } else {
-      session moved = std::move(s);
-      free_.push_back(slot);
-      schedule(std::move(moved), d);
+      schedule(slot, d);  // the same slot waits for the next step
     }
     ++requests_;
     return d;
@@ -242,7 +237,7 @@ class generator {
     }
     drawn d = send(s);
     if (--s.turns_left > 0 && s.kind == 1 && o_.session_fields) {
-      schedule(std::move(s), d);
+      schedule(park(std::move(s)), d);
     } else if (s.turns_left > 0) {
       live_.push_back(std::move(s));
       if (live_.size() > 2000) live_.pop_front();  // bounded memory
