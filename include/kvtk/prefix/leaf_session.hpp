@@ -45,7 +45,7 @@
 // Without session fields, times or tool results in the trace, nothing is pinned: the order is
 // radix LRU exactly (tests/test_session_policies.cpp checks it).
 //
-// Memory: 32 bytes per block of capacity (stamp, last access, deadline, pin id), a release
+// Memory: 24 bytes per block of capacity (stamp, last access, pin id), a release
 // queue of 24 bytes per entry (a power of two >= 2 * capacity: when full, its oldest pin is
 // released early), a session table of
 // 16 bytes per entry (a power of two >= capacity / 4, at least 1,024) and a ghost table of 16
@@ -120,7 +120,7 @@ struct leaf_session_ttl {
   class state {
    public:
     explicit state(std::uint32_t capacity)
-        : stamp_(capacity), last_s_(capacity), deadline_s_(capacity), pin_id_(capacity, 0),
+        : stamp_(capacity), last_s_(capacity), pin_id_(capacity, 0),
           releases_(ring_size(capacity)),
           waits_(table_size(capacity)),
           ghost_window_(std::max<std::uint64_t>(capacity / 8, 64)),
@@ -175,7 +175,7 @@ struct leaf_session_ttl {
       return n;
     }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-      return stamp_.size() * (2 * sizeof(std::uint64_t) + 2 * sizeof(double)) +
+      return stamp_.size() * (2 * sizeof(std::uint64_t) + sizeof(double)) +
              releases_.size() * sizeof(pin) +
              waits_.size() * sizeof(wait) + ghost_.size() * sizeof(ghost_entry);
     }
@@ -221,12 +221,12 @@ struct leaf_session_ttl {
         return stamp & ~pinned_bit;
       }
       if (tail_ - head_ == releases_.size()) release(tree);  // full: the oldest pin goes early
-      deadline_s_[s] = std::max(h.time_s + ttl_s_, last_deadline_s_);
-      last_deadline_s_ = deadline_s_[s];
+      const double deadline = std::max(h.time_s + ttl_s_, last_deadline_s_);
+      last_deadline_s_ = deadline;
       pin_id_[s] = ++pins_made_;
-      releases_[tail_++ & (releases_.size() - 1)] = {deadline_s_[s], s, pin_id_[s]};
+      releases_[tail_++ & (releases_.size() - 1)] = {deadline, s, pin_id_[s]};
       // The latest deadline has the smallest rank; microseconds below 2^62 (146,000 years).
-      const double us = std::clamp(deadline_s_[s] * 1e6, 0.0, 4.6e18);
+      const double us = std::clamp(deadline * 1e6, 0.0, 4.6e18);
       return pinned_bit | ((std::uint64_t{1} << 62) - static_cast<std::uint64_t>(us));
     }
 
@@ -303,7 +303,7 @@ struct leaf_session_ttl {
     }
 
     std::vector<std::uint64_t> stamp_;
-    std::vector<double> last_s_, deadline_s_;
+    std::vector<double> last_s_;
     std::vector<std::uint64_t> pin_id_;  // the block's pin (0: not pinned)
     std::uint64_t pins_made_ = 0;
     std::vector<pin> releases_;  // pins in pin order, a ring: [head_, tail_)
