@@ -201,3 +201,70 @@ TEST_CASE("closed loop: under overload the queue stays bounded by the sessions, 
   const double throughput = n / (end - begin);
   CHECK(throughput == Approx(sessions_active / ((response + think) / n)).epsilon(1e-6));
 }
+
+TEST_CASE("closed loop: throughput and response time meet the asymptotic bounds of a closed queue",
+          "[simulate][closed]") {
+  // An independent check (not a telescoping identity): N sessions of K turns, each turn a prompt
+  // of distinct blocks (no cache hits) with one output token, so an instance is one FCFS server
+  // whose service time D is the timing model's prefill of the prompt; every reply ends in a
+  // tool call of Z seconds (tool_s), so a session thinks exactly Z between turns. Operational
+  // analysis of a closed queue with deterministic D and Z gives
+  //   X = min(N / (D + Z), 1 / D),  and in saturation R = N D - Z,
+  // over whole cycles (the run from the first arrival to the last end + Z, the last turn's tool
+  // call) and up to the start: at light load the sessions start (D + Z) / N apart and never
+  // queue (R = D); in saturation they start within 10 ms. Tolerance 2 %: the transient is at most
+  // one cycle D + Z in a run of K = 100 cycles.
+  constexpr std::uint32_t turns = 100;
+  constexpr double think = 2.0;
+  cluster_config c;
+  c.time_scale = 0.1;
+  c.closed_loop = true;
+  const std::uint64_t prompt = 4096;
+  const kvtk::sim::des::iteration_timing timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
+                                                c.iteration_overhead_s, c.timing);
+  const double d = timing.prefill_s(0, prompt);
+  REQUIRE(d > 0.01);
+  REQUIRE(d < 1.0);
+  const auto run = [&](std::uint32_t sessions, double spacing) {
+    kvtk::prefix::prefix_trace t;
+    t.block_tokens = 64;
+    t.offsets = {0};
+    kvtk::block_key next = 1;
+    for (std::uint32_t k = 0; k < turns; ++k) {
+      for (std::uint32_t s = 0; s < sessions; ++s) {
+        for (std::uint64_t b = 0; b < prompt / 64; ++b) t.keys.push_back(next++);
+        t.offsets.push_back(t.keys.size());
+        t.input_length.push_back(prompt);
+        t.output_length.push_back(1);
+        t.arrival_s.push_back(k * 1000.0 + s * spacing);
+        t.session.push_back(s);
+        t.tool_s.push_back(think);
+      }
+    }
+    return kvtk::sim::des::simulate(t, c);
+  };
+  const auto measure = [&](const kvtk::sim::des::simulation_result& r) {
+    double begin = 1e300, end = 0, response = 0;
+    for (const auto& o : r.requests) {
+      begin = std::min(begin, o.arrival);
+      end = std::max(end, o.done);
+      response += o.done - o.arrival;
+    }
+    const double n = static_cast<double>(r.requests.size());
+    return std::pair{n / (end + think - begin), response / n};
+  };
+  // Light load: N D well under D + Z, no queueing once staggered; X = N / (D + Z), R = D.
+  const std::uint32_t light = std::max(1u, static_cast<std::uint32_t>(0.5 * (d + think) / d));
+  const auto [x_light, r_light] = measure(run(light, (d + think) / light));
+  INFO("D " << d << " s; light N " << light << ": X " << x_light << "/s, R " << r_light << " s");
+  CHECK(x_light == Approx(light / (d + think)).epsilon(0.02));
+  CHECK(x_light <= light / (d + think) * (1 + 1e-9));
+  CHECK(r_light == Approx(d).epsilon(1e-9));
+  // Saturation: N D = 4 (D + Z); X = 1 / D, R = N D - Z.
+  const auto heavy = static_cast<std::uint32_t>(std::ceil(4 * (d + think) / d));
+  const auto [x_heavy, r_heavy] = measure(run(heavy, 0.01 / heavy));
+  INFO("heavy N " << heavy << ": X " << x_heavy << "/s, R " << r_heavy << " s");
+  CHECK(x_heavy == Approx(1 / d).epsilon(0.02));
+  CHECK(x_heavy <= 1 / d * (1 + 1e-9));
+  CHECK(r_heavy == Approx(heavy * d - think).epsilon(0.02));
+}
