@@ -155,11 +155,13 @@ expect(1 "has session fields already" trace convert ${WORK_DIR}/sessions.kvtb --
        -o ${WORK_DIR}/again.kvtb)
 expect(2 "--infer-sessions: 'mooncake' has no session fields" trace convert ${TRACE} --infer-sessions
        --to mooncake -o ${WORK_DIR}/x.jsonl)
-# trace gen --session-fields: ids, parents, turns, kinds and tool_s, through kvtb and back
+# trace gen --session-fields: ids, parents (with sub-agents' fan-in), turns, kinds and tool_s,
+# through kvtb and back
 # unchanged; the requests' keys are the same without them for chat (agents run timed with them).
 expect(0 "" trace gen --profile agent --requests 400 --seed 3 --session-fields -o ${WORK_DIR}/ag.jsonl --force)
 file(READ ${WORK_DIR}/ag.jsonl ag)
-foreach(want "\"kind\": \"tool\"" "\"tool_s\": [0-9]" "\"parent\": [0-9]" "\"kind\": \"agent\"")
+foreach(want "\"kind\": \"tool\"" "\"tool_s\": [0-9]" "\"parent\": [0-9]" "\"kind\": \"agent\""
+             "\"kind\": \"sub-agent\"" "\"parent\": \\[[0-9]+, [0-9]+")
   if(NOT ag MATCHES "${want}")
     message(FATAL_ERROR "trace gen --session-fields lacks ${want}")
   endif()
@@ -175,6 +177,36 @@ expect(0 "\"session_signals\": \"trace\"" replay --trace ${WORK_DIR}/ag.kvtb --i
        --policy session-ttl --capacity 200 --json -)
 expect(2 "--session-fields: a Mooncake trace cannot hold them" trace gen --session-fields --to mooncake
        -o ${WORK_DIR}/x.jsonl)
+# Fan-in: "parent" as an array of ids (the first is the one it continues), through kvtb and
+# back unchanged; trace stats counts it; malformed lists are errors naming the element.
+file(WRITE ${WORK_DIR}/fan.jsonl
+"{\"arrival_s\": 0, \"input_length\": 10, \"session\": 1, \"id\": 7, \"hash_ids\": [1]}
+{\"arrival_s\": 1, \"input_length\": 10, \"session\": 2, \"id\": 8, \"kind\": \"sub-agent\", \"hash_ids\": [2]}
+{\"arrival_s\": 2, \"input_length\": 100, \"session\": 1, \"id\": 9, \"parent\": [ 7 , 8 ], \"hash_ids\": [1, 3]}
+")
+expect(0 "" trace convert ${WORK_DIR}/fan.jsonl --to kvtk -o ${WORK_DIR}/fan1.jsonl)
+file(READ ${WORK_DIR}/fan1.jsonl fan1)
+if(NOT fan1 MATCHES "\"parent\": \\[7, 8\\]")
+  message(FATAL_ERROR "fan-in parents not written as a list:\n${fan1}")
+endif()
+expect(0 "" trace convert ${WORK_DIR}/fan1.jsonl -o ${WORK_DIR}/fan.kvtb)
+expect(0 "" trace convert ${WORK_DIR}/fan.kvtb --to kvtk -o ${WORK_DIR}/fan2.jsonl)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/fan1.jsonl ${WORK_DIR}/fan2.jsonl
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "fan-in parents changed through kvtb")
+endif()
+expect(0 "\"requests_with_several_parents\": 1" trace stats ${WORK_DIR}/fan.kvtb --json -)
+function(bad_fan value why)
+  file(WRITE ${WORK_DIR}/badfan.jsonl "{\"arrival_s\": 0, \"input_length\": 10, \"parent\": ${value}, \"hash_ids\": [1]}\n")
+  expect(1 "badfan.jsonl:1: ${why}" trace stats ${WORK_DIR}/badfan.jsonl)
+endfunction()
+bad_fan("[]" "'parent' is an empty array")
+bad_fan("[7, 7]" "'parent'\\[1\\] repeats request 7")
+bad_fan("[7, -8]" "'parent'\\[1\\] must be a non-negative integer")
+bad_fan("[7, 8.5]" "'parent'\\[1\\] must be an integer")
+bad_fan("[7, \"8\"]" "'parent'\\[1\\] must be a non-negative integer")
+bad_fan("[7, 18446744073709551615]" "'parent'\\[1\\] 2\\^64-1 is reserved")
 file(WRITE ${WORK_DIR}/badtool.jsonl "{\"arrival_s\": 0, \"input_length\": 10, \"tool_s\": -1, \"hash_ids\": [1]}\n")
 expect(1 "badtool.jsonl:1: 'tool_s' must be in \\[0, 1e9\\] seconds" trace stats ${WORK_DIR}/badtool.jsonl)
 # SGLang 0.5.23's own recording of the same log (64 pages of 16 tokens): the same checks.

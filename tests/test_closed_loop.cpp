@@ -8,6 +8,7 @@
 
 #include "api/trace_gen.hpp"
 #include "des/closed_loop.hpp"
+#include "formats/requests.hpp"
 #include "des/simulator.hpp"
 
 namespace {
@@ -267,4 +268,81 @@ TEST_CASE("closed loop: throughput and response time meet the asymptotic bounds 
   CHECK(x_heavy == Approx(1 / d).epsilon(0.02));
   CHECK(x_heavy <= 1 / d * (1 + 1e-9));
   CHECK(r_heavy == Approx(heavy * d - think).epsilon(0.02));
+}
+
+TEST_CASE("closed loop: fan-in waits for every parent (the latest end + its delay)", "[simulate][closed]") {
+  // A (request 0, t = 0) and B (request 1, t = 0.5) are roots; request 2 (t = 3) joins both:
+  // "parent": [0, 1] in kvtk JSONL, i.e. parent 0 and fan-in id 1.
+  kvtk::prefix::prefix_trace t;
+  t.block_tokens = 64;
+  t.offsets = {0};
+  const std::vector<std::vector<kvtk::block_key>> keys = {{1, 2}, {10, 11}, {1, 2, 3}};
+  const std::vector<double> arrival = {0.0, 0.5, 3.0};
+  const std::vector<std::uint64_t> output = {10, 400, 10};
+  for (std::size_t r = 0; r < keys.size(); ++r) {
+    t.keys.insert(t.keys.end(), keys[r].begin(), keys[r].end());
+    t.offsets.push_back(t.keys.size());
+    t.input_length.push_back(keys[r].size() * 64);
+    t.output_length.push_back(output[r]);
+    t.arrival_s.push_back(arrival[r]);
+  }
+  t.request_id = {0, 1, 2};
+  t.parent = {kvtk::prefix::no_parent, kvtk::prefix::no_parent, 0};
+  t.join_offsets = {0, 0, 0, 1};
+  t.join_ids = {1};
+  const auto plan = kvtk::sim::des::detail::closed_loop_plan::make(t, [](std::uint32_t) { return 0.0; });
+  CHECK(plan.waits == std::vector<std::uint32_t>{0, 0, 2});
+  CHECK(plan.edge_delay_s == std::vector<double>{3.0, 2.5});
+  cluster_config c;
+  c.local_cache_blocks = 100;
+  c.time_scale = 1000;  // B's 400 output tokens take far longer than A's 10
+  c.closed_loop = true;
+  c.closed_latency_unloaded = false;
+  const auto res = kvtk::sim::des::simulate(t, c);
+  const double via_a = res.requests[0].done + 3.0, via_b = res.requests[1].done + 2.5;
+  INFO("A done " << res.requests[0].done << ", B done " << res.requests[1].done);
+  REQUIRE(via_b > via_a + 1);  // the join matters: B ends last
+  CHECK(res.requests[2].arrival == Approx(via_b));
+  // Without the fan-in id the request follows A alone.
+  auto one = t;
+  one.join_offsets.clear();
+  one.join_ids.clear();
+  CHECK(kvtk::sim::des::simulate(one, c).requests[2].arrival == Approx(via_a));
+  // At zero service time every edge gives the request its own timestamp: closed equals open.
+  c.time_scale = 0;
+  CHECK(kvtk::sim::des::simulate(t, c).requests[2].arrival == Approx(3.0));
+  // An id listed twice, or one that is not earlier in the trace, adds no wait.
+  t.join_offsets = {0, 0, 0, 3};
+  t.join_ids = {1, 0, 7};
+  CHECK(kvtk::sim::des::detail::closed_loop_plan::make(t, [](std::uint32_t) { return 0.0; }).waits ==
+        std::vector<std::uint32_t>{0, 0, 2});
+}
+
+TEST_CASE("closed loop: timed agents with sub-agents' fan-in equal the open loop at zero service",
+          "[simulate][closed]") {
+  // trace gen --session-fields: parents by id, tool calls, sub-agents joined by fan-in. At zero
+  // service time with the "zero" estimate every edge releases its child at its own timestamp.
+  kvtk::sim::gen_options g;
+  g.profile = "agent";
+  g.requests = 3000;
+  g.seed = 5;
+  g.session_fields = true;
+  kvtk::sim::trace_builder b(g.block_tokens);
+  kvtk::sim::generate_trace(g, [&](const kvtk::sim::request_record& r) { b.add(r); });
+  auto t = b.finish();
+  REQUIRE(!t.join_ids.empty());
+  t.tool_s.clear();  // tool_s replaces the gap as the delay; without it the gap is the delay
+  cluster_config c;
+  c.time_scale = 0;
+  c.local_cache_blocks = 3000;
+  const auto open = kvtk::sim::des::simulate(t, c);
+  c.closed_loop = true;
+  c.closed_latency_unloaded = false;
+  const auto closed = kvtk::sim::des::simulate(t, c);
+  REQUIRE(open.requests.size() == closed.requests.size());
+  std::size_t same = 0;
+  for (std::size_t r = 0; r < open.requests.size(); ++r) {
+    same += std::abs(open.requests[r].arrival - closed.requests[r].arrival) < 1e-9;
+  }
+  CHECK(same == open.requests.size());
 }

@@ -239,6 +239,10 @@ void require_same_trace(const kvtk::sim::loaded_trace& a, const kvtk::sim::loade
   REQUIRE(same(x.tenant, y.tenant));
   REQUIRE(same(x.request_block_tokens, y.request_block_tokens));
   REQUIRE(same(a.tenant_names(), b.tenant_names()));
+  REQUIRE(same(x.request_id, y.request_id));
+  REQUIRE(same(x.parent, y.parent));
+  REQUIRE(same(x.join_offsets, y.join_offsets));
+  REQUIRE(same(x.join_ids, y.join_ids));
 }
 
 // The message of the trace_error that loading `path` with `threads` threads throws ("" = none).
@@ -277,6 +281,10 @@ TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors
         if (copy % 2 == 1)
           j["tenant"] = j["tenant"].get<std::string>() + "_" + std::to_string(copy);
         if (copy == 13 && i % 3 == 0) j["priority"] = 2;
+        if (copy == 12) {  // ids, and fan-in (several parents) only here: columns of a later chunk
+          j["id"] = i;
+          if (i % 7 == 0 && i > 3) j["parent"] = {i - 1, i - 3, i - 2};
+        }
         if (copy == 13 && i % 5 == 0) {
           j["block_tokens"] = 256;
           j["hash_ids"] = nlohmann::json::array();
@@ -292,6 +300,7 @@ TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors
   for (const auto& [path, f] :
        {std::pair{conv, trace_format::mooncake}, std::pair{kvtk_path, trace_format::kvtk}}) {
     const loaded_trace one = loaded_trace::load(path, f, 0, {}, nullptr, 1);
+    if (f == trace_format::kvtk) REQUIRE(one.view().join_ids.size() > 200);
     for (unsigned threads : {2u, 3u, 4u, 7u}) {
       INFO(path << " threads " << threads);
       require_same_trace(one, loaded_trace::load(path, f, 0, {}, nullptr, threads));

@@ -187,6 +187,50 @@ TEST_CASE("kvtb round-trips every column", "[formats][kvtb]") {
   fs::remove(path);
 }
 
+TEST_CASE("kvtb fan-in: the parents after the first round-trip; ids without a parent are refused",
+          "[formats][kvtb]") {
+  const std::vector<kvtk::block_key> one = {7};
+  const std::vector<std::uint64_t> joins2 = {11, 12}, joins1 = {13};
+  const auto write = [&](const std::string& path, bool with_parent, const std::vector<std::uint64_t>& repeat) {
+    kvtk::sim::kvtb::writer w(path, 16, true);
+    for (std::uint64_t r = 0; r < 4; ++r) {
+      request_record rec;
+      rec.keys = one;
+      rec.input_length = 16;
+      rec.block_tokens = 16;
+      rec.request_id = 20 + r;
+      if (r >= 2 && with_parent) rec.parent = 20;
+      if (r == 2) rec.joins = repeat.empty() ? std::span<const std::uint64_t>(joins2) : std::span(repeat);
+      if (r == 3) rec.joins = joins1;
+      w.add(rec);
+    }
+    w.finish();
+  };
+  const std::string path = tmp_path("fan.kvtb");
+  write(path, true, {});
+  {
+    kvtk::sim::kvtb::mapping m(path);
+    const auto im = kvtk::sim::kvtb::parse(m.bytes(), path);
+    const auto& v = im.view;
+    CHECK(std::vector<std::uint64_t>(v.join_offsets.begin(), v.join_offsets.end()) ==
+          std::vector<std::uint64_t>{0, 0, 0, 2, 3});
+    CHECK(v.joins(0).empty());
+    CHECK(std::vector<std::uint64_t>(v.joins(2).begin(), v.joins(2).end()) == joins2);
+    CHECK(std::vector<std::uint64_t>(v.joins(3).begin(), v.joins(3).end()) == joins1);
+  }
+  write(path, false, {});
+  {
+    kvtk::sim::kvtb::mapping m(path);
+    CHECK_THROWS_WITH(kvtk::sim::kvtb::parse(m.bytes(), path), Catch::Contains("request 2 has fan-in ids but no parent"));
+  }
+  write(path, true, {11, 20});
+  {
+    kvtk::sim::kvtb::mapping m(path);
+    CHECK_THROWS_WITH(kvtk::sim::kvtb::parse(m.bytes(), path), Catch::Contains("request 2 lists parent 20 twice"));
+  }
+  fs::remove(path);
+}
+
 TEST_CASE("kvtb: every header byte flip, payload flip and truncation is detected",
           "[formats][kvtb]") {
   const std::string path = data_dir + "/small.kvtb";

@@ -159,6 +159,7 @@ void save(const trace& t, const std::filesystem::path& file, const std::string& 
       if (!v.tenant.empty() && v.tenant[r] != 0) rec.tenant = t.loaded.tenant_names()[v.tenant[r]];
       if (!v.request_id.empty() && v.request_id[r] != kvtk::prefix::no_parent) rec.request_id = v.request_id[r];
       if (!v.parent.empty() && v.parent[r] != kvtk::prefix::no_parent) rec.parent = v.parent[r];
+      rec.joins = v.joins(r);
       if (!v.turn.empty() && v.turn[r] != kvtk::prefix::no_turn) rec.turn = v.turn[r];
       if (!v.kind.empty() && v.kind[r] != 0) rec.kind = t.loaded.kind_names()[v.kind[r]];
       if (!v.tool_s.empty() && !std::isnan(v.tool_s[r])) rec.tool_s = v.tool_s[r];
@@ -216,6 +217,11 @@ void bind_trace(nb::module_& m) {
       .def_prop_ro("tool_s", [](const trace& t) { return view(t, t.loaded.view().tool_s); },
                    "seconds of the tool call that ended each reply (NaN = none; empty when the "
                    "trace has none)")
+      .def_prop_ro("join_offsets", [](const trace& t) { return view(t, t.loaded.view().join_offsets); },
+                   "fan-in: request r's further parents are join_ids[join_offsets[r]:join_offsets[r+1]] "
+                   "(empty when no request has several parents)")
+      .def_prop_ro("join_ids", [](const trace& t) { return view(t, t.loaded.view().join_ids); },
+                   "fan-in: the ids of the parents after the first, per join_offsets")
       .def_prop_ro("kind_names",
                    [](const trace& t) {
                      const auto k = t.loaded.kind_names();

@@ -195,6 +195,24 @@ def test_tool_s_round_trips_through_python(tmp_path):
     assert back.tool_s[0] == 1.25 and math.isnan(back.tool_s[1])
 
 
+def test_fan_in_parents_round_trip_through_python(tmp_path):
+    lines = [
+        {"arrival_s": 0.0, "input_length": 32, "session": 1, "id": 4, "hash_ids": [1, 2]},
+        {"arrival_s": 0.5, "input_length": 32, "session": 2, "id": 5, "kind": "sub-agent", "hash_ids": [7, 8]},
+        {"arrival_s": 3.0, "input_length": 48, "session": 1, "id": 6, "parent": [4, 5], "hash_ids": [1, 2, 3]},
+    ]
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    t = kvtk.load_trace(path, block_tokens=16)
+    assert list(t.parent) == [2**64 - 1, 2**64 - 1, 4]
+    assert list(t.join_offsets) == [0, 0, 0, 1] and list(t.join_ids) == [5]
+    t.save(tmp_path / "f.kvtb")
+    back = kvtk.load_trace(tmp_path / "f.kvtb")
+    assert list(back.join_offsets) == [0, 0, 0, 1] and list(back.join_ids) == [5]
+    back.save(tmp_path / "g.jsonl", format="kvtk")
+    assert '"parent": [4, 5]' in (tmp_path / "g.jsonl").read_text()
+
+
 def test_engine_events_import_and_check_engine(tmp_path):
     # SGLang 0.5.23's own recording of the example log (tools/engine-check/record_sglang_events.sh)
     # and vLLM 0.33.0's with reuse reports: the Python surface gives the CLI's numbers.

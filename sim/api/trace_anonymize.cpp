@@ -120,6 +120,7 @@ trace_anonymize_result run(trace_anonymize_options o, const progress_callback& p
   auto writer = trace_writer::open(o.output, *parse_format_name(o.to), o.block_tokens, o.force);
   detail::progress_relay bar(progress, 0);
   std::vector<kvtk::block_key> keys;
+  std::vector<std::uint64_t> joins;
   std::unordered_set<std::uint64_t> sessions;
   std::unordered_map<std::string, std::string> tenant_names;  // original -> opaque
   std::unordered_set<std::string> opaque_taken;
@@ -134,6 +135,9 @@ trace_anonymize_result run(trace_anonymize_options o, const progress_callback& p
                      // its request.
                      if (in.request_id) rec.request_id = perm(*in.request_id, request_domain);
                      if (in.parent) rec.parent = perm(*in.parent, request_domain);
+                     joins.assign(in.joins.begin(), in.joins.end());
+                     for (auto& j : joins) j = perm(j, request_domain);
+                     rec.joins = joins;
                      if (in.session) {
                        rec.session = perm(*in.session, session_domain);
                        sessions.insert(*in.session);

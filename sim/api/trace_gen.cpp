@@ -18,7 +18,11 @@
 // (tool_s: lognormal, median 2 s) and the next step arrives when the reply and the tool are done
 // (the step's arrival + its latency estimate 0.1 s + input / 50,000 tok/s + 20 ms per output token
 // + tool_s), instead of at a random later pick; the Poisson stream (at `rate`) carries new work
-// and chat turns, so agent steps add to it.
+// and chat turns, so agent steps add to it. One agent step in 16 (not the last) fans out
+// instead: its reply starts 2-4 sub-agents (kind "sub-agent", each its own session whose first
+// request's parent is that step; 1-3 steps with tool calls between them), and the agent's next
+// step joins them: it is due 0.1 s after the last sub-agent's reply ends, lists the step and
+// every sub-agent's last request as its parents (fan-in), and appends their results.
 #include "api/trace_gen.hpp"
 
 #include "api/options_json.hpp"
@@ -26,6 +30,7 @@
 #include "formats/writers.hpp"
 #include "util/output_file.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -64,6 +69,7 @@ struct drawn {
   std::uint32_t turn = 0;
   const char* kind = "chat";
   double tool_s = -1;  // < 0: the reply makes no tool call
+  std::vector<std::uint64_t> joins = {};  // fan-in: the sub-agents' last requests it waits for
 };
 
 // The generator's state; the order of its random draws is the trace (same seed, same trace), so
@@ -75,6 +81,7 @@ class generator {
         rng_(o.seed),
         tenant_rng_(o.seed ^ 0x5DEECE66Dull),  // separate: tenants never change requests
         tool_rng_(o.seed ^ 0x7F4A7C15ull),     // separate: tool times never change requests
+        fan_rng_(o.seed ^ 0x2545F491ull),      // fan-out choices
         burst_gap_(gamma_shape(o.burst_cv), 1.0 / gamma_shape(o.burst_cv)),
         bt_(o.block_tokens),
         // Share of requests that continue a live session (the rest start new work). "mixed" is
@@ -130,6 +137,12 @@ class generator {
     std::uint32_t tenant = 0;
     std::uint64_t last_request = kvtk::prefix::no_parent;  // its latest request's index
     std::uint32_t sent = 0;                                // requests sent so far
+    // Fan-out (timed agents): an agent waits for `waiting` sub-agents, whose last requests are
+    // `joins`, until the last reply ends at ready_ms; a sub-agent reports to owner's slot.
+    std::uint32_t waiting = 0;
+    std::vector<std::uint64_t> joins;
+    double ready_ms = 0;
+    std::size_t owner = 0;
   };
 
   std::uint32_t pick_tenant() {
@@ -162,7 +175,7 @@ class generator {
     drawn d{s.tokens, 0, s.id, s.tenant};
     d.parent = s.last_request;
     d.turn = s.sent++;
-    d.kind = s.kind == 0 ? "chat" : d.turn == 0 ? "agent" : "tool";
+    d.kind = s.kind == 0 ? "chat" : d.turn == 0 ? (s.kind == 2 ? "sub-agent" : "agent") : "tool";
     s.last_request = requests_;
     keys_.resize(s.content.size());
     prefix::chain_keys(s.content, keys_);
@@ -187,10 +200,40 @@ class generator {
 
   // Timed agents: the session's reply calls a tool; its next step is due after the reply's
   // latency and the tool's time.
+  static double latency_s(const drawn& d) {
+    return 0.1 + static_cast<double>(d.input) / 50000.0 + 0.02 * static_cast<double>(d.output);
+  }
   void schedule(std::size_t slot, drawn& d) {
     d.tool_s = std::round(tool_seconds() * 1000.0) / 1000.0;
-    const double latency_s = 0.1 + static_cast<double>(d.input) / 50000.0 + 0.02 * static_cast<double>(d.output);
-    due_.push({now_ms_ + (latency_s + d.tool_s) * 1000.0, slot});
+    due_.push({now_ms_ + (latency_s(d) + d.tool_s) * 1000.0, slot});
+  }
+  // The agent at `slot` sent request `d` (index requests_): its reply starts `count` sub-agents,
+  // each due when the reply ends.
+  void fan_out(std::size_t slot, const drawn& d, std::uint32_t count) {
+    agents_[slot].waiting = count;
+    agents_[slot].joins.clear();
+    agents_[slot].ready_ms = 0;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      session sub;
+      sub.id = next_session_++;
+      sub.tenant = agents_[slot].tenant;
+      sub.kind = 2;
+      sub.owner = slot;
+      sub.last_request = requests_;  // the spawning step is its first request's parent
+      sub.turns_left = 1 + static_cast<int>(rng_() % 3);
+      sub.append_tokens = 100 + static_cast<std::uint32_t>(rng_() % 400);
+      push_prompt(sub);
+      push_tokens(sub, 500 + rng_() % 2000, 0);  // its task
+      due_.push({now_ms_ + latency_s(d) * 1000.0, park(std::move(sub))});
+    }
+  }
+  // A sub-agent's last request `d` (index requests_) was sent: its owner joins when every
+  // sub-agent's reply has ended.
+  void report(std::size_t owner, const drawn& d) {
+    session& o = agents_[owner];
+    o.joins.push_back(requests_);
+    o.ready_ms = std::max(o.ready_ms, now_ms_ + latency_s(d) * 1000.0);
+    if (--o.waiting == 0) due_.push({o.ready_ms + 100.0, owner});
   }
   std::size_t park(session&& s) {  // a slot for a waiting agent
     if (free_.empty()) {
@@ -205,11 +248,21 @@ class generator {
 
   drawn agent_step(std::size_t slot) {
     session& s = agents_[slot];
-    push_tokens(s, s.append_tokens, 0);  // the tool's result
+    const std::uint64_t results = s.joins.empty() ? 1 : s.joins.size();  // a tool's, or each sub-agent's
+    if (s.kind != 2 || s.sent > 0) push_tokens(s, s.append_tokens * results, 0);
     drawn d = send(s);
-    if (--s.turns_left <= 0) {
+    d.joins = std::move(s.joins);  // fan-in: each sub-agent's last request, after the parent
+    s.joins.clear();
+    const bool last = --s.turns_left <= 0;
+    const std::size_t owner = s.owner;
+    const bool sub = s.kind == 2;
+    const bool spawn = !sub && !last && s.turns_left > 1 && fan_rng_() % 16 == 0;
+    if (last) {
       agents_[slot] = session{};
       free_.push_back(slot);
+      if (sub) report(owner, d);
+    } else if (spawn) {
+      fan_out(slot, d, 2 + static_cast<std::uint32_t>(fan_rng_() % 3));  // the reply waits for them
     } else {
       schedule(slot, d);  // the same slot waits for the next step
     }
@@ -262,7 +315,7 @@ class generator {
   double tool_seconds() { return std::exp(std::log(2.0) + tool_normal_(tool_rng_)); }
 
   const gen_options& o_;
-  std::mt19937_64 rng_, tenant_rng_, tool_rng_;
+  std::mt19937_64 rng_, tenant_rng_, tool_rng_, fan_rng_;
   std::normal_distribution<double> tool_normal_{0.0, 1.0};
   std::uint64_t requests_ = 0;  // requests drawn so far (the next one's index)
   // Timed agents (session_fields): sessions waiting on a tool, by the time their next step is due.
@@ -308,6 +361,7 @@ void generate_trace(const gen_options& o, const request_sink& sink) {
     if (o.session_fields) {
       rec.request_id = r;
       if (d.parent != kvtk::prefix::no_parent) rec.parent = d.parent;
+      rec.joins = d.joins;
       rec.turn = d.turn;
       rec.kind = d.kind;
       if (d.tool_s >= 0) rec.tool_s = std::round(d.tool_s * 1000.0) / 1000.0;  // ms, exact in text

@@ -96,6 +96,8 @@ nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
     }
   }
   if (c.inferred && children == 0) return nullptr;  // nothing continues anything: no sessions
+  std::uint64_t several = 0;  // fan-in: a parent after the first (ids, as the closed loop finds them)
+  for (std::size_t r = 0; r < t.requests() && !t.join_offsets.empty(); ++r) several += !t.joins(r).empty();
   std::vector<double> requests, turns, duration;
   std::uint64_t multi = 0, in_multi = 0;
   for (const auto& [id, s] : by_id) {
@@ -115,6 +117,7 @@ nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
                         {"multi_request_session_duration_s", distribution(duration)},
                         {"gap_between_requests_of_a_session_s", distribution(gaps)},
                         {"requests_with_a_parent", children},
+                        {"requests_with_several_parents", several},
                         {"gap_from_parent_arrival_s", distribution(parent_gaps)}};
   if (c.inferred) {
     out["inferred"] = "from prefixes: a request whose keys begin with an earlier, shorter request's "

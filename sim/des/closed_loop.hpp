@@ -17,8 +17,11 @@
 //    whole gap is think time. Where the parent's reply ended in a tool call whose duration the
 //    trace records (kvtk's `tool_s`, which `kvtk trace gen` writes for agent steps), the delay is
 //    that duration instead: the tool starts when the reply ends.
-//  * One parent per request (the trace formats hold one): fan-in is not modelled.
-// With zero service time and the "zero" estimate a child is released at its parent's arrival +
+//  * Fan-in (kvtk JSONL `"parent": [a, b, ...]`, a join of sub-agents' results): a request with
+//    several parents is released when the last of them has ended plus its delay, i.e. at the
+//    latest of (parent's end + delay) over its parents, each delay computed as above for that
+//    parent. Further parents are found by id (a trace without request ids has none).
+// With zero service time and the "zero" estimate a child is released at each parent's arrival +
 // the gap, i.e. at its own timestamp: closed equals open (tested).
 #pragma once
 
@@ -26,6 +29,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "des/timing.hpp"
@@ -36,10 +40,12 @@ namespace kvtk::sim::des::detail {
 
 struct closed_loop_plan {
   static constexpr std::uint32_t none = ~std::uint32_t{0};
-  std::vector<std::uint32_t> parent;        ///< per request: its parent's index, or none
-  std::vector<double> delay_s;              ///< per request: after its parent ends
-  std::vector<std::uint32_t> child_offset;  ///< children of r: child[child_offset[r] .. [r+1])
-  std::vector<std::uint32_t> child;
+  std::vector<std::uint32_t> parent;        ///< per request: its (first) parent's index, or none
+  std::vector<double> delay_s;              ///< per request: after that parent ends
+  std::vector<std::uint32_t> waits;         ///< per request: parents it waits for (0: a root)
+  std::vector<std::uint32_t> child_offset;  ///< edges from r: child[child_offset[r] .. [r+1])
+  std::vector<std::uint32_t> child;         ///< the child of each edge
+  std::vector<double> edge_delay_s;         ///< each edge's delay after its parent ends
 
   /// Effects: the parents and delays of trace `t`; `latency(r)` estimates request r's latency
   /// as the trace's own system served it.  Throws: std::invalid_argument for a trace with
@@ -59,25 +65,52 @@ struct closed_loop_plan {
     closed_loop_plan p;
     p.parent.assign(n, none);
     p.delay_s.assign(n, 0.0);
-    const std::vector<std::uint64_t> parents = kvtk::prefix::parents_of(t);
-    for (std::uint32_t r = 0; r < n; ++r) {
-      if (parents[r] != kvtk::prefix::no_parent) p.parent[r] = static_cast<std::uint32_t>(parents[r]);
-      if (p.parent[r] != none) {
-        const double gap = t.arrival_s[r] - t.arrival_s[p.parent[r]];
-        const bool tool = !t.tool_s.empty() && !std::isnan(t.tool_s[p.parent[r]]);
-        p.delay_s[r] = tool ? t.tool_s[p.parent[r]] : std::max(0.0, gap - latency(p.parent[r]));
+    p.waits.assign(n, 0);
+    // Edges (parent, child, delay) in child order; the first parent first.
+    std::vector<std::uint32_t> from;
+    const auto edge_delay = [&](std::uint32_t parent, std::uint32_t r) {
+      const double gap = t.arrival_s[r] - t.arrival_s[parent];
+      const bool tool = !t.tool_s.empty() && !std::isnan(t.tool_s[parent]);
+      return tool ? t.tool_s[parent] : std::max(0.0, gap - latency(parent));
+    };
+    const auto add_edge = [&](std::uint32_t parent, std::uint32_t r) {
+      for (std::size_t e = p.child.size() - p.waits[r]; e < p.child.size(); ++e) {
+        if (from[e] == parent) return;  // listed twice
       }
+      from.push_back(parent);
+      p.child.push_back(r);
+      p.edge_delay_s.push_back(edge_delay(parent, r));
+      ++p.waits[r];
+    };
+    const std::vector<std::uint64_t> parents = kvtk::prefix::parents_of(t);
+    const bool fan_in = !t.join_offsets.empty() && !t.request_id.empty();
+    std::unordered_map<std::uint64_t, std::uint32_t> latest;  // fan-in: id -> latest request so far
+    for (std::uint32_t r = 0; r < n; ++r) {
+      if (parents[r] != kvtk::prefix::no_parent) {
+        p.parent[r] = static_cast<std::uint32_t>(parents[r]);
+        add_edge(p.parent[r], r);
+        p.delay_s[r] = p.edge_delay_s.back();
+      }
+      if (!fan_in) continue;
+      for (const std::uint64_t id : t.joins(r)) {
+        if (const auto it = latest.find(id); it != latest.end()) add_edge(it->second, r);
+      }
+      if (t.request_id[r] != kvtk::prefix::no_parent) latest[t.request_id[r]] = r;
     }
+    // Regroup the edges by parent (counting sort, stable: children in trace order).
     p.child_offset.assign(n + 1, 0);
-    for (std::uint32_t r = 0; r < n; ++r) {
-      if (p.parent[r] != none) ++p.child_offset[p.parent[r] + 1];
-    }
+    for (const std::uint32_t f : from) ++p.child_offset[f + 1];
     for (std::uint32_t r = 0; r < n; ++r) p.child_offset[r + 1] += p.child_offset[r];
-    p.child.resize(p.child_offset[n]);
+    std::vector<std::uint32_t> child(p.child.size());
+    std::vector<double> delay(p.child.size());
     std::vector<std::uint32_t> fill(p.child_offset.begin(), p.child_offset.end() - 1);
-    for (std::uint32_t r = 0; r < n; ++r) {
-      if (p.parent[r] != none) p.child[fill[p.parent[r]]++] = r;
+    for (std::size_t e = 0; e < from.size(); ++e) {
+      const std::uint32_t at = fill[from[e]]++;
+      child[at] = p.child[e];
+      delay[at] = p.edge_delay_s[e];
     }
+    p.child = std::move(child);
+    p.edge_delay_s = std::move(delay);
     return p;
   }
 };

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <queue>
 #include <vector>
 
@@ -53,7 +54,7 @@ class event_queue {
     if (closed_) {  // closed loop: the roots now, each child when its parent ends (ended())
       queued_arrivals_ = true;
       for (std::uint32_t r = 0; r < t_.requests(); ++r) {
-        if (plan_.parent[r] == closed_loop_plan::none) push(t_.arrival_s[r], Kind::arrival, r, r);
+        if (plan_.waits[r] == 0) push(t_.arrival_s[r], Kind::arrival, r, r);
       }
       return;
     }
@@ -64,14 +65,17 @@ class event_queue {
   /// Effects: closed-loop arrivals with `plan` (des/closed_loop.hpp); call before start().
   void close_loop(closed_loop_plan plan) {
     plan_ = std::move(plan);
+    release_at_.assign(plan_.waits.size(), -std::numeric_limits<double>::infinity());
     closed_ = true;
   }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
-  /// Effects: closed loop: request r ended at `now`; its children arrive after their delays.
+  /// Effects: closed loop: request r ended at `now`; a child whose parents have all ended
+  /// arrives at the latest of (a parent's end + that edge's delay).
   void ended(std::uint64_t r, double now) {
     for (std::uint32_t i = plan_.child_offset[r]; i < plan_.child_offset[r + 1]; ++i) {
       const std::uint32_t c = plan_.child[i];
-      push(now + plan_.delay_s[c], Kind::arrival, c, c);
+      release_at_[c] = std::max(release_at_[c], now + plan_.edge_delay_s[i]);
+      if (--plan_.waits[c] == 0) push(release_at_[c], Kind::arrival, c, c);
     }
   }
   /// Effects: queues an event at time t.  Requires: t >= the time of the last event taken.
@@ -103,6 +107,7 @@ class event_queue {
   bool queued_arrivals_ = false;
   bool closed_ = false;
   closed_loop_plan plan_;
+  std::vector<double> release_at_;  // closed loop: the latest parent end + delay so far
 };
 
 /// Reports (ended, total) to a progress callback about 256 times over a run, and at the end.

@@ -34,9 +34,11 @@ struct column_info {
 
 std::uint64_t padded(std::uint64_t bytes) { return (bytes + 7) / 8 * 8; }
 
-// The optional columns, in bit order, and their element sizes.
+// The optional per-request columns, in bit order, and their element sizes.
 constexpr int column_bits = 11;
 constexpr std::size_t elem[column_bits] = {8, 8, 4, 8, 4, 4, 8, 8, 4, 4, 8};
+// Bit 11: fan-in, join_offsets[n + 1] u64 then join_ids[j] u64 (j: the header's u64 at 72).
+constexpr std::uint64_t join_bit = std::uint64_t{1} << column_bits;
 
 std::uint64_t read_u64(const unsigned char* p) {
   std::uint64_t v;
@@ -121,7 +123,7 @@ namespace {
 // The counts a kvtb header gives (after check_header has validated them against the file).
 struct header_counts {
   std::uint32_t bt;
-  std::uint64_t n, k, cols, tenant_bytes, kind_bytes;
+  std::uint64_t n, k, cols, tenant_bytes, kind_bytes, joins;
 };
 
 // Checks the header (magic, alignment, checksum, version, counts, sizes); returns its counts.
@@ -146,16 +148,17 @@ header_counts check_header(std::span<const unsigned char> bytes, const std::stri
   const std::uint32_t bt = read_u32(b + 12);
   const std::uint64_t n = read_u64(b + 16), k = read_u64(b + 24), cols = read_u64(b + 32);
   const std::uint64_t tenant_bytes = read_u64(b + 40), file_size = read_u64(b + 48);
-  const std::uint64_t kind_bytes = read_u64(b + 64);
+  const std::uint64_t kind_bytes = read_u64(b + 64), joins = read_u64(b + 72);
   if (bt == 0) throw fail("block_tokens is 0");
-  if (cols >> column_bits) throw fail("unknown column bits (written by a newer kvtk?)");
+  if (cols >> (column_bits + 1)) throw fail("unknown column bits (written by a newer kvtk?)");
+  if (joins != 0 && !(cols & join_bit)) throw fail("fan-in ids without the fan-in column bit");
   if (file_size != bytes.size()) {
     throw fail("header says " + std::to_string(file_size) + " bytes but the file has " +
                std::to_string(bytes.size()) + " (truncated or appended to)");
   }
   // Size implied by the counts, guarding against overflow: every count is bounded by the size.
   if (n > bytes.size() / 8 || k > bytes.size() / 8 || tenant_bytes > bytes.size() ||
-      kind_bytes > bytes.size()) {
+      kind_bytes > bytes.size() || joins > bytes.size() / 8) {
     throw fail("counts larger than the file");
   }
   std::uint64_t want =
@@ -163,11 +166,12 @@ header_counts check_header(std::span<const unsigned char> bytes, const std::stri
   for (int c = 0; c < column_bits; ++c) {
     if (cols >> c & 1) want += padded(n * elem[c]);
   }
+  if (cols & join_bit) want += (n + 1) * 8 + joins * 8;
   if (want != bytes.size()) {
     throw fail("size " + std::to_string(bytes.size()) + " does not match the counts (" +
                std::to_string(want) + " expected)");
   }
-  return {bt, n, k, cols, tenant_bytes, kind_bytes};
+  return {bt, n, k, cols, tenant_bytes, kind_bytes, joins};
 }
 
 // Checks the payload checksum (header field at byte 56) over everything after the header.
@@ -212,6 +216,10 @@ void map_columns(image& im, const unsigned char* b, const header_counts& h,
   if (h.cols & 256) take(v.turn, h.n);
   if (h.cols & 512) take(v.kind, h.n);
   if (h.cols & 1024) take(v.tool_s, h.n);
+  if (h.cols & join_bit) {
+    take(v.join_offsets, h.n + 1);
+    take(v.join_ids, h.joins);
+  }
   auto table = [&](std::uint64_t size, const char* what, std::vector<std::string>& out) {
     const std::string_view names(reinterpret_cast<const char*>(b + at), size);
     for (std::size_t s = 0; s < names.size();) {
@@ -233,6 +241,27 @@ void map_columns(image& im, const unsigned char* b, const header_counts& h,
   table(h.kind_bytes, "kind", im.kinds);
 }
 
+// Request r's fan-in ids: offsets in order, a parent first, at most 1024 parents in all (the
+// JSONL reader's limit), none reserved or repeated.
+template <class Fail>
+void check_joins(const kvtk::prefix::prefix_trace_view& v, std::uint64_t r, const Fail& fail) {
+  if (v.join_offsets[r + 1] < v.join_offsets[r] || v.join_offsets[r + 1] > v.join_ids.size()) {
+    throw fail("fan-in offsets out of order at request " + std::to_string(r));
+  }
+  const auto ids = v.joins(r);
+  if (ids.empty()) return;
+  const std::string at = "request " + std::to_string(r);
+  if (v.parent.empty() || v.parent[r] == kvtk::prefix::no_parent) throw fail(at + " has fan-in ids but no parent");
+  if (ids.size() >= 1024) throw fail(at + " has more than 1024 parents");
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == kvtk::prefix::no_parent) throw fail(at + " has the reserved id 2^64-1 as a parent");
+    if (ids[i] == v.parent[r] || std::find(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(i), ids[i]) !=
+                                     ids.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw fail(at + " lists parent " + std::to_string(ids[i]) + " twice");
+    }
+  }
+}
+
 // Checks the columns' contents: offsets, tenant indices, block sizes and per-request limits.
 // One pass in stretches of requests, each stretch's pages dropped once checked (mapped files):
 // reading whole columns first would make hundreds of MB resident for 10^7 requests.
@@ -242,6 +271,9 @@ void check_columns(const image& im, const header_counts& h, const std::string& n
   const auto& v = im.view;
   const std::uint64_t n = h.n;
   if (v.offsets[0] != 0 || v.offsets[n] != h.k) throw fail("offsets do not span the keys");
+  if (!v.join_offsets.empty() && (v.join_offsets[0] != 0 || v.join_offsets[n] != h.joins)) {
+    throw fail("fan-in offsets do not span the fan-in ids");
+  }
   // The semantic rules every reader applies (formats/trace_limits.hpp): a file written by
   // another program is held to what kvtk's own readers would have accepted.
   constexpr std::uint64_t stretch = 65536;
@@ -252,6 +284,7 @@ void check_columns(const image& im, const header_counts& h, const std::string& n
       if (v.offsets[r + 1] < v.offsets[r]) {
         throw fail("offsets decrease at request " + std::to_string(r));
       }
+      if (!v.join_offsets.empty()) check_joins(v, r, fail);
       if (!v.tenant.empty() && v.tenant[r] >= im.tenants.size()) {
         throw fail("tenant index out of range");
       }
@@ -360,6 +393,10 @@ void drop_requests(const mapping& m, const kvtk::prefix::prefix_trace_view& v, s
   column(v.turn);
   column(v.kind);
   column(v.tool_s);
+  if (!v.join_offsets.empty()) {
+    m.drop(bytes_of(v.join_ids, v.join_offsets[first], v.join_offsets[last]));
+    column(v.join_offsets);
+  }
 }
 
 mapping::~mapping() {
@@ -375,6 +412,7 @@ writer::writer(std::string path, std::uint32_t block_tokens, bool force)
   }
   const std::uint64_t zero = 0;
   put(offsets, &zero, 8);
+  put(join_offsets, &zero, 8);
 }
 
 writer::~writer() {
@@ -424,11 +462,14 @@ void writer::add(const request_record& r) {
   put(kind, &knd, 4);
   const double tool = r.tool_s.value_or(NAN);
   put(tool_s, &tool, 8);
+  joins_ += r.joins.size();
+  put(join_ids, r.joins.data(), r.joins.size_bytes());
+  put(join_offsets, &joins_, 8);
   columns_ |= (r.arrival_s ? 1u : 0u) | (r.output_length ? 2u : 0u) | (r.priority ? 4u : 0u) |
               (r.session ? 8u : 0u) | (r.tenant.empty() ? 0u : 16u) |
               (r.block_tokens != block_tokens_ ? 32u : 0u) | (r.request_id ? 64u : 0u) |
               (r.parent ? 128u : 0u) | (r.turn ? 256u : 0u) | (r.kind.empty() ? 0u : 512u) |
-              (r.tool_s ? 1024u : 0u);
+              (r.tool_s ? 1024u : 0u) | (r.joins.empty() ? 0u : join_bit);
   ++requests_;
 }
 
@@ -458,6 +499,10 @@ void writer::finish() {
                                         rbt,     id,     parent,   turn,    kind,   tool_s};
   for (int c = 0; c < column_bits; ++c) {
     if (columns_ >> c & 1) sections.push_back({spool_[optional[c]], n * elem[c]});
+  }
+  if (columns_ & join_bit) {
+    sections.push_back({spool_[join_offsets], (n + 1) * 8});
+    sections.push_back({spool_[join_ids], joins_ * 8});
   }
   std::vector<std::uint64_t> name_words(padded(names.size()) / 8 + padded(kinds.size()) / 8, 0);
   if (!names.empty()) std::memcpy(name_words.data(), names.data(), names.size());
@@ -508,6 +553,7 @@ void writer::finish() {
   put64(48, size);
   put64(56, sum.digest());
   put64(64, kinds.size());
+  put64(72, columns_ & join_bit ? joins_ : 0);
   seal_header(header);
 
   output_file out(path_, force_);

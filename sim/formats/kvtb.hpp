@@ -14,14 +14,18 @@
 //       48     8  u64 file_size: the whole file, header included
 //       56     8  u64 payload_checksum: kvtb::checksum of bytes [128, file_size)
 //       64     8  u64 kind_bytes: size of the kind-name table (0 in files without kinds)
-//       72    48  reserved, zero
+//       72     8  u64 joins (j): fan-in ids (0 without bit 11)
+//       80    40  reserved, zero
 //      120     8  u64 header_checksum: kvtb::checksum of bytes [0, 120)
 //      128        offsets[n+1] u64, input_length[n] u64, keys[k] u64, then the optional columns
 //                 present, in bit order: arrival_s[n] f64 (bit 0), output_length[n] u64 (1),
 //                 priority[n] u32 (2), session[n] u64 (3), tenant[n] u32 (4),
 //                 request_block_tokens[n] u32 (5), request_id[n] u64 (6; ~0 = none),
 //                 parent[n] u64 (7; ~0 = none), turn[n] u32 (8; ~0 = none), kind[n] u32 (9),
-//                 tool_s[n] f64 (10; NaN = no tool call); then the tenant names, then
+//                 tool_s[n] f64 (10; NaN = no tool call), fan-in (11): join_offsets[n+1] u64
+//                 and join_ids[j] u64 (request r also waits for the ids
+//                 join_ids[join_offsets[r] .. join_offsets[r+1]), its parents after `parent`);
+//                 then the tenant names, then
 //                 the kind names, each table '\n'-separated (name 0 = "none" when present).
 //
 // Invariants checked on open (a file that passes cannot make a replay read out of bounds):
@@ -135,14 +139,15 @@ class writer {
 
  private:
   enum column : int {
-    offsets, input, keys, arrival, output, priority, session, tenant, rbt, id, parent, turn, kind, tool_s, count
+    offsets, input, keys, arrival, output, priority, session, tenant, rbt, id, parent, turn, kind, tool_s,
+    join_offsets, join_ids, count
   };
   void put(column c, const void* data, std::size_t bytes);
   std::string path_;
   std::uint32_t block_tokens_;
   bool force_;
   std::FILE* spool_[count] = {};
-  std::uint64_t requests_ = 0, keys_ = 0, columns_ = 0;
+  std::uint64_t requests_ = 0, keys_ = 0, columns_ = 0, joins_ = 0;
   std::vector<std::string> tenant_names_, kind_names_;
   std::unordered_map<std::string, std::uint32_t> tenant_index_, kind_index_;
 };

@@ -178,6 +178,16 @@ void append(kvtk::prefix::prefix_trace& a, kvtk::prefix::prefix_trace&& b) {
   remap(b.kind, b.kind_names, a.kind_names);
   column(a.kind, b.kind, std::uint32_t{0});
   column(a.tool_s, b.tool_s, std::numeric_limits<double>::quiet_NaN());
+  if (!a.join_offsets.empty() || !b.join_offsets.empty()) {  // fan-in: offsets into join_ids
+    if (a.join_offsets.empty()) a.join_offsets.assign(na + 1, 0);
+    const std::uint64_t base = a.join_ids.size();
+    if (b.join_offsets.empty()) {
+      a.join_offsets.insert(a.join_offsets.end(), nb, base);
+    } else {
+      for (std::size_t r = 1; r < b.join_offsets.size(); ++r) a.join_offsets.push_back(base + b.join_offsets[r]);
+      a.join_ids.insert(a.join_ids.end(), b.join_ids.begin(), b.join_ids.end());
+    }
+  }
   const std::uint64_t base = a.keys.size();
   a.keys.insert(a.keys.end(), b.keys.begin(), b.keys.end());
   for (std::size_t r = 1; r < b.offsets.size(); ++r) a.offsets.push_back(base + b.offsets[r]);

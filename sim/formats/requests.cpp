@@ -2,6 +2,7 @@
 #include "formats/utf8.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -38,6 +39,7 @@ struct line_fields {
   std::string_view kind;
   bool has_tool = false;
   double tool_s = 0;
+  std::vector<std::uint64_t>* joins = nullptr;  // kvtk "parent": [...] after its first id
   std::uint32_t priority_value = 0;
   double time_value = 0;
   std::uint64_t salt = 0;  // kvtk: model / cache_salt namespace (0 = none)
@@ -73,6 +75,52 @@ std::string take_time(std::string_view key, const jsonl::value& v, line_fields& 
   if (v.number < 0) return "'" + std::string(key) + "' is negative";
   r.time_value = v.number;
   return {};
+}
+
+// Reads kvtk's fan-in form of "parent", an array of request ids (the first is the parent whose
+// session and turn the request continues, the rest go to r.joins); returns a problem or "".
+std::string take_parents(std::string_view text, line_fields& r) {
+  constexpr std::size_t most = 1024;
+  r.joins->clear();
+  std::size_t at = 1, count = 0;  // past '['
+  auto skip_space = [&] {
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n')) ++at;
+  };
+  skip_space();
+  if (at < text.size() && text[at] == ']') return "'parent' is an empty array (a root has no parent, or null)";
+  for (;;) {
+    skip_space();
+    const std::string where = "'parent'[" + std::to_string(count) + "]";
+    std::uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(text.data() + at, text.data() + text.size(), id);
+    if (end == text.data() + at || (at < text.size() && text[at] == '-')) {
+      return where + " must be a non-negative integer (a request id)";
+    }
+    if (ec == std::errc::result_out_of_range) return where + " is out of range";
+    at = static_cast<std::size_t>(end - text.data());
+    if (at < text.size() && (text[at] == '.' || text[at] == 'e' || text[at] == 'E')) {
+      return where + " must be an integer (a request id)";
+    }
+    if (id == kvtk::prefix::no_parent) return where + " 2^64-1 is reserved (no parent)";
+    if (count == 0) {
+      r.parent = true;
+      r.parent_id = static_cast<std::int64_t>(id);  // the bits; read back as unsigned
+    } else {
+      if (static_cast<std::uint64_t>(r.parent_id) == id ||
+          std::find(r.joins->begin(), r.joins->end(), id) != r.joins->end()) {
+        return where + " repeats request " + std::to_string(id);
+      }
+      r.joins->push_back(id);
+    }
+    if (++count > most) return "'parent' lists more than " + std::to_string(most) + " requests";
+    skip_space();
+    if (at < text.size() && text[at] == ',') {
+      ++at;
+      continue;
+    }
+    if (at < text.size() && text[at] == ']') return {};
+    return "'parent' must be an id or an array of ids";
+  }
 }
 
 // Reads a turn number (a non-negative integer below 2^32) into `r`; returns a problem or "".
@@ -174,6 +222,8 @@ std::string take_kvtk_member(std::string_view key, const jsonl::value& v, line_f
   }
   if (key == "parent") {
     if (v.type == jsonl::kind::null) return {};  // a root
+    if (v.type == jsonl::kind::other && v.first == '[' && r.joins != nullptr) return take_parents(v.text, r);
+    if (r.joins != nullptr) r.joins->clear();
     std::uint64_t p = 0;
     if (auto e = want_count(key, v, p); !e.empty()) return e;
     if (p == kvtk::prefix::no_parent) return "'parent' 2^64-1 is reserved (no parent)";
@@ -367,7 +417,7 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
   line_reader lines(in, name, first_line);
   std::string_view line;
   std::uint64_t lineno = first_line - 1;
-  std::vector<std::uint64_t> ids;
+  std::vector<std::uint64_t> ids, joins;
   std::vector<kvtk::block_key> keys;
   std::unordered_map<std::uint64_t, std::uint64_t> session_of_chat;  // Bailian
   double last_time = 0;
@@ -389,6 +439,8 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       }
       if (bt == 0) bt = detail::format_default(f);
       line_fields r;
+      joins.clear();
+      if (f == trace_format::kvtk) r.joins = &joins;
       std::string problem;
       const std::string err = jsonl::scan_object(
           line, ids,
@@ -422,6 +474,7 @@ std::uint32_t for_each_request(std::istream& in, const std::string& name, trace_
       } else {
         if (r.has_id) rec.request_id = r.id;
         if (r.parent) rec.parent = static_cast<std::uint64_t>(r.parent_id);
+        rec.joins = joins;
       }
       if (r.has_turn) rec.turn = r.turn;
       rec.kind = r.kind;
@@ -487,6 +540,11 @@ void trace_builder::add(const request_record& r) {
   column(t_.kind, any_kind_, !r.kind.empty(), kind, std::uint32_t{0});
   column(t_.tool_s, any_tool_, r.tool_s.has_value(), r.tool_s.value_or(NAN),
          std::numeric_limits<double>::quiet_NaN());
+  if (!r.joins.empty() && t_.join_offsets.empty()) t_.join_offsets.assign(n + 1, 0);
+  if (!t_.join_offsets.empty()) {
+    t_.join_ids.insert(t_.join_ids.end(), r.joins.begin(), r.joins.end());
+    t_.join_offsets.push_back(t_.join_ids.size());
+  }
   t_.add(r.keys, r.input_length);
 }
 

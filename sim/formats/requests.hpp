@@ -85,6 +85,9 @@ struct request_record {
   // turn and type; kvtk JSONL's id, parent, turn and kind.
   std::optional<std::uint64_t> request_id;  ///< the request's own id
   std::optional<std::uint64_t> parent;      ///< its parent's id; nullopt = a root (or unknown)
+  /// Fan-in: the ids of its further parents, which it also waits for (kvtk JSONL `"parent":
+  /// [first, ...]` lists them after `parent`); empty for a request with one parent or none.
+  std::span<const std::uint64_t> joins;
   std::optional<std::uint32_t> turn;        ///< its turn in its session
   std::string_view kind;                    ///< empty = none (raw JSON string contents)
   /// Seconds the tool call that ended its reply took (kvtk JSONL "tool_s"); nullopt: the reply

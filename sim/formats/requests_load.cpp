@@ -143,6 +143,7 @@ std::uint32_t for_each_request(const std::string& path, trace_format f,
       if (!v.tenant.empty()) rec.tenant = im.tenants[v.tenant[r]];
       if (!v.request_id.empty() && v.request_id[r] != kvtk::prefix::no_parent) rec.request_id = v.request_id[r];
       if (!v.parent.empty() && v.parent[r] != kvtk::prefix::no_parent) rec.parent = v.parent[r];
+      rec.joins = v.joins(r);
       if (!v.turn.empty() && v.turn[r] != kvtk::prefix::no_turn) rec.turn = v.turn[r];
       if (!v.kind.empty()) rec.kind = im.kinds[v.kind[r]];
       if (!v.tool_s.empty() && !std::isnan(v.tool_s[r])) rec.tool_s = v.tool_s[r];
@@ -191,7 +192,8 @@ loaded_trace::loaded_trace(kvtk::prefix::prefix_trace t) {
                 bytes(owned->priority) + bytes(owned->arrival_s) + bytes(owned->output_length) +
                 bytes(owned->session) + bytes(owned->tenant) + bytes(owned->request_block_tokens) +
                 bytes(owned->request_id) + bytes(owned->parent) + bytes(owned->turn) +
-                bytes(owned->kind) + bytes(owned->tool_s);
+                bytes(owned->kind) + bytes(owned->tool_s) +
+                bytes(owned->join_offsets) + bytes(owned->join_ids);
   tenants_ = owned->tenant_names;
   kinds_ = owned->kind_names;
   storage_ = std::move(owned);

@@ -83,9 +83,17 @@ class jsonl_writer final : public trace_writer {
         line_ += ", \"id\": ";
         append_u64(line_, *r.request_id);
       }
-      if (r.parent) {
+      if (r.parent && r.joins.empty()) {
         line_ += ", \"parent\": ";
         append_u64(line_, *r.parent);
+      } else if (r.parent) {  // fan-in: every parent, the one it continues first
+        line_ += ", \"parent\": [";
+        append_u64(line_, *r.parent);
+        for (const std::uint64_t j : r.joins) {
+          line_ += ", ";
+          append_u64(line_, j);
+        }
+        line_ += ']';
       }
       if (r.turn) {
         line_ += ", \"turn\": ";

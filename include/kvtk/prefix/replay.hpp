@@ -75,6 +75,17 @@ struct prefix_trace_view {
   std::span<const double> tool_s;
   /// Per request, 1 when its reply ended in a tool call (session_signals; never in a trace file).
   std::span<const std::uint8_t> awaits_tool;
+  /// Fan-in: request r also waits for the requests whose ids are
+  /// join_ids[join_offsets[r], join_offsets[r+1]) (its parents after `parent`, which is the one
+  /// whose session and turn it continues). Both empty when no request has several parents.
+  std::span<const std::uint64_t> join_offsets;
+  std::span<const std::uint64_t> join_ids;
+
+  /// The ids of the parents of request r after the first (fan-in); empty for most requests.
+  [[nodiscard]] std::span<const std::uint64_t> joins(std::size_t r) const noexcept {
+    if (join_offsets.empty()) return {};
+    return join_ids.subspan(join_offsets[r], join_offsets[r + 1] - join_offsets[r]);
+  }
 
   /// True for the unit layout (see above).
   [[nodiscard]] bool unit_requests() const noexcept { return offsets.empty(); }
@@ -137,6 +148,8 @@ struct prefix_trace {
   std::vector<std::uint32_t> kind;        ///< index into kind_names (0 = none), or empty
   std::vector<std::string> kind_names;    ///< "" first, then each kind ("chat", "tool", ...)
   std::vector<double> tool_s;             ///< per request (NaN: no tool call), or empty
+  std::vector<std::uint64_t> join_offsets;  ///< fan-in (prefix_trace_view::joins), or empty
+  std::vector<std::uint64_t> join_ids;
 
   void add(std::span<const block_key> blocks, std::uint64_t input_tokens) {
     keys.insert(keys.end(), blocks.begin(), blocks.end());
@@ -146,7 +159,8 @@ struct prefix_trace {
   [[nodiscard]] prefix_trace_view view() const noexcept {
     return {block_tokens, keys,    offsets, input_length, priority,
             arrival_s,    output_length, session, tenant,       request_block_tokens,
-            request_id,   parent,        turn,    kind,          tool_s, {}};
+            request_id,   parent,        turn,    kind,          tool_s, {},
+            join_offsets, join_ids};
   }
   // Implicit on purpose: every function taking a view accepts a trace.
   operator prefix_trace_view() const noexcept { return view(); }  // NOLINT
