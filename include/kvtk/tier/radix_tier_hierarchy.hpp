@@ -129,6 +129,8 @@ class radix_tier_hierarchy<Leaf, type_list<Ps...>> {
       from_.resize(keys.size());
     }
     core_.begin_request(keys);
+    // Session-aware leaf orders hear every request first, as in radix_index::process.
+    if constexpr (requires { tree_->leaf_state().on_request(base); }) tree_->leaf_state().on_request(base);
     const std::span<std::uint32_t> path(path_.data(), keys.size());
     const auto m = tree_->match(keys, path);
     // 1. The hit run.
