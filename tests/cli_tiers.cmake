@@ -231,3 +231,8 @@ expect(2 "secondary=fs[ \n]+is[ \n]+modelled[ \n]+with[ \n]+vLLM's[ \n]+lru[ \n]
        --capacity 300 --offload cpu:400:arc,secondary=fs)
 expect(2 "fs[ \n]+secondary[ \n]+tier[ \n]+\\(secondary=fs\\),[ \n]+which[ \n]+runs[ \n]+in[ \n]+kvtk[ \n]+replay[ \n]+only"
        simulate --trace ${T} --set model=qwen2.5-7b --set gpu=h100 --engine vllm --set offload=cpu:400:lru,secondary=fs)
+# A radix tier hierarchy hears the session signals (radix_tier_hierarchy::process): its JSON
+# does not report them missing for a session order.
+expect(0 "\"given\": \\[[^]]*\"session\"[^]]*\\],[^}]*\"missing\": \\[\\]"
+       replay --trace ${CMAKE_CURRENT_LIST_DIR}/../traces/kvtk_gen_mixed_1k.jsonl --tier-top radix
+       --tiers hbm:200:session-ttl,dram:800:lru --json -)

@@ -270,7 +270,7 @@ TEST_CASE("closed loop: throughput and response time meet the asymptotic bounds 
   CHECK(r_heavy == Approx(heavy * d - think).epsilon(0.02));
 }
 
-TEST_CASE("closed loop: fan-in waits for every parent (the latest end + its delay)", "[simulate][closed]") {
+TEST_CASE("closed loop: fan-in waits for every parent (think time from the last answered)", "[simulate][closed]") {
   // A (request 0, t = 0) and B (request 1, t = 0.5) are roots; request 2 (t = 3) joins both:
   // "parent": [0, 1] in kvtk JSONL, i.e. parent 0 and fan-in id 1.
   kvtk::prefix::prefix_trace t;
@@ -292,7 +292,8 @@ TEST_CASE("closed loop: fan-in waits for every parent (the latest end + its dela
   t.join_ids = {1};
   const auto plan = kvtk::sim::des::detail::closed_loop_plan::make(t, [](std::uint32_t) { return 0.0; });
   CHECK(plan.waits == std::vector<std::uint32_t>{0, 0, 2});
-  CHECK(plan.edge_delay_s == std::vector<double>{3.0, 2.5});
+  // Think time once, from the parent answered last in the trace (B, at 0.5): A's edge has none.
+  CHECK(plan.edge_delay_s == std::vector<double>{0.0, 2.5});
   cluster_config c;
   c.local_cache_blocks = 100;
   c.time_scale = 1000;  // B's 400 output tokens take far longer than A's 10
@@ -300,6 +301,14 @@ TEST_CASE("closed loop: fan-in waits for every parent (the latest end + its dela
   c.closed_latency_unloaded = false;
   const auto res = kvtk::sim::des::simulate(t, c);
   const double via_a = res.requests[0].done + 3.0, via_b = res.requests[1].done + 2.5;
+  // When B ends first (A slow), the join comes at A's end: A's edge carries no think time.
+  {
+    auto slow_a = t;
+    slow_a.output_length = {400, 10, 10};
+    const auto r2 = kvtk::sim::des::simulate(slow_a, c);
+    REQUIRE(r2.requests[0].done > r2.requests[1].done + 2.5);
+    CHECK(r2.requests[2].arrival == Approx(r2.requests[0].done));
+  }
   INFO("A done " << res.requests[0].done << ", B done " << res.requests[1].done);
   REQUIRE(via_b > via_a + 1);  // the join matters: B ends last
   CHECK(res.requests[2].arrival == Approx(via_b));

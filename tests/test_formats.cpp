@@ -193,6 +193,7 @@ TEST_CASE("kvtb fan-in: the parents after the first round-trip; ids without a pa
   const std::vector<std::uint64_t> joins2 = {11, 12}, joins1 = {13};
   const auto write = [&](const std::string& path, bool with_parent, const std::vector<std::uint64_t>& repeat) {
     kvtk::sim::kvtb::writer w(path, 16, true);
+    w.check_parents = false;  // a file from another writer: the reader's own checks
     for (std::uint64_t r = 0; r < 4; ++r) {
       request_record rec;
       rec.keys = one;
@@ -227,6 +228,21 @@ TEST_CASE("kvtb fan-in: the parents after the first round-trip; ids without a pa
   {
     kvtk::sim::kvtb::mapping m(path);
     CHECK_THROWS_WITH(kvtk::sim::kvtb::parse(m.bytes(), path), Catch::Contains("request 2 lists parent 20 twice"));
+  }
+  // kvtk's own writer refuses such records before they reach a file.
+  {
+    kvtk::sim::kvtb::writer w(path, 16, true);
+    request_record rec;
+    rec.keys = one;
+    rec.input_length = 16;
+    rec.block_tokens = 16;
+    rec.line = 5;
+    rec.joins = joins2;
+    CHECK_THROWS_WITH(w.add(rec), Catch::Contains(":5: further parents (fan-in) without a parent"));
+    rec.parent = 12;
+    CHECK_THROWS_WITH(w.add(rec), Catch::Contains("a parent is listed twice"));
+    rec.parent = kvtk::prefix::no_parent;
+    CHECK_THROWS_WITH(w.add(rec), Catch::Contains("2^64-1 is reserved"));
   }
   fs::remove(path);
 }

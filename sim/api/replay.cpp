@@ -259,7 +259,11 @@ nlohmann::json hint_names(unsigned bits) {
 nlohmann::json hints_json(const job& j, const plan& p, bool sessions) {
   const unsigned read = hints_read_by_job(j, p);
   unsigned given = hint_fields::depth | hint_fields::full_blocks;
-  if (j.hierarchy >= 0 || j.engine != "ideal") {
+  if (j.hierarchy >= 0 && p.tier_top == "radix" && j.engine == "ideal") {
+    // A radix tier hierarchy replays requests (replay_requests): depth, full blocks, and the
+    // session signals its leaf order hears (radix_tier_hierarchy::process).
+    if (sessions) given |= hint_fields::session;
+  } else if (j.hierarchy >= 0 || j.engine != "ideal") {
     given = hint_fields::depth;  // hierarchies and engine modes give each block its depth
   } else if ((j.index == "flat" && index_runs::flat_offline(j.policy)) ||
              (j.index == "radix" && index_runs::radix_offline(j.policy))) {

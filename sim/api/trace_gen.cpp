@@ -18,7 +18,7 @@
 // (tool_s: lognormal, median 2 s) and the next step arrives when the reply and the tool are done
 // (the step's arrival + its latency estimate 0.1 s + input / 50,000 tok/s + 20 ms per output token
 // + tool_s), instead of at a random later pick; the Poisson stream (at `rate`) carries new work
-// and chat turns, so agent steps add to it. One agent step in 16 (not the last) fans out
+// and chat turns, so agent steps add to it. One agent step in 16 (not its first nor its last two) fans out
 // instead: its reply starts 2-4 sub-agents (kind "sub-agent", each its own session whose first
 // request's parent is that step; 1-3 steps with tool calls between them), and the agent's next
 // step joins them: it is due 0.1 s after the last sub-agent's reply ends, lists the step and

@@ -96,7 +96,8 @@ nlohmann::json session_stats(const kvtk::prefix::prefix_trace_view& t) {
     }
   }
   if (c.inferred && children == 0) return nullptr;  // nothing continues anything: no sessions
-  std::uint64_t several = 0;  // fan-in: a parent after the first (ids, as the closed loop finds them)
+  std::uint64_t several = 0;  // fan-in: requests listing further parents (as written; the closed
+                              // loop waits only for those it finds earlier in the trace)
   for (std::size_t r = 0; r < t.requests() && !t.join_offsets.empty(); ++r) several += !t.joins(r).empty();
   std::vector<double> requests, turns, duration;
   std::uint64_t multi = 0, in_multi = 0;

@@ -3,8 +3,8 @@
 //
 // The rules (docs/simulate.md "Closed-loop arrivals"):
 //  * A request's parent: the trace's parent field (its id, the latest earlier request with that
-//    id); else, in a trace with session ids, the previous request of its session. A parent that
-//    is not earlier in the trace (or not in it) makes the request a root. A trace with neither
+//    id); else, in a trace with session ids, the previous request of its session. A request with
+//    no parent earlier in the trace (the first one, and fan-in ids, are all looked up) is a root. A trace with neither
 //    field is refused: `kvtk trace convert --infer-sessions` writes them.
 //  * Roots arrive at their timestamps.
 //  * A child is released when its parent ends (finished, or refused: rejected requests end at
@@ -18,9 +18,13 @@
 //    trace records (kvtk's `tool_s`, which `kvtk trace gen` writes for agent steps), the delay is
 //    that duration instead: the tool starts when the reply ends.
 //  * Fan-in (kvtk JSONL `"parent": [a, b, ...]`, a join of sub-agents' results): a request with
-//    several parents is released when the last of them has ended plus its delay, i.e. at the
-//    latest of (parent's end + delay) over its parents, each delay computed as above for that
-//    parent. Further parents are found by id (a trace without request ids has none).
+//    several parents waits for all of them. Its think time is measured once, from the parent
+//    the trace's own system answered last (the latest arrival + latency estimate): that edge
+//    carries the delay above, the others none. It is released at the latest of (parent's end +
+//    edge delay). Giving every edge its own gap would make the spawning step's edge wait the
+//    sub-agents' whole recorded run, so a join could never come earlier than the trace's even
+//    when the simulated sub-agents finish sooner. Further parents are found by id (a trace
+//    without request ids has none); one not earlier in the trace adds no wait.
 // With zero service time and the "zero" estimate a child is released at each parent's arrival +
 // the gap, i.e. at its own timestamp: closed equals open (tested).
 #pragma once
@@ -66,21 +70,37 @@ struct closed_loop_plan {
     p.parent.assign(n, none);
     p.delay_s.assign(n, 0.0);
     p.waits.assign(n, 0);
-    // Edges (parent, child, delay) in child order; the first parent first.
+    // Edges (parent, child, delay) in child order; the first parent first. recorded_end: when
+    // the trace's own system answered the edge's parent (its arrival + latency estimate).
     std::vector<std::uint32_t> from;
-    const auto edge_delay = [&](std::uint32_t parent, std::uint32_t r) {
-      const double gap = t.arrival_s[r] - t.arrival_s[parent];
-      const bool tool = !t.tool_s.empty() && !std::isnan(t.tool_s[parent]);
-      return tool ? t.tool_s[parent] : std::max(0.0, gap - latency(parent));
-    };
+    std::vector<double> recorded_end;
     const auto add_edge = [&](std::uint32_t parent, std::uint32_t r) {
       for (std::size_t e = p.child.size() - p.waits[r]; e < p.child.size(); ++e) {
         if (from[e] == parent) return;  // listed twice
       }
+      if (p.child.size() >= closed_loop_plan::none) {
+        throw std::invalid_argument("arrivals 'closed' handles fewer than 2^32 - 1 parent links");
+      }
+      const double answer = latency(parent);
+      const bool tool = !t.tool_s.empty() && !std::isnan(t.tool_s[parent]);
+      const double gap = t.arrival_s[r] - t.arrival_s[parent];
       from.push_back(parent);
       p.child.push_back(r);
-      p.edge_delay_s.push_back(edge_delay(parent, r));
+      p.edge_delay_s.push_back(tool ? t.tool_s[parent] : std::max(0.0, gap - answer));
+      recorded_end.push_back(t.arrival_s[parent] + answer);
       ++p.waits[r];
+    };
+    // Fan-in: only the edge from the parent answered last keeps its delay (header comment).
+    const auto think_once = [&](std::uint32_t r) {
+      const std::size_t first = p.child.size() - p.waits[r];
+      std::size_t last = first;
+      for (std::size_t e = first + 1; e < p.child.size(); ++e) {
+        if (recorded_end[e] > recorded_end[last]) last = e;
+      }
+      for (std::size_t e = first; e < p.child.size(); ++e) {
+        if (e != last) p.edge_delay_s[e] = 0;
+      }
+      p.delay_s[r] = p.edge_delay_s[first];
     };
     const std::vector<std::uint64_t> parents = kvtk::prefix::parents_of(t);
     const bool fan_in = !t.join_offsets.empty() && !t.request_id.empty();
@@ -95,6 +115,7 @@ struct closed_loop_plan {
       for (const std::uint64_t id : t.joins(r)) {
         if (const auto it = latest.find(id); it != latest.end()) add_edge(it->second, r);
       }
+      if (p.waits[r] > 1) think_once(r);
       if (t.request_id[r] != kvtk::prefix::no_parent) latest[t.request_id[r]] = r;
     }
     // Regroup the edges by parent (counting sort, stable: children in trace order).

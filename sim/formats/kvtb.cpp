@@ -429,6 +429,7 @@ void writer::put(column c, const void* data, std::size_t bytes) {
 }
 
 void writer::add(const request_record& r) {
+  if (check_parents) kvtk::sim::check_parents(r, path_);
   keys_ += r.keys.size();
   put(keys, r.keys.data(), r.keys.size_bytes());
   put(offsets, &keys_, 8);

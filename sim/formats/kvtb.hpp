@@ -31,7 +31,9 @@
 // Invariants checked on open (a file that passes cannot make a replay read out of bounds):
 // magic, version, header checksum, file size == header size == size implied by the counts,
 // payload checksum, offsets non-decreasing from 0 to k, tenant and kind indexes < number of names,
-// block sizes > 0. Anything else is "file:0: reason".
+// block sizes > 0; fan-in (column bit 11): join offsets non-decreasing from 0 to j, joins only on
+// a request with a parent, at most 1024 parents, none repeated, none 2^64-1. Anything else is
+// "file:0: reason".
 #pragma once
 
 #include <cstdint>
@@ -133,7 +135,10 @@ class writer {
   writer(const writer&) = delete;
   writer& operator=(const writer&) = delete;
   ~writer();
+  /// Throws: trace_error for parents no reader accepts (check_parents), unless check_parents
+  /// is off (tests that make such files for the reader's checks).
   void add(const request_record& r);
+  bool check_parents = true;
   /// Throws: output_error (a std::runtime_error) naming the file on an I/O error.
   void finish();
 

@@ -550,4 +550,24 @@ void trace_builder::add(const request_record& r) {
 
 kvtk::prefix::prefix_trace trace_builder::finish() { return std::move(t_); }
 
+void check_parents(const request_record& r, const std::string& file) {
+  if (r.joins.empty()) {
+    if (r.parent && *r.parent == kvtk::prefix::no_parent) {
+      throw trace_error(file, r.line, "parent 2^64-1 is reserved (no parent)");
+    }
+    return;
+  }
+  if (!r.parent) throw trace_error(file, r.line, "further parents (fan-in) without a parent");
+  if (r.joins.size() >= 1024) throw trace_error(file, r.line, "more than 1024 parents");
+  std::vector<std::uint64_t> ids(r.joins.begin(), r.joins.end());
+  ids.push_back(*r.parent);
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) {
+    throw trace_error(file, r.line, "a parent is listed twice");
+  }
+  if (ids.back() == kvtk::prefix::no_parent) {
+    throw trace_error(file, r.line, "parent 2^64-1 is reserved (no parent)");
+  }
+}
+
 }  // namespace kvtk::sim

@@ -97,6 +97,11 @@ struct request_record {
 
 using request_sink = std::function<void(const request_record&)>;
 
+/// What every reader checks of a request's parents, checked again where a record is written
+/// (library and Python callers build records too): joins need a parent, at most 1024 parents in
+/// all, none repeated, none the reserved 2^64-1.  Throws: trace_error naming `file` and r.line.
+void check_parents(const request_record& r, const std::string& file);
+
 /// Streams the requests of `path` (format `f`, block size block_tokens or 0 for the default) to
 /// `sink`, in file order. Returns the block size used.
 /// Throws: trace_error for unreadable or malformed input (see the header comment).

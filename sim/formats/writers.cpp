@@ -37,6 +37,7 @@ class jsonl_writer final : public trace_writer {
     header();
   }
   void add(const request_record& r) override {
+    check_parents(r, "(input)");
     if (!kvtk_ && r.block_tokens != bt_) {
       throw trace_error("(input)", r.line,
                         "request has " + std::to_string(r.block_tokens) +
