@@ -36,7 +36,8 @@ set(KVTK_DES_SOURCES
   des/engine_sched.cpp
   des/engine_schedule.cpp
   des/engine_hicache_l3.cpp
-  des/engine_config.cpp)
+  des/engine_config.cpp
+  des/engine_pages.cpp)
 set(KVTK_MOVE_SOURCES
   move/host_move.cpp
   move/executor.cpp

@@ -79,7 +79,7 @@ expect(0 "\"compute_efficiency\": 0.5,[^}]*\"memory_efficiency\": 0.5,"
 file(MAKE_DIRECTORY ${WORK_DIR}/cfg)
 file(COPY_FILE ${C}/timing_example.csv ${WORK_DIR}/cfg/table.csv)
 file(WRITE ${WORK_DIR}/cfg/table.json "{\"timing_table\": \"table.csv\", \"max_output_tokens\": 4}")
-expect(0 "\"timing\": {.*\"file\": \"[^\"]*/cfg/table.csv\",.*\"prefill_rows\": 18,.*\"source\": \"table\""
+expect(0 "\"timing\": {.*\"file\": \"[^\"]*/cfg/table.csv\",.*\"prefill_rows\": 36,.*\"source\": \"table\""
        simulate --trace ${T} --config ${WORK_DIR}/cfg/table.json --json -)
 file(WRITE ${WORK_DIR}/cfg/missing.json "{\"timing_table\": \"none.csv\", \"max_output_tokens\": 2}")
 expect(2 "kvtk simulate: timing table [^\n]*/cfg/none.csv:0: cannot open the timing table"
@@ -116,7 +116,7 @@ expect(2 "unknown engine 'trtllm'" simulate --trace ${T} --engine trtllm)
 expect(2 "engine vllm does not go with scheduler sglang" simulate --trace ${T} ${Q}
        --set scheduler=sglang --engine vllm)
 expect(2 "unknown scheduler 'orca'" simulate --trace ${T} --set scheduler=orca)
-expect(2 "the weights of deepseek-v3 do not leave room" simulate --trace ${T} --engine vllm)
+expect(2 "has no KV blocks: 1 x h800 at gpu_memory_utilization 0.9 leave -[0-9.]+ GiB after the weights of deepseek-v3" simulate --trace ${T} --engine vllm)
 expect(2 "does not combine with reject_over_slo" simulate --trace ${T} ${Q} --engine vllm --set reject_over_slo=true)
 # The engine schedulers have DRAM tiers and disaggregation (docs/simulate.md).
 expect(0 "\"dram_block_hits\": [1-9][0-9]*," simulate --trace ${T} ${Q} --engine vllm --set local_cache=1000 --set dram=20000 --json -)
@@ -167,3 +167,13 @@ expect(2 "does[ \n]+not[ \n]+combine[ \n]+with[ \n]+dram" simulate --trace ${T} 
 file(WRITE ${WORK_DIR}/untimed.jsonl "{\"timestamp\": 0, \"input_length\": 16, \"hash_ids\": [1], \"output_length\": 2}\n{\"input_length\": 16, \"hash_ids\": [2], \"output_length\": 2}\n")
 expect(2 "request[ \n]+1[ \n]+of[ \n]+the[ \n]+trace[ \n]+\\(counting[ \n]+from[ \n]+0\\)[ \n]+has[ \n]+no[ \n]+arrival[ \n]+time" simulate --trace ${WORK_DIR}/untimed.jsonl --block-tokens 16)
 expect(2 "request[ \n]+1[ \n]+of[ \n]+the[ \n]+trace[ \n]+\\(counting[ \n]+from[ \n]+0\\)[ \n]+has[ \n]+no[ \n]+arrival[ \n]+time" simulate --trace ${WORK_DIR}/untimed.jsonl --block-tokens 16 --engine vllm)
+# Engine memory (docs/simulate.md "Engine memory and pages"): the capacity and its derivation
+# in the summary; a timing table query far outside its points is a usage error naming it.
+expect(0 "\"kv_capacity\": {[^}]*\"block_tokens\": 16,[^}]*\"source\": \"num_gpu_blocks_override\""
+       simulate --trace ${T} --engine vllm --set num_gpu_blocks_override=20000 --set page_tokens=16
+       --set max_output_tokens=1 --json -)
+expect(2 "'page_tokens' \\(100\\) must divide the trace's block size \\(512" simulate --trace ${T}
+       --engine vllm --set page_tokens=100)
+file(WRITE ${WORK_DIR}/short.csv "kind,batch,tokens_per_request,context_tokens,ms\nprefill,1,128,0,5\nprefill,1,256,0,9\n")
+expect(2 "timing table [^\n]*short.csv: a prefill iteration of batch 1, [0-9]+ tokens per request at context 0 is far outside the measured points"
+       simulate --trace ${T} --timing-table ${WORK_DIR}/short.csv --set max_output_tokens=1)

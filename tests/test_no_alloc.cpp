@@ -183,10 +183,10 @@ TEST_CASE("iteration timing does not allocate per iteration", "[alloc][simulate]
   counting = true;
   for (std::uint64_t i = 1; i < 5000; ++i) {
     for (const iteration_timing* t : {&formula, &measured}) {
-      const decode_batch d{i % 70, static_cast<double>(i * 100), static_cast<double>(i) * 1e6};
+      const decode_batch d{i % 70, static_cast<double>(i % 70) * 1000, static_cast<double>(i) * 1e6};
       sum += t->seconds(parts, d);
       sum += t->chunked_prefill_s(i % 300, 3000 + i, 512);
-      sum += t->decode_s({1 + i % 64, static_cast<double>(i * 10), 0});
+      sum += t->decode_s({1 + i % 64, static_cast<double>(1 + i % 64) * 100, 0});
     }
   }
   counting = false;

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <kvtk/kvtk.hpp>
 
 #include "api/simulate.hpp"
@@ -91,7 +92,8 @@ TEST_CASE("timing: one efficiency and no overhead give the old model bit for bit
   CHECK(res.summary["timing"] == nlohmann::json{{"source", "formula"},
                                                 {"compute_efficiency", 0.5},
                                                 {"memory_efficiency", 0.5},
-                                                {"iteration_overhead_s", 0.0}});
+                                                {"iteration_overhead_s", 0.0},
+                                                {"request_overhead_s", 0.0}});
 }
 
 TEST_CASE("timing: efficiencies, overhead and table keys of the config", "[simulate][timing]") {
@@ -199,6 +201,149 @@ TEST_CASE("timing table: lookups inside, on and outside the grid", "[simulate][t
   CHECK_FALSE(falling->has_decode());
 }
 
+TEST_CASE("timing table: scattered points, interpolated by hand", "[simulate][timing]") {
+  // Batch 1 has tokens 512 and 1024 at two contexts and 2048 at context 0 only; batch 4 has
+  // 512 and 1024 at context 0 (as a profile under a token budget: no long prompts at batch 4).
+  const auto tt = table(
+      "kind,batch,tokens_per_request,context_tokens,ms\n"
+      "prefill,1,512,0,10\nprefill,1,512,4096,30\nprefill,1,1024,0,20\nprefill,1,1024,4096,50\n"
+      "prefill,1,2048,0,40\nprefill,4,512,0,32\nprefill,4,1024,0,60\n");
+  CHECK(tt->prefill_rows() == 7);
+  CHECK(tt->describe()["prefill_grid"]["complete"] == false);
+  sim::des::table_far far;
+  // Within batch 1: context first (slot 512 at 2048: 20; slot 1024: 35), then tokens.
+  CHECK(tt->prefill_s(1, 768, 2048, &far) == Approx(0.0275));
+  CHECK(tt->prefill_s(1, 1536, 0, &far) == Approx(0.030));
+  // Batch 4 extrapolates from its own two points: 60 + (60 - 32).
+  CHECK(tt->prefill_s(4, 1536, 0, &far) == Approx(0.088));
+  // Across batches: a third of the way from batch 1 (10) to batch 4 (32).
+  CHECK(tt->prefill_s(2, 512, 0, &far) == Approx((10 + 22.0 / 3) / 1000));
+  CHECK(far.dim == -1);  // all within reach
+  // The 2048-token slot was measured at context 0 only: a context there is beyond reach, and
+  // the value is that slot's constant (40) halfway with slot 1024's 35.
+  CHECK(tt->prefill_s(1, 1536, 2048, &far) == Approx(0.0375));
+  CHECK(far.dim == 2);
+  CHECK(far.largest == 0);
+  CHECK(far.batch == 1);
+  CHECK(far.tokens == 2048);
+  // Beyond twice batch 4's longest prompt, and beyond twice the largest batch.
+  far = {};
+  (void)tt->prefill_s(4, 2049, 0, &far);
+  CHECK(far.dim == 1);
+  CHECK(far.largest == 1024);
+  far = {};
+  (void)tt->prefill_s(4, 2048, 0, &far);
+  CHECK(far.dim == -1);  // exactly twice is within reach
+  far = {};
+  (void)tt->prefill_s(9, 512, 0, &far);
+  CHECK(far.dim == 0);
+  CHECK(far.largest == 4);
+}
+
+TEST_CASE("timing table: a full grid is the multilinear interpolation", "[simulate][timing]") {
+  // The reference: multilinear over the grid's cell around x (the two nearest values outside),
+  // as the sum over the cell's 8 corners of the corner's value times its weight.
+  std::mt19937_64 rng(5);
+  const std::vector<double> axis[3] = {{1, 4, 16}, {128, 512, 1024, 4096}, {0, 2048, 16384}};
+  std::string csv = "kind,batch,tokens_per_request,context_tokens,ms\n";
+  std::vector<double> s;
+  for (double b : axis[0]) {
+    for (double k : axis[1]) {
+      for (double c : axis[2]) {
+        const double ms = static_cast<double>(rng() % 100000) / 100;
+        csv += "prefill," + std::to_string(static_cast<int>(b)) + "," +
+               std::to_string(static_cast<int>(k)) + "," + std::to_string(static_cast<int>(c)) +
+               "," + std::to_string(ms) + "\n";
+        s.push_back(std::stod(std::to_string(ms)) / 1000.0);
+      }
+    }
+  }
+  const auto tt = table(csv.c_str());
+  CHECK(tt->describe()["prefill_grid"]["complete"] == true);
+  auto reference = [&](const double x[3]) {
+    std::size_t lo[3];
+    double w[3];
+    for (int d = 0; d < 3; ++d) {
+      const auto& a = axis[d];
+      std::size_t i = 0;
+      while (i + 2 < a.size() && x[d] >= a[i + 1]) ++i;
+      lo[d] = i;
+      w[d] = (x[d] - a[i]) / (a[i + 1] - a[i]);
+    }
+    double v = 0;
+    for (int corner = 0; corner < 8; ++corner) {
+      double weight = 1;
+      std::size_t at[3];
+      for (int d = 0; d < 3; ++d) {
+        const bool up = (corner >> d) & 1;
+        at[d] = lo[d] + (up ? 1 : 0);
+        weight *= up ? w[d] : 1 - w[d];
+      }
+      v += weight * s[(at[0] * axis[1].size() + at[1]) * axis[2].size() + at[2]];
+    }
+    return std::max(v, 0.0);
+  };
+  // On every grid point: the row itself, exactly.
+  std::size_t k = 0;
+  for (double b : axis[0]) {
+    for (double t : axis[1]) {
+      for (double c : axis[2]) CHECK(tt->prefill_s(b, t, c) == s[k++]);
+    }
+  }
+  // Anywhere within reach (inside and outside the grid): the multilinear value, to rounding.
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < 2000; ++i) {
+    const double x[3] = {1 + u(rng) * 31, 1 + u(rng) * 8191, u(rng) * 32768};
+    sim::des::table_far far;
+    const double got = tt->prefill_s(x[0], x[1], x[2], &far);
+    CHECK(far.dim == -1);
+    CHECK(got == Approx(reference(x)).epsilon(1e-12).margin(1e-15));
+  }
+}
+
+TEST_CASE("timing table: a query far outside the points is an error naming the distance",
+          "[simulate][timing]") {
+  cluster_config c;
+  c.timing = table();
+  c.local_cache_blocks = 100;
+  c.max_output_tokens = 1;
+  // 4096 tokens: twice the longest measured prompt, within reach; 8192 is 4x.
+  CHECK_NOTHROW(sim::des::simulate(requests({4096}, {0}, {0.0}, 1), c));
+  CHECK_THROWS_WITH(
+      sim::des::simulate(requests({8192}, {0}, {0.0}, 1), c),
+      Contains("timing table t.csv: a prefill iteration of batch 1, 8192 tokens per request at "
+               "context 0 is far outside the measured points: tokens_per_request 8192 is 4x the "
+               "largest measured in the prefill rows of batch 1 (2048; a query may reach 2x)"));
+  // Decode contexts beyond reach too (decode rows reach context 8192).
+  c.max_output_tokens = -1;
+  const sim::des::iteration_timing it(c.model, c.gpu, 1, 1, 0, c.timing);
+  CHECK_THROWS_WITH(it.decode_s({2, 2 * 20000.0, 0}),
+                    Contains("a decode iteration of batch 2 at context 20000 is far outside the "
+                             "measured points: context_tokens 20000 is 2.44141x the largest "
+                             "measured in the decode rows of batch 2, tokens_per_request 1"));
+}
+
+TEST_CASE("timing: a per-request overhead, by hand", "[simulate][timing]") {
+  // request_overhead_s is paid per request an iteration runs (a prefill part, a decode request),
+  // on top of the iteration's overhead, with the formula and with a table.
+  const cluster_config c = round_numbers();
+  const sim::des::iteration_timing plain(c.model, c.gpu, 1, 1, 0.01, nullptr),
+      per_request(c.model, c.gpu, 1, 1, 0.01, nullptr, 0.002);
+  const sim::des::prefill_part parts[2] = {{1000, 0}, {500, 100}};
+  const sim::des::decode_batch d{3, 3000, 3e6};
+  CHECK(per_request.seconds(parts, d) == Approx(plain.seconds(parts, d) + 5 * 0.002).epsilon(1e-12));
+  CHECK(per_request.decode_s(d) == Approx(plain.decode_s(d) + 3 * 0.002).epsilon(1e-12));
+  CHECK(per_request.chunked_prefill_s(0, 1000, 500) ==
+        Approx(plain.chunked_prefill_s(0, 1000, 500) + 2 * 0.002).epsilon(1e-12));
+  CHECK(per_request.seconds({}, {}) == 0);
+  // With a table: the rows plus both overheads, times time_scale.
+  const sim::des::iteration_timing measured(c.model, c.gpu, 1, 2, 0.01, table(), 0.002);
+  CHECK(measured.prefill_s(0, 1024) == Approx(2 * (0.100 + 0.01 + 0.002)).epsilon(1e-12));
+  CHECK(measured.decode_s({2, 2 * 1024.0, 0}) == Approx(2 * (0.012 + 0.01 + 2 * 0.002)).epsilon(1e-12));
+  CHECK(measured.describe()["request_overhead_s"] == 0.002);
+  CHECK(measured.describe()["iteration_overhead_s"] == 0.01);
+}
+
 TEST_CASE("timing table: every iteration of a simulation takes the table's time",
           "[simulate][timing]") {
   cluster_config c;
@@ -283,13 +428,11 @@ TEST_CASE("timing table: bad tables name the file, the line and the reason", "[s
   CHECK_THROWS_WITH(parse(head + "prefill,1,128,0,5\n# again\nprefill,1,128,0,6\n"),
                     Contains("t.csv:4: duplicate prefill row (batch 1, tokens_per_request 128, "
                              "context_tokens 0) of line 2"));
-  CHECK_THROWS_WITH(
-      parse(head + "prefill,1,128,0,5\nprefill,2,256,0,9\n"),
-      Contains(
-          "incomplete prefill grid: no row for batch 1, tokens_per_request 256, context_tokens 0"));
-  CHECK_THROWS_WITH(parse(head + "decode,1,1,0,5\ndecode,2,1,0,6\ndecode,1,1,64,5\n"),
-                    Contains("t.csv:3: incomplete decode grid: no row for batch 2, "
-                             "tokens_per_request 1, context_tokens 64 (batch 2 is on line 3"));
+  // Scattered points are a table, not an error (profiles are not grids).
+  CHECK(parse(head + "prefill,1,128,0,5\nprefill,2,256,0,9\n").describe()["prefill_grid"]["complete"] ==
+        false);
+  CHECK(parse(head + "prefill,1,128,0,5\nprefill,1,256,0,9\n").describe()["prefill_grid"]["complete"] ==
+        true);
   CHECK_THROWS_WITH(timing_table::load("/nonexistent/t.csv"),
                     Contains("/nonexistent/t.csv:0: cannot open"));
   CHECK_THROWS_WITH(timing_table::load(KVTK_TRACES_DIR), Contains("is a directory"));

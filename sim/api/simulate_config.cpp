@@ -24,8 +24,11 @@ const char* const known_keys[] = {
     "max_output_tokens", "time_scale", "router", "router_prefill_weight", "router_temperature",
     "ttft_slo_ms", "tbt_slo_ms", "seed", "partial_block", "calibration", "calibration_mechanism",
     "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
+    "request_overhead_s",
     "timing_table", "scheduler", "engine", "max_num_batched_tokens", "max_num_seqs",
-    "schedule_policy", "gpu_memory_utilization", "async_scheduling", "arrivals", "closed_latency"};
+    "schedule_policy", "gpu_memory_utilization", "async_scheduling", "arrivals", "closed_latency",
+    "num_gpu_blocks_override", "mem_fraction_static", "activation_reserve_gib",
+    "cuda_graph_reserve_gib", "non_torch_reserve_gib", "page_tokens", "enable_prefix_caching"};
 
 const char* const sparse_keys[] = {"pattern",  "page_tokens", "top_k_pages", "budget", "scorer",
                                    "prefetch", "persistence", "drift",       "zipf",   "seed"};
@@ -75,6 +78,12 @@ void read_timing(const nlohmann::json& j, des::cluster_config& c) {
     c.iteration_overhead_s = number(j, "iteration_overhead_s");
     if (c.iteration_overhead_s > 10) {
       throw usage_error("config: 'iteration_overhead_s' must be in [0, 10] seconds");
+    }
+  }
+  if (j.contains("request_overhead_s")) {
+    c.request_overhead_s = number(j, "request_overhead_s");
+    if (c.request_overhead_s > 1) {
+      throw usage_error("config: 'request_overhead_s' must be in [0, 1] seconds");
     }
   }
   if (!j.contains("timing_table") || j["timing_table"].is_null()) return;
@@ -391,6 +400,19 @@ void read_scheduler(const nlohmann::json& j, des::engine_scheduler_config& s) {
   if (j.contains("gpu_memory_utilization")) {
     s.gpu_memory_utilization = efficiency(j, "gpu_memory_utilization");
   }
+  if (j.contains("mem_fraction_static")) {
+    s.mem_fraction_static = efficiency(j, "mem_fraction_static");
+  }
+  if (j.contains("num_gpu_blocks_override")) {
+    s.num_gpu_blocks_override = whole(j, "num_gpu_blocks_override", 2147483647);
+  }
+  for (auto [key, field] : {std::pair{"activation_reserve_gib", &s.activation_reserve_gib},
+                            std::pair{"cuda_graph_reserve_gib", &s.cuda_graph_reserve_gib},
+                            std::pair{"non_torch_reserve_gib", &s.non_torch_reserve_gib}}) {
+    if (!j.contains(key)) continue;
+    *field = number(j, key);
+    if (*field > 1e6) throw usage_error(std::string("config: '") + key + "' must be in [0, 1e6] GiB");
+  }
   try {
     s.validate();
   } catch (const std::invalid_argument& e) {
@@ -423,6 +445,15 @@ des::cluster_config cluster_config_from_json(nlohmann::json& j, std::uint32_t bl
     }
   };
   c.local_cache_blocks = capacity("local_cache");
+  if (j.contains("page_tokens")) {
+    c.page_tokens = static_cast<std::uint32_t>(whole(j, "page_tokens", 1u << 24));
+    if (c.page_tokens == 0 || block_tokens % c.page_tokens != 0) {
+      throw usage_error("config: 'page_tokens' (" + std::to_string(c.page_tokens) +
+                        ") must divide the trace's block size (" + std::to_string(block_tokens) +
+                        " tokens): a trace block is a whole number of engine pages");
+    }
+  }
+  read_bool(j, "enable_prefix_caching", c.prefix_caching);
   c.pool_blocks = capacity("pool");
   c.dram_blocks = capacity("dram");
   read_offload(j, block_tokens, c);

@@ -36,6 +36,11 @@ simulation_result cluster::summarize(outcome_stream& sink) {
                 {"pool_write", static_cast<double>(pool_write_blocks_) * block_bytes_},
                 {"prefill_to_decode", pd_bytes_}};
   if (c_.sparse.enabled) j["sparse"] = sparse_->summary();
+  j["kv_capacity"] = {{"source", "local_cache"},
+                      {"blocks", c_.local_cache_blocks},
+                      {"block_tokens", bt_},
+                      {"tokens", static_cast<double>(c_.local_cache_blocks) * bt_},
+                      {"bytes", static_cast<double>(c_.local_cache_blocks) * block_bytes_}};
   res.requests = std::move(sink.kept);
   return res;
 }

@@ -2,6 +2,7 @@
 // pairings and limits checked, the KV blocks of an instance, and what the engine schedulers do
 // not model refused by name.
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 #include "des/cluster.hpp"
@@ -17,6 +18,12 @@ namespace kvtk::sim::des {
 
 namespace {
 using kvtk::prefix::engine_accounting;
+
+std::string shown(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
 using kvtk::prefix::engine_names;
 
 // The accounting each scheduler runs on.
@@ -63,6 +70,19 @@ void engine_scheduler_config::validate() const {
   if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1)) {
     throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
   }
+  if (!(mem_fraction_static >= 0 && mem_fraction_static <= 1)) {
+    throw std::invalid_argument("mem_fraction_static must be in (0, 1]");
+  }
+  if (mem_fraction_static > 0 && kind() != scheduler_kind::sglang) {
+    throw std::invalid_argument("mem_fraction_static is SGLang's: it needs scheduler sglang "
+                                "(vLLM's is gpu_memory_utilization)");
+  }
+  for (const double r : {activation_reserve_gib, cuda_graph_reserve_gib, non_torch_reserve_gib}) {
+    if (!(r >= 0 && r <= 1e6)) {
+      throw std::invalid_argument("activation_reserve_gib, cuda_graph_reserve_gib and "
+                                  "non_torch_reserve_gib must be in [0, 1e6] GiB");
+    }
+  }
 }
 
 nlohmann::json engine_scheduler_config::describe() const {
@@ -78,27 +98,66 @@ nlohmann::json engine_scheduler_config::describe() const {
 
 namespace detail {
 
-// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
-// less the bf16 weights (2 bytes per parameter, all of them for a mixture of experts).
-std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
-  double blocks = static_cast<double>(c.local_cache_blocks);
-  if (blocks == 0) {
+// KV blocks of one instance (engine_sched.hpp): a count given, or the engine's own arithmetic
+// — vLLM: HBM × gpu_memory_utilization − weights − (activation + CUDA graph + non-torch
+// reserves), over the bytes of a page; SGLang with mem_fraction_static: HBM × that fraction −
+// weights − non-torch memory (its activations and graphs are outside the static fraction).
+kv_capacity engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  const engine_scheduler_config& s = c.sched;
+  const double gib = 1073741824.0, gpus = c.gpus_per_instance;
+  const double page_bytes =
+      static_cast<double>(c.model.kv_bytes_per_token) * static_cast<double>(t.block_tokens);
+  const bool reserves =
+      s.activation_reserve_gib > 0 || s.cuda_graph_reserve_gib > 0 || s.non_torch_reserve_gib > 0;
+  kv_capacity k;
+  double blocks = 0;
+  if (s.num_gpu_blocks_override > 0 || c.local_cache_blocks > 0) {
+    if (s.num_gpu_blocks_override > 0 && c.local_cache_blocks > 0) {
+      throw std::invalid_argument("num_gpu_blocks_override and local_cache both give the KV "
+                                  "blocks of an instance: give one");
+    }
+    if (reserves || s.mem_fraction_static > 0) {
+      throw std::invalid_argument("the memory reserves and mem_fraction_static derive the KV "
+                                  "blocks from the HBM: they do not combine with a block count "
+                                  "(num_gpu_blocks_override or local_cache)");
+    }
+    const bool override = s.num_gpu_blocks_override > 0;
+    blocks = static_cast<double>(override ? s.num_gpu_blocks_override : c.local_cache_blocks);
+    k.describe = {{"source", override ? "num_gpu_blocks_override" : "local_cache"}};
+  } else {
+    const bool sglang_static = s.mem_fraction_static > 0;
     const double params = c.model.total_params > 0 ? c.model.total_params : c.model.active_params;
-    const double bytes = c.gpu.hbm_bytes * c.gpus_per_instance * c.sched.gpu_memory_utilization -
-                         2.0 * params;
-    const double block_bytes =
-        static_cast<double>(c.model.kv_bytes_per_token) * static_cast<double>(t.block_tokens);
-    blocks = block_bytes > 0 ? std::floor(bytes / block_bytes) : 0;
+    const double hbm = c.gpu.hbm_bytes * gpus;
+    const double fraction = sglang_static ? s.mem_fraction_static : s.gpu_memory_utilization;
+    const double weights = 2.0 * params;
+    const double activation = sglang_static ? 0 : s.activation_reserve_gib * gib * gpus;
+    const double graphs = sglang_static ? 0 : s.cuda_graph_reserve_gib * gib * gpus;
+    const double non_torch = s.non_torch_reserve_gib * gib * gpus;
+    const double bytes = hbm * fraction - weights - activation - graphs - non_torch;
+    blocks = page_bytes > 0 ? std::floor(bytes / page_bytes) : 0;
+    k.describe = {{"source", sglang_static ? "mem_fraction_static" : "gpu_memory_utilization"},
+                  {"hbm_bytes", hbm},
+                  {"fraction", fraction},
+                  {"weights_bytes", weights},
+                  {"activation_reserve_bytes", activation},
+                  {"cuda_graph_reserve_bytes", graphs},
+                  {"non_torch_reserve_bytes", non_torch},
+                  {"kv_bytes", bytes}};
+    if (!(blocks >= 1)) {
+      throw std::invalid_argument(
+          "the engine scheduler has no KV blocks: " + std::to_string(c.gpus_per_instance) + " x " + c.gpu.name +
+          " at " + (sglang_static ? "mem_fraction_static " : "gpu_memory_utilization ") +
+          shown(fraction) + " leave " + shown(bytes / gib) +
+          " GiB after the weights of " + c.model.name + " and the reserves (add "
+          "gpus_per_instance, or give num_gpu_blocks_override)");
+    }
   }
-  if (!(blocks >= 1)) {
-    throw std::invalid_argument("the engine scheduler has no KV blocks: the weights of " +
-                                c.model.name + " do not leave room in " +
-                                std::to_string(c.gpus_per_instance) + " x " + c.gpu.name +
-                                " at gpu_memory_utilization " +
-                                std::to_string(c.sched.gpu_memory_utilization) +
-                                " (add gpus_per_instance, or give local_cache)");
-  }
-  return static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
+  k.blocks = static_cast<std::uint32_t>(std::min(blocks, 2147483647.0));
+  k.describe["blocks"] = k.blocks;
+  k.describe["block_tokens"] = t.block_tokens;
+  k.describe["tokens"] = static_cast<double>(k.blocks) * t.block_tokens;
+  k.describe["bytes"] = static_cast<double>(k.blocks) * page_bytes;
+  return k;
 }
 
 std::uint64_t distinct_pages(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {

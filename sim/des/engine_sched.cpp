@@ -97,7 +97,8 @@ template <class KV>
 engine_sim<KV>::engine_sim(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
                            std::uint32_t kv_blocks)
     : t_(t), c_(c), events_(t), routes_(c.seed), inst_(c.prefill_instances + c.decode_instances),
-      timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s, c.timing),
+      timing_(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s, c.timing,
+              c.request_overhead_s),
       host_link_{c.host_link_latency_s, c.host_link_per_block_s,
                  c.gpu.host_link_bytes_per_s * c.gpus_per_instance},
       pool_link_{c.pool_latency_s, 0, c.pool_bytes_per_s},
@@ -1035,17 +1036,21 @@ template class engine_sim<sglang_hicache_kv>;
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c,
                                   const simulation_hooks& hooks) {
   check_engine_config(t, c);
-  const std::uint32_t blocks = engine_kv_blocks(t, c);
+  const kv_capacity capacity = engine_kv_blocks(t, c);
+  const std::uint32_t blocks = capacity.blocks;
+  simulation_result res;
   if (c.sched.accounting() == "vllm") {
     engine_sim<vllm_kv> sim(t, c, blocks);
-    return run_events(sim, t, c, hooks);
-  }
-  if (c.offload_medium == "host") {
+    res = run_events(sim, t, c, hooks);
+  } else if (c.offload_medium == "host") {
     engine_sim<sglang_hicache_kv> sim(t, c, blocks);
-    return run_events(sim, t, c, hooks);
+    res = run_events(sim, t, c, hooks);
+  } else {
+    engine_sim<sglang_kv> sim(t, c, blocks);
+    res = run_events(sim, t, c, hooks);
   }
-  engine_sim<sglang_kv> sim(t, c, blocks);
-  return run_events(sim, t, c, hooks);
+  res.summary["kv_capacity"] = capacity.describe;
+  return res;
 }
 
 }  // namespace kvtk::sim::des::detail

@@ -42,8 +42,19 @@ struct engine_scheduler_config {
   std::uint32_t max_num_seqs = 1024;            ///< running requests per instance (vLLM
                                                 ///< max_num_seqs; SGLang max_running_requests)
   std::string schedule_policy = "lpm";          ///< sglang: lpm (longest prefix first) | fcfs
-  double gpu_memory_utilization = 0.9;  ///< KV blocks = this share of HBM less the weights,
-                                        ///< when local_cache is 0
+  double gpu_memory_utilization = 0.9;  ///< KV blocks = this share of HBM less the weights
+                                        ///< and the reserves, when no block count is given
+  /// KV blocks per instance as the engine logs them ("# GPU blocks"; vLLM's
+  /// num_gpu_blocks_override), in engine pages (page_tokens); 0 = derived from the HBM.
+  std::uint64_t num_gpu_blocks_override = 0;
+  /// sglang: SGLang's mem_fraction_static (weights + KV pool as a share of HBM; its activations
+  /// and CUDA graphs live outside it); 0 = gpu_memory_utilization with the reserves, as vLLM.
+  double mem_fraction_static = 0;
+  /// Per GPU, in GiB, subtracted from the fraction of HBM with the weights (vLLM's profile:
+  /// torch peak activation, CUDA graphs, non-torch memory; SGLang: non-torch only, since its
+  /// activations and graphs are outside mem_fraction_static). Default 0: give the engine's
+  /// figures, or num_gpu_blocks_override from its log.
+  double activation_reserve_gib = 0, cuda_graph_reserve_gib = 0, non_torch_reserve_gib = 0;
   /// vllm-v1: vLLM's async scheduling (its default on CUDA GPUs): the next iteration is
   /// scheduled before the last one's output is processed, so a request that finished keeps its
   /// blocks and its place in max_num_seqs through one more schedule. false = synchronous (vLLM
@@ -62,9 +73,16 @@ struct engine_scheduler_config {
 };
 
 namespace detail {
-/// KV blocks of one instance: local_cache when given, else gpu_memory_utilization of the HBM
-/// less the bf16 weights. Throws std::invalid_argument when nothing is left.
-std::uint32_t engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
+/// The KV capacity of one instance and how it was derived (the summary's "kv_capacity").
+struct kv_capacity {
+  std::uint32_t blocks = 0;
+  nlohmann::json describe;
+};
+/// KV blocks of one instance, in t's blocks (the engine's pages): num_gpu_blocks_override or
+/// local_cache when given, else the fraction of HBM (gpu_memory_utilization, or SGLang's
+/// mem_fraction_static) less the bf16 weights and the reserves. Throws std::invalid_argument
+/// when nothing is left, or for reserves beside a given block count.
+kv_capacity engine_kv_blocks(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// SGLang HiCache (`offload` "host:..."): the tree over a device pool of device_pages pages, its
 /// host pages as given or int(device tokens x ratio) / page + 1 (SGLang's HostKVCache), its
 /// slots capped at the pages the run can name. Throws std::invalid_argument for 2^31 pages or more.

@@ -143,7 +143,8 @@ simulation_result run_events(Strategy& sim, const kvtk::prefix::prefix_trace_vie
   progress_ticker ticker(hooks.progress, t.requests());
   auto& queue = sim.queue();
   if (c.closed_loop) {
-    const iteration_timing timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale, c.iteration_overhead_s, c.timing);
+    const iteration_timing timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
+                                  c.iteration_overhead_s, c.timing, c.request_overhead_s);
     const double kv = static_cast<double>(c.model.kv_bytes_per_token);
     queue.close_loop(closed_loop_plan::make(t, [&](std::uint32_t r) {
       if (!c.closed_latency_unloaded) return 0.0;

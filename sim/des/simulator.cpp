@@ -2,6 +2,7 @@
 #include "des/simulator.hpp"
 
 #include "des/cluster.hpp"
+#include "des/engine_pages.hpp"
 #include "util/memory_budget.hpp"
 
 namespace kvtk::sim::des {
@@ -19,7 +20,7 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
   if (c.sparse.enabled) sparse_ = std::make_unique<sparse_decoder>(c, t.requests(), host_link_);
   flops_per_s_ = c.gpu.tflops * 1e12 * c.gpu.compute_efficiency * c.gpus_per_instance;
   timing_ = iteration_timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
-                             c.iteration_overhead_s, c.timing);
+                             c.iteration_overhead_s, c.timing, c.request_overhead_s);
   check_timing_table();
   if (!c.offload.empty()) {
     throw std::invalid_argument("offload '" + c.offload + "' is an engine's own tier: it needs the "
@@ -64,7 +65,8 @@ cluster::cluster(const kvtk::prefix::prefix_trace_view& t, const cluster_config&
 void check_figures(const cluster_config& c) {
   for (double v : {c.host_link_latency_s, c.host_link_per_block_s, c.pool_bytes_per_s,
                    c.pool_latency_s, c.pd_link_bytes_per_s, c.time_scale, c.router_temperature,
-                   c.ttft_slo_s, c.tbt_slo_s, c.router_prefill_weight, c.iteration_overhead_s}) {
+                   c.ttft_slo_s, c.tbt_slo_s, c.router_prefill_weight, c.iteration_overhead_s,
+                   c.request_overhead_s}) {
     if (!(v >= 0) || !std::isfinite(v)) {
       throw std::invalid_argument("times, bandwidths, weights and SLOs must be finite and >= 0");
     }
@@ -116,6 +118,15 @@ void cluster::check_timing_table() const {
 simulation_result simulate(const kvtk::prefix::prefix_trace_view& trace, const cluster_config& cfg,
                            const simulation_hooks& hooks) {
   cfg.sched.validate();
+  if (detail::rewrites_pages(trace, cfg)) {
+    const detail::paged_trace paged = detail::rewrite_pages(trace, cfg.page_tokens, cfg.prefix_caching);
+    simulation_result res = simulate(paged.view, detail::paged_config(trace, cfg), hooks);
+    res.summary["engine_pages"] = {{"page_tokens", paged.view.block_tokens},
+                                   {"trace_block_tokens", trace.block_tokens},
+                                   {"pages_per_trace_block", trace.block_tokens / paged.view.block_tokens},
+                                   {"prefix_caching", cfg.prefix_caching}};
+    return res;
+  }
   if (cfg.sched.engine_scheduler()) return detail::simulate_engine(trace, cfg, hooks);
   detail::cluster c(trace, cfg);
   return c.run(hooks);

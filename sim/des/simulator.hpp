@@ -115,6 +115,10 @@ struct cluster_config {
   std::uint32_t prefill_instances = 1;
   std::uint32_t decode_instances = 0;  ///< 0 = colocated prefill and decode
   std::uint64_t local_cache_blocks = 0;  ///< per prefill instance; 0 = none
+  /// The engine's page size in tokens (vLLM block_size, SGLang page_size): it divides the
+  /// trace's block size; 0 = the trace's block (des/engine_pages.hpp).
+  std::uint32_t page_tokens = 0;
+  bool prefix_caching = true;            ///< false: no request reuses another's KV (engine_pages.hpp)
   std::string local_policy = "lru";
   std::uint64_t dram_blocks = 0;         ///< per-instance host DRAM tier (LRU, write-through,
                                          ///< read over the GPU's host link); 0 = none
@@ -149,7 +153,8 @@ struct cluster_config {
   bool closed_loop = false;              ///< arrivals: closed (des/closed_loop.hpp) | open
   bool closed_latency_unloaded = true;   ///< closed: subtract the parent's unloaded latency
                                          ///< from the recorded gap ("unloaded"), or not ("zero")
-  double iteration_overhead_s = 0;       ///< formula: fixed seconds per iteration (x time_scale)
+  double iteration_overhead_s = 0;       ///< fixed seconds per iteration (x time_scale)
+  double request_overhead_s = 0;         ///< seconds per request an iteration runs (x time_scale)
   std::shared_ptr<const timing_table> timing;  ///< measured iteration times; null = the formula
   std::string router = "round-robin";    ///< random | round-robin | least-loaded | cache-aware | conductor
   double router_prefill_weight = 1.0;    ///< cache-aware: w in w·prefill_blocks + decode_blocks

@@ -96,45 +96,37 @@ row parse_row(std::string_view text, const std::string& file, std::uint64_t line
   return r;
 }
 
-// The rows of one kind (sorted, no duplicates) on the grid of their distinct values; throws
-// naming the first missing point.
-timing_table::grid make_grid(const std::vector<row>& rows, const char* kind,
-                             const std::string& file) {
-  timing_table::grid g;
-  if (rows.empty()) return g;
-  std::vector<std::uint64_t> first_line[3];
+// The rows of one kind (sorted by batch, tokens_per_request, context_tokens; no duplicates)
+// nested as the lookup walks them (timing_table::points).
+timing_table::points make_points(const std::vector<row>& rows) {
+  timing_table::points p;
+  if (rows.empty()) return p;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    const bool new_batch = i == 0 || r.v[0] != rows[i - 1].v[0];
+    if (new_batch) {
+      p.batch.push_back(r.v[0]);
+      p.tokens_first.push_back(static_cast<std::uint32_t>(p.tokens.size()));
+    }
+    if (new_batch || r.v[1] != rows[i - 1].v[1]) {
+      p.tokens.push_back(r.v[1]);
+      p.rows_first.push_back(static_cast<std::uint32_t>(p.context.size()));
+    }
+    p.context.push_back(r.v[2]);
+    p.s.push_back(r.s);
+  }
+  p.tokens_first.push_back(static_cast<std::uint32_t>(p.tokens.size()));
+  p.rows_first.push_back(static_cast<std::uint32_t>(p.context.size()));
+  std::size_t distinct[3];
   for (int d = 0; d < 3; ++d) {
-    for (const row& r : rows) g.axis[d].push_back(r.v[d]);
-    std::sort(g.axis[d].begin(), g.axis[d].end());
-    g.axis[d].erase(std::unique(g.axis[d].begin(), g.axis[d].end()), g.axis[d].end());
-    first_line[d].assign(g.axis[d].size(), ~std::uint64_t{0});
-    for (const row& r : rows) {
-      const auto i = static_cast<std::size_t>(
-          std::lower_bound(g.axis[d].begin(), g.axis[d].end(), r.v[d]) - g.axis[d].begin());
-      first_line[d][i] = std::min(first_line[d][i], r.line);
-    }
+    std::vector<double> v;
+    for (const row& r : rows) v.push_back(r.v[d]);
+    std::sort(v.begin(), v.end());
+    distinct[d] = static_cast<std::size_t>(std::unique(v.begin(), v.end()) - v.begin());
+    p.varies[d] = distinct[d] > 1;
   }
-  // Rows are sorted as the grid is laid out: walk both, the first mismatch is a missing point.
-  std::size_t k = 0;
-  for (std::size_t b = 0; b < g.axis[0].size(); ++b) {
-    for (std::size_t t = 0; t < g.axis[1].size(); ++t) {
-      for (std::size_t c = 0; c < g.axis[2].size(); ++c, ++k) {
-        const std::array<double, 3> want{g.axis[0][b], g.axis[1][t], g.axis[2][c]};
-        if (k < rows.size() && rows[k].v == want) continue;
-        throw timing_table_error(
-            file, first_line[0][b],
-            std::string("incomplete ") + kind + " grid: no row for batch " + show(want[0]) +
-                ", tokens_per_request " + show(want[1]) + ", context_tokens " + show(want[2]) +
-                " (batch " + show(want[0]) + " is on line " + std::to_string(first_line[0][b]) +
-                ", tokens_per_request " + show(want[1]) + " on line " +
-                std::to_string(first_line[1][t]) + ", context_tokens " + show(want[2]) +
-                " on line " + std::to_string(first_line[2][c]) +
-                "; each kind needs a row for every combination of its values)");
-      }
-    }
-  }
-  for (const row& r : rows) g.s.push_back(r.s);
-  return g;
+  p.complete = rows.size() == distinct[0] * distinct[1] * distinct[2];
+  return p;
 }
 
 }  // namespace
@@ -163,6 +155,9 @@ timing_table timing_table::parse(std::string_view text, const std::string& name)
   if (rows.empty()) {
     throw timing_table_error(name, line, seen_header ? "no rows after the header" : "empty table");
   }
+  if (rows.size() > (std::uint64_t{1} << 31)) {  // the lookup's slices index rows in 32 bits
+    throw timing_table_error(name, line, "more than 2^31 rows");
+  }
   std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
     return a.kind != b.kind ? a.kind < b.kind : a.v != b.v ? a.v < b.v : a.line < b.line;
   });
@@ -179,8 +174,8 @@ timing_table timing_table::parse(std::string_view text, const std::string& name)
       std::partition_point(rows.begin(), rows.end(), [](const row& r) { return r.kind == 0; });
   timing_table t;
   t.source_ = name;
-  t.prefill_ = make_grid({rows.begin(), split}, "prefill", name);
-  t.decode_ = make_grid({split, rows.end()}, "decode", name);
+  t.prefill_ = make_points({rows.begin(), split});
+  t.decode_ = make_points({split, rows.end()});
   return t;
 }
 
