@@ -144,10 +144,10 @@ expect(2 "\\(Dynamo[ \n]+KVBM\\)[ \n]+needs[ \n]+scheduler[ \n]+vllm-v1" simulat
 expect(2 "\\(LMCache\\)[ \n]+needs[ \n]+scheduler[ \n]+vllm-v1" simulate --trace ${T} ${Q} --engine sglang
        --set offload=lmcache-cpu:100,chunk_size=512)
 # SGLang's HiCache under the sglang scheduler (docs/simulate.md "SGLang's HiCache"): pinned counts.
-expect(0 "\"offload\": {[^}]*\"host_hit_blocks\": 63840,[^}]*\"host_stored_blocks\": 192348,"
+expect(0 "\"offload\": {[^}]*\"host_hit_blocks\": 63848,[^}]*\"host_stored_blocks\": 192343,"
        simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:20000 --json -)
 # Its L3 storage (storage=file) and prefetch: pinned counts, and what only simulate runs.
-expect(0 "\"l3\": {[^}]*\"inserted_host_pages\": 48499,[^}]*\"pages_written\": 171228,"
+expect(0 "\"l3\": {[^}]*\"inserted_host_pages\": 48137,[^}]*\"pages_written\": 171228,"
        simulate --trace ${T} ${Q} --engine sglang --set local_cache=1000 --set offload=host:4000,storage=file --json -)
 expect(2 "runs[ \n]+in[ \n]+kvtk[ \n]+simulate[ \n]+only" replay --trace ${T} --engine sglang --capacity 300
        --offload host:2x,storage=file)

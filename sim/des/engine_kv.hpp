@@ -75,6 +75,10 @@ inline admission plan(std::uint64_t hit_tokens, std::uint64_t seq, std::uint64_t
 struct admission_reserve {
   std::uint64_t out_rest = 0;  ///< this request's remaining output tokens (capped at 4096)
   std::uint64_t held = 0;      ///< tokens held back for the others
+  /// Pages this batch's earlier admissions already took: SGLang allocates only after the
+  /// PrefillAdder has chosen the whole batch, so its checks still count them as free (their
+  /// cost is in `held`).
+  std::uint64_t taken_pages = 0;
 };
 
 /// vLLM 0.33.0: KVCacheManager over vllm_block_pool (include/kvtk/prefix/vllm_block_pool.hpp).
@@ -217,14 +221,14 @@ class sglang_kv {
     a.loaded_tokens = loaded;
     if (!a.ok) return {};
     cache_.lock(m.node);
-    // PrefillAdder: the rest of the request (rounded up to pages), its remaining output and a
-    // page must fit in the free and evictable tokens less what is held back for the others,
-    // even when only a chunk of it is scheduled now.
-    // Every page past the match (loaded pages are memory too, though no compute). With
-    // nothing loaded this is SGLang's rest of the request rounded up to pages.
-    const std::uint64_t rest = (blocks_for(seq, bt_) - m.length) * bt_;
+    // PrefillAdder.add_one_req: the rest of the request past the match (tokens, not pages),
+    // its remaining output and a page must be fewer than the free and evictable tokens (as they
+    // were before this batch's allocations) less what is held back for the others, even when
+    // only a chunk of it is scheduled now.
+    const std::uint64_t rest = seq - std::uint64_t{m.length} * bt_;
     const std::uint64_t pages = blocks_for(a.hit_tokens + a.new_tokens, bt_) - m.length;
-    if (rest + reserve.out_rest + bt_ + reserve.held >= cache_.available() * bt_ ||
+    if (rest + reserve.out_rest + bt_ + reserve.held >=
+            (cache_.available() + reserve.taken_pages) * bt_ ||
         !cache_.reserve(pages, 1)) {
       cache_.unlock(m.node);
       return {};
@@ -235,6 +239,8 @@ class sglang_kv {
     q.admitted = true;
     return a;
   }
+  /// Free and evictable pages (SGLang's available_size() + evictable_size(), in pages).
+  [[nodiscard]] std::uint64_t available_pages() const { return cache_.available(); }
   [[nodiscard]] std::uint32_t peek(const kv_request& q, std::uint64_t seq) const {
     const auto cap = static_cast<std::uint32_t>(
         std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));

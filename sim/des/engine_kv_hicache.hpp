@@ -68,8 +68,10 @@ class sglang_hicache_kv {
       collect();  // a load-back's write_back evictions may have backed pages up
       return admission{};
     };
-    const std::uint64_t rest = (blocks_for(seq, bt_) - m.device) * bt_;
-    if (rest + reserve.out_rest + bt_ + reserve.held >= h_.available() * bt_) return fail(m.last_device);
+    const std::uint64_t rest = seq - std::uint64_t{m.device} * bt_;  // as sglang_kv::admit
+    if (rest + reserve.out_rest + bt_ + reserve.held >= (h_.available() + reserve.taken_pages) * bt_) {
+      return fail(m.last_device);
+    }
     std::uint32_t node = m.last_device, matched = m.device, loaded = 0;
     if (m.host > 0) {
       if (loadable && h_.load_back_pages(m.best, m.host, bt_)) {
@@ -100,6 +102,8 @@ class sglang_hicache_kv {
     return a;
   }
   /// The device prefix match would give (lpm ordering, routing), touching nothing.
+  /// Free and evictable device pages (as sglang_kv::available_pages).
+  [[nodiscard]] std::uint64_t available_pages() const { return h_.available(); }
   [[nodiscard]] std::uint32_t peek(const kv_request& q, std::uint64_t seq) const {
     const auto cap = static_cast<std::uint32_t>(
         std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));

@@ -26,6 +26,7 @@
 //           by arrival) or by arrival (fcfs) and admitted while the prefill token budget
 //           (max_num_batched_tokens, chunked_prefill_size) lasts; the last one may be chunked
 //           (one chunked request at a time, continued first in the next prefill iteration).
+//           The memory checks are PrefillAdder's (engine_schedule.cpp), batch_is_full included.
 //           A decode that cannot get a page retracts the running request with the fewest
 //           output tokens (ties: the longest prompt), back to the waiting queue.
 //
@@ -272,10 +273,10 @@ std::uint64_t engine_sim<KV>::external_tokens(std::uint32_t i, engine_request& q
 // Admits waiting request r with at most `budget` new tokens (all of its tokens when `whole`).
 template <class KV>
 bool engine_sim<KV>::admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
-                           std::uint64_t held) {
+                           std::uint64_t held, std::uint64_t taken_pages) {
   engine_request& q = w_.st(r);
   const admission a =
-      kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held},
+      kv_[i].admit(q.kv, q.seq(), budget, whole, {out_rest(r), held, taken_pages},
                    [&](std::uint64_t hit, std::uint64_t seq) { return external_tokens(i, q, hit, seq); });
   if (!a.ok) {
     q.loading = q.pool_loading = 0;
@@ -453,6 +454,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
     q.finishing = false;
     --inst_[i].finishing;
     std::erase(inst_[i].running, r);
+    ++inst_[i].left;
     w_.end(r);
     return;
   }
@@ -467,6 +469,7 @@ void engine_sim<KV>::preempt(std::uint32_t i, std::uint32_t r) {
   q.lm_resumed = true;
   auto& run = inst_[i].running;
   run.erase(std::find(run.begin(), run.end(), r));
+  ++inst_[i].left;
   if (sched_ == scheduler_kind::sglang) {
     push_waiting(i, r);  // _add_request_to_queue: a retracted request queues again
     l3_prefetch(i, r);   // and prefetches again
@@ -486,6 +489,7 @@ void engine_sim<KV>::release_finishing(std::uint32_t i) {
     finish_kv(i, w_.st(r));
     w_.st(r).finishing = false;
     w_.end(r);
+    ++inst_[i].left;
     return true;
   });
 }
@@ -679,6 +683,7 @@ void engine_sim<KV>::end(std::uint32_t i) {
     } else {
       finish_kv(i, q);
       std::erase(in.running, r);
+      ++in.left;
       w_.end(r);
     }
     finished(r);
@@ -693,6 +698,7 @@ void engine_sim<KV>::hand_off(std::uint32_t i, std::uint32_t r) {
   engine_request& q = w_.st(r);
   finish_kv(i, q);
   std::erase(inst_[i].running, r);
+  ++inst_[i].left;
   if (inst_[i].chunked == r) inst_[i].chunked = -1;
   const double bytes = static_cast<double>(q.L) * static_cast<double>(c_.model.kv_bytes_per_token);
   pd_bytes_ += bytes;

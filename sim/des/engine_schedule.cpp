@@ -2,6 +2,7 @@
 // of an instance under vllm-v1, vllm-v0 and sglang (the rules: the top of engine_sched.cpp;
 // the class: des/engine_sim.hpp).
 #include <algorithm>
+#include <limits>
 
 #include "des/engine_sim.hpp"
 
@@ -97,20 +98,41 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
   const std::uint64_t page = bt_;
   auto page_up = [&](std::uint64_t n) { return (n + page - 1) / page * page; };
   std::uint64_t budget = c_.sched.max_num_batched_tokens;  // charged in whole pages
-  std::uint64_t held = 0;  // PrefillAdder's reserve for what already runs
+  // PrefillAdder's budget: `held` tokens reserved for what already runs and for this batch's
+  // admissions (their pages, a spare page each and the outputs of those that finish their
+  // prompt here); `taken` pages that those admissions took here, which SGLang allocates only
+  // after the batch is chosen, so its checks still see them free.
+  std::uint64_t held = 0, taken = 0;
+  // batch_is_full holds until a request leaves the running batch (the chunked one is not in
+  // it). Set while that batch is empty, it is lost: the next pass's running batch is the last
+  // prefill batch, a new object.
+  const bool running_before = in.running.size() > (in.chunked >= 0 ? 1u : 0u);
+  const bool batch_full = running_before && in.full_at == static_cast<std::int64_t>(in.left);
   for (const std::uint32_t r : in.running) {
     if (static_cast<std::int64_t>(r) != in.chunked) held += out_rest(r);
   }
-  if (in.chunked >= 0) {  // the chunked request continues first, its chunk ending on a page
+  auto remaining = [&]() -> std::int64_t {  // PrefillBudget.remaining_total
+    if constexpr (requires(KV k) { k.available_pages(); }) {
+      return static_cast<std::int64_t>((kv_[i].available_pages() + taken) * page) -
+             static_cast<std::int64_t>(held);
+    } else {
+      return std::numeric_limits<std::int64_t>::max();  // vLLM's accounting: no such budget
+    }
+  };
+  if (in.chunked >= 0) {  // add_chunked_req: the chunk is capped by the memory left, too
     const auto r = static_cast<std::uint32_t>(in.chunked);
     engine_request& q = w_.st(r);
     const std::uint64_t rest = q.seq() - q.computed;
-    const std::uint64_t n = rest <= budget ? rest : (q.computed + budget) / page * page - q.computed;
+    const std::int64_t room = remaining();
+    const std::uint64_t cap = room > 0 ? std::min<std::uint64_t>(budget, room) : budget;
+    const std::uint64_t n = std::min(rest, cap);
+    const std::uint64_t own = q.kv.own;
     if (n > 0 && kv_[i].grow(q.kv, q.computed + n)) {
+      taken += q.kv.own - own;
       q.scheduled = n;
       in.batch.push_back(r);
       budget -= std::min(budget, page_up(n));
-      held += page_up(n) + page + out_rest(r);
+      held += page_up(n) + page + (n == rest ? out_full(r) : 0);
       if (q.computed + n == q.seq()) in.chunked = -1;
     } else if (n > 0) {
       preempt(i, r);  // its next chunk does not fit: back to the queue, its pages freed
@@ -123,21 +145,26 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
       });
     }
   }
-  for (std::size_t pos = 0; in.chunked < 0 && budget > 0 && pos < in.waiting.size() &&
-                           in.running.size() < c_.sched.max_num_seqs;) {
+  for (std::size_t pos = 0; !batch_full && in.chunked < 0 && budget > 0 &&
+                           pos < in.waiting.size() && in.running.size() < c_.sched.max_num_seqs;) {
     const std::uint32_t r = in.waiting[pos];
     if (!l3_gate(i, r)) {  // HiCache L3: its prefetch holds it; the requests behind may go
       ++pos;
       continue;
     }
-    if (!admit(i, r, budget, false, held)) break;
+    if (!admit(i, r, budget, false, held, taken)) {  // NO_TOKEN
+      if (running_before) in.full_at = static_cast<std::int64_t>(in.left);
+      break;
+    }
     take_waiting(i, pos);
     in.running.push_back(r);
     in.batch.push_back(r);
     engine_request& q = w_.st(r);
+    taken += q.kv.own;
     budget -= std::min(budget, page_up(q.scheduled));
-    held += page_up(q.scheduled) + page + out_rest(r);
-    if (q.computed + q.scheduled < q.seq()) in.chunked = r;
+    const bool cut = q.computed + q.scheduled < q.seq();
+    held += page_up(q.scheduled) + page + (cut ? 0 : out_full(r));
+    if (cut) in.chunked = r;
   }
   if (!in.batch.empty()) return true;
   // Decode: every running request needs a page for its next token; while one cannot get it,

@@ -90,6 +90,10 @@ struct engine_instance {
   double busy_until = 0;         // the end of the iteration in progress
   std::vector<std::uint32_t> running, batch;
   std::int64_t chunked = -1;  // sglang: the request being prefilled in chunks
+  std::uint64_t left = 0;     // requests that left `running` (finished, preempted, handed off)
+  // sglang: running_batch.batch_is_full, set (to `left`'s value) when an admission found no
+  // memory; SGLang tries no new request until one leaves the running batch.
+  std::int64_t full_at = -1;
   std::uint32_t finishing = 0;  // async: running requests done, not yet released
   std::uint64_t iterations = 0;
   bool busy = false;
@@ -178,7 +182,7 @@ class engine_sim {
   bool schedule_v0(std::uint32_t i);
   bool schedule_sglang(std::uint32_t i);
   bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
-             std::uint64_t held = 0);
+             std::uint64_t held = 0, std::uint64_t taken_pages = 0);
   // vLLM offload and KVBM, whose connectors load asynchronously (schedule_v1's waiting loop):
   // what waiting request r does this schedule.
   [[nodiscard]] bool async_loads(std::uint32_t i) const { return inst_[i].offload || inst_[i].kvbm; }
@@ -229,6 +233,13 @@ class engine_sim {
   // SGLang's PrefillAdder holds back each running request's remaining output (capped at 4096
   // tokens; ratio 1: a replay's output lengths are fixed, as with ignore_eos).
   // A prefill instance of a disaggregated pair samples one token and hands the request off.
+  // SGLang's output reserve of an admitted prefill: min(max_new_tokens, 4096), however many
+  // tokens a retracted request had already produced.
+  std::uint64_t out_full(std::uint32_t r) const {
+    const engine_request& q = w_.st(r);
+    const std::uint64_t total = inst_.size() > prefill_n_ && q.inst < prefill_n_ ? 1 : q.out_total;
+    return std::min<std::uint64_t>(total, 4096);
+  }
   std::uint64_t out_rest(std::uint32_t r) const {
     const engine_request& q = w_.st(r);
     const std::uint64_t total = inst_.size() > prefill_n_ && q.inst < prefill_n_ ? 1 : q.out_total;

@@ -300,6 +300,9 @@ def main():
     ap.add_argument("--scenarios", default="a,b,c,d,e")
     ap.add_argument("--policies", default="lpm,fcfs")
     ap.add_argument("--window", type=int, default=3)
+    ap.add_argument("--golden", metavar="DIR",
+                    help="also write each run's trace and SGLang's iterations there "
+                         "(tests/data/engine_sched/sglang: the ctest golden files)")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(1)
@@ -314,6 +317,19 @@ def main():
             k_steps, k_info = run_kvtk(sc, d, policy)
             s_steps, s_ret, s_info, settings = run_sglang(sc, policy)
             json.dump({"steps": s_steps, "retracted": s_ret}, open(d / f"sglang_{policy}.json", "w"))
+            if a.golden:
+                g = Path(a.golden)
+                g.mkdir(parents=True, exist_ok=True)
+                (g / f"{sc['name']}.jsonl").write_text((d / "trace.jsonl").read_text())
+                sets = {"local_cache": sc["C"], "max_num_batched_tokens": sc["B"],
+                        "max_num_seqs": sc["S"], "schedule_policy": policy}
+                if sc["K"] is not None:
+                    sets["max_output_tokens"] = sc["K"]
+                (g / f"{sc['name']}_{policy}.json").write_text(json.dumps(
+                    {"sglang": "0.5.23", "trace": f"{sc['name']}.jsonl", "set": sets,
+                     "retractions": sum(len(x) for x in s_ret),
+                     "steps": [sorted(map(list, st)) for st in s_steps]},
+                    separators=(",", ":")) + "\n")
             ft, fc = VS.compare(k_steps, s_steps)
             k_ret = sum(1 for _ in ())
             m = {"scenario": sc["name"], "what": sc["what"], "policy": policy,
