@@ -97,6 +97,20 @@ expect(2 "prefill_only.csv has no decode rows, and request [0-9]+ \\(0-based\\) 
        simulate --trace ${T} --timing-table ${WORK_DIR}/prefill_only.csv)
 expect(0 "\"source\": \"table\"" simulate --trace ${T} --timing-table ${WORK_DIR}/prefill_only.csv
        --set max_output_tokens=1 --json -)
+# The engine schedulers check the table's kinds too (a missing kind was read out of bounds).
+expect(2 "prefill_only.csv has no decode rows, and request [0-9]+ \\(0-based\\) decodes"
+       simulate --trace ${T} --engine vllm --set model=qwen2.5-7b --set gpu=h100
+       --timing-table ${WORK_DIR}/prefill_only.csv)
+# Estimates of a whole prompt (conductor router, closed-loop think time) cost it in the chunks the
+# engine runs: a table measured within an 8,192-token budget covers 23,141-token prompts.
+file(WRITE ${WORK_DIR}/budget.csv "kind,batch,tokens_per_request,context_tokens,ms
+prefill,1,512,0,10\nprefill,1,8192,0,100\nprefill,1,8192,65536,400\nprefill,1,512,65536,40
+decode,1,1,1024,10\ndecode,256,1,1024,30\ndecode,1,1,131072,20\ndecode,256,1,131072,60\n")
+expect(0 "\"ttft_s\"" simulate --trace ${T} --engine vllm --set model=qwen2.5-7b --set gpu=h100
+       --set router=conductor --set prefill_instances=2 --set max_num_batched_tokens=8192
+       --timing-table ${WORK_DIR}/budget.csv --json -)
+expect(2 "num_gpu_blocks_override and the \\*_reserve_gib keys size an[ \n]+engine's KV cache"
+       simulate --trace ${T} --set num_gpu_blocks_override=5000)
 expect(2 "'compute_efficiency' must be a number in \\(0, 1\\]" simulate --trace ${T}
        --set compute_efficiency=2)
 expect(2 "'iteration_overhead_s' must be in \\[0, 10\\]" simulate --trace ${T}

@@ -85,7 +85,7 @@ TEST_CASE("closed loop: a child arrives when its parent is done plus the gap les
     const kvtk::sim::des::iteration_timing timing(c.model, c.gpu, c.gpus_per_instance, c.time_scale,
                                                   c.iteration_overhead_s, c.timing);
     return kvtk::sim::des::detail::unloaded_latency_s(timing, static_cast<double>(c.model.kv_bytes_per_token),
-                                                      t.input_tokens(r), 50);
+                                                      t.input_tokens(r), 50, c.chunk_tokens);
   });
   REQUIRE(plan.parent == std::vector<std::uint32_t>{plan.none, plan.none, 0, 1});
   // The estimate (prefill + 49 decode steps at 1000x) exceeds the 1 s gap: no think time left.

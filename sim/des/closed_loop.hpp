@@ -137,9 +137,13 @@ struct closed_loop_plan {
 };
 
 /// The "unloaded" latency estimate of one request (see the header comment).
+/// The prefill runs in iterations of at most `chunk` new tokens (the scheduler's chunk or token
+/// budget; 0 = one iteration), as the simulation runs it: one iteration of a long prompt could be
+/// beyond a timing table's reach where no real iteration is.
 inline double unloaded_latency_s(const iteration_timing& timing, double kv_bytes_per_token,
-                                 std::uint64_t input_tokens, std::uint64_t output_tokens) {
-  double s = timing.prefill_s(0, input_tokens);
+                                 std::uint64_t input_tokens, std::uint64_t output_tokens,
+                                 std::uint64_t chunk) {
+  double s = timing.chunked_prefill_s(0, input_tokens, chunk);
   if (output_tokens > 1) {
     decode_batch d;
     d.requests = 1;

@@ -71,7 +71,7 @@ void engine_scheduler_config::validate() const {
     throw std::invalid_argument("gpu_memory_utilization must be in (0, 1]");
   }
   if (!(mem_fraction_static >= 0 && mem_fraction_static <= 1)) {
-    throw std::invalid_argument("mem_fraction_static must be in (0, 1]");
+    throw std::invalid_argument("mem_fraction_static must be in (0, 1] (0: not set)");
   }
   if (mem_fraction_static > 0 && kind() != scheduler_kind::sglang) {
     throw std::invalid_argument("mem_fraction_static is SGLang's: it needs scheduler sglang "
@@ -82,6 +82,14 @@ void engine_scheduler_config::validate() const {
       throw std::invalid_argument("activation_reserve_gib, cuda_graph_reserve_gib and "
                                   "non_torch_reserve_gib must be in [0, 1e6] GiB");
     }
+  }
+  // kvtk's own scheduler sizes its cache with local_cache alone: these would be ignored.
+  if (!engine_scheduler() &&
+      (num_gpu_blocks_override > 0 || activation_reserve_gib > 0 || cuda_graph_reserve_gib > 0 ||
+       non_torch_reserve_gib > 0)) {
+    throw std::invalid_argument("num_gpu_blocks_override and the *_reserve_gib keys size an "
+                                "engine's KV cache: they need an engine scheduler (--engine "
+                                "vllm|sglang); kvtk's scheduler takes local_cache");
   }
 }
 
@@ -188,6 +196,25 @@ kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trac
   return h;
 }
 
+// A timing table must have the kinds the run needs (kvtk's scheduler: cluster::check_timing_table).
+static void check_table_kinds(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+  if (!c.timing) return;
+  const std::string& f = c.timing->source();
+  if (!c.timing->has_prefill() && t.requests() > 0) {
+    throw std::invalid_argument("timing table " + f + " has no prefill rows (every request "
+                                "prefills; docs/simulate.md \"Timing\")");
+  }
+  if (c.timing->has_decode()) return;
+  for (std::uint32_t r = 0; r < t.requests(); ++r) {
+    if (output_tokens_of(t, c, r) > 1) {
+      throw std::invalid_argument(
+          "timing table " + f + " has no decode rows, and request " + std::to_string(r) +
+          " (0-based) decodes " + std::to_string(output_tokens_of(t, c, r) - 1) +
+          " tokens (add decode rows, or cap outputs with max_output_tokens=1)");
+    }
+  }
+}
+
 void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
   c.sched.validate();
   auto refuse = [&](const std::string& what) {
@@ -200,6 +227,7 @@ void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster
   (void)parse_router(c.router);  // every router combines (an unknown name: unknown_name)
   if (c.prefill_instances == 0) throw std::invalid_argument("prefill_instances must be >= 1");
   check_figures(c);
+  check_table_kinds(t, c);
   // The DRAM tiers (prefill instances only: decode instances never prefill a prompt to write)
   // and the pool.
   const std::uint64_t refs = std::max<std::size_t>(t.keys.size(), 1);
