@@ -302,7 +302,7 @@ TEST_CASE("compare: every policy x capacity, hits + misses = requests", "[api]")
   CHECK_THROWS_WITH(kvtk::sim::validate(o), Catch::Contains("positive integer"));
 }
 
-TEST_CASE("move: replay verifies every arrival; bench fits only what its samples determine", "[api]") {
+TEST_CASE("move: replay verifies every arrival - bench fits only what its samples determine", "[api]") {
   kvtk::sim::move_replay_options o;
   o.trace = conversation;
   o.tiers = "hbm:2500:lru,dram:7500:lru";

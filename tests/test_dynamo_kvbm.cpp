@@ -136,7 +136,7 @@ TEST_CASE("kvbm: prompts written through to the host, loaded past the GPU hit, L
   CHECK(c.host_dropped_batches == 0);
 }
 
-TEST_CASE("kvbm: a batch larger than the host is dropped; a whole-prompt hit gives up a block",
+TEST_CASE("kvbm: a batch larger than the host is dropped - a whole-prompt hit gives up a block",
           "[dynamo_kvbm]") {
   dynamo_kvbm small(config(5, 3, 0));
   CHECK(run(small, {1, 2, 3, 4}, 72) == 0);

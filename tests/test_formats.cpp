@@ -187,7 +187,7 @@ TEST_CASE("kvtb round-trips every column", "[formats][kvtb]") {
   fs::remove(path);
 }
 
-TEST_CASE("kvtb fan-in: the parents after the first round-trip; ids without a parent are refused",
+TEST_CASE("kvtb fan-in: the parents after the first round-trip - ids without a parent are refused",
           "[formats][kvtb]") {
   const std::vector<kvtk::block_key> one = {7};
   const std::vector<std::uint64_t> joins2 = {11, 12}, joins1 = {13};
@@ -272,7 +272,7 @@ TEST_CASE("kvtb: every header byte flip, payload flip and truncation is detected
   }
 }
 
-TEST_CASE("kvtk schema: the writer's lines validate; the reader knows every property",
+TEST_CASE("kvtk schema: the writer's lines validate - the reader knows every property",
           "[formats][schema]") {
   const auto schema = load_json(std::string(KVTK_TRACES_DIR) + "/kvtk-trace.schema.json");
   // A generated trace with sessions and tenants, plus a hand-written line with every field.

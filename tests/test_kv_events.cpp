@@ -169,7 +169,7 @@ TEST_CASE("kv events: the vLLM recording decodes, imports as the miss stream", "
   fs::remove(tmp("miss.ids"));
 }
 
-TEST_CASE("check-engine: no divergence on vLLM's own recording; a removed block is found",
+TEST_CASE("check-engine: no divergence on vLLM's own recording - a removed block is found",
           "[events]") {
   auto r = kvtk::sim::run(check(recording));
   CHECK(r.equal);
@@ -360,7 +360,7 @@ TEST_CASE("kv events: SGLang's own recording decodes and check-engine finds no d
   for (const auto& f : {cut, arrays, salted}) fs::remove(f);
 }
 
-TEST_CASE("kv events: vLLM's reuse reports rebuild the requests; check-engine compares the hits", "[events]") {
+TEST_CASE("kv events: vLLM's reuse reports rebuild the requests - check-engine compares the hits", "[events]") {
   // The requests rebuilt from the parent chains are the log's requests: each one's full blocks,
   // in order, with its session.
   kvtk::sim::trace_import_options o;
@@ -437,7 +437,7 @@ TEST_CASE("kv events: vLLM's reuse reports rebuild the requests; check-engine co
   fs::remove(o.output);
 }
 
-TEST_CASE("kv events: Dynamo's RouterEvents give vLLM's miss stream; one cache a recording", "[events]") {
+TEST_CASE("kv events: Dynamo's RouterEvents give vLLM's miss stream - one cache a recording", "[events]") {
   // Dynamo passes the engine's hashes through: its recording's miss stream is the vLLM
   // recording's with the engine's keys, block for block.
   const auto miss_stream = [&](const std::string& log, const std::string& format, const std::string& keys) {
@@ -521,7 +521,7 @@ TEST_CASE("kv events: Dynamo's RouterEvents give vLLM's miss stream; one cache a
   for (const auto& f : {two, derived.output}) fs::remove(f);
 }
 
-TEST_CASE("kv events: resident blocks count copies; a reuse report is parentless and resident", "[events]") {
+TEST_CASE("kv events: resident blocks count copies - a reuse report is parentless and resident", "[events]") {
   using kvtk::sim::kv_event;
   const auto stored = [](std::vector<std::string> hashes, std::optional<std::string> parent) {
     kv_event e;

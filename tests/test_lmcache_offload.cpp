@@ -145,7 +145,7 @@ TEST_CASE("lmcache: invariants on random prefix traces, every policy", "[lmcache
   }
 }
 
-TEST_CASE("lmcache disk: lookup runs CPU then disk; disk reads are promoted", "[lmcache][disk]") {
+TEST_CASE("lmcache disk: lookup runs CPU then disk - disk reads are promoted", "[lmcache][disk]") {
   // GPU 3 blocks: a 3-block request leaves nothing of the previous one on the GPU but what it
   // shares. CPU 2 chunks, disk 8; one-block chunks.
   auto o = make(3, 2, 1, lmcache_policy::lru, 8);

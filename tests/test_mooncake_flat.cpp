@@ -130,7 +130,7 @@ TEST_CASE("fuzz regression inputs are handled", "[formats][fuzz]") {
   }
 }
 
-TEST_CASE("oracleGeneral records: ids in little-endian order; truncation detected", "[formats]") {
+TEST_CASE("oracleGeneral records: ids in little-endian order - truncation detected", "[formats]") {
   std::string bytes;
   auto put = [&](std::uint64_t v, int n) {
     for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xff));

@@ -32,7 +32,7 @@ TEST_CASE("layout presets give the model presets' KV bytes per token", "[move]")
   CHECK_FALSE(kvtk::move::layout_preset("gpt-5", 16).has_value());
 }
 
-TEST_CASE("copies move every byte; coalescing merges runs; corruption is caught", "[move]") {
+TEST_CASE("copies move every byte - coalescing merges runs - corruption is caught", "[move]") {
   for (const auto order : {arrangement::block_first, arrangement::layer_first}) {
     kv_layout l;
     l.layers = 4;

@@ -307,7 +307,7 @@ TEST_CASE("kvtn: a foreign file at the sidecar's path is never replaced", "[form
   }
 }
 
-TEST_CASE("kvtn: next_uses_for picks memory or the sidecar; results never change",
+TEST_CASE("kvtn: next_uses_for picks memory or the sidecar - results never change",
           "[formats][kvtn][api]") {
   scratch_dir d("api");
   const std::string trace = d / "t.kvtb";

@@ -581,7 +581,7 @@ TEST_CASE("sampled MRC stays close to the exact curve", "[prefix][mrc]") {
   REQUIRE_THROWS_AS(sampled_prefix_lru_mrc(synthetic(), 0.0), std::invalid_argument);
 }
 
-TEST_CASE("offline optimum: Belady bounds every policy; flat Belady hits the ideal at 10000",
+TEST_CASE("offline optimum: Belady bounds every policy - flat Belady hits the ideal at 10000",
           "[prefix][golden]") {
   const prefix_trace& t = conversation();
   const auto p = partial_block::cache;

@@ -185,7 +185,7 @@ TEST_CASE("cluster configs reject unknown keys and impossible values", "[simulat
   CHECK_THROWS_WITH(from({{"partial_block", 1}}, {}), Catch::Contains("'partial_block' must be"));
 }
 
-TEST_CASE("a per-node DRAM tier serves what HBM lost; SLO admission rejects", "[simulate]") {
+TEST_CASE("a per-node DRAM tier serves what HBM lost - SLO admission rejects", "[simulate]") {
   const auto& t = trace("mooncake_fast25_conversation_trace.jsonl");
   cluster_config c = zero_time();
   c.dram_blocks = 10000;  // DRAM alone = one LRU of its size
@@ -387,7 +387,7 @@ TEST_CASE("sparse decode under the engine schedulers: selected pages only, recal
   }
 }
 
-TEST_CASE("sparse decode: next-step prefetch hides recalls; runs are deterministic", "[simulate]") {
+TEST_CASE("sparse decode: next-step prefetch hides recalls - runs are deterministic", "[simulate]") {
   const auto t = sparse_trace();
   cluster_config c = sparse_cluster();
   c.sparse.drift = 0.2;
@@ -504,7 +504,7 @@ TEST_CASE("one tier model: a zero-time simulation equals replay --tiers exactly"
   }
 }
 
-TEST_CASE("the event loop: time, then kind, then push order; arrivals streamed or queued alike",
+TEST_CASE("the event loop: time, then kind, then push order - arrivals streamed or queued alike",
           "[simulate][event_loop]") {
   namespace d = sim::des::detail;
   enum class kind : std::uint8_t { early, arrival, late };

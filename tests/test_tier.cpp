@@ -464,7 +464,7 @@ TEST_CASE("lower_tiers: a core below a non-flat top demotes what the top evicts"
                     Catch::Equals("tier t1: unknown policy 'arc' (known: lru fifo)"));
 }
 
-TEST_CASE("tier_index is hierarchy_index over the flat top; block tokens", "[tier]") {
+TEST_CASE("tier_index is hierarchy_index over the flat top - block tokens", "[tier]") {
   STATIC_REQUIRE(std::is_same_v<tier::tier_index<>, tier::hierarchy_index<tier::tier_hierarchy<>>>);
   // 10 tokens in blocks of 4: 4, 4, 2, then nothing.
   CHECK(kvtk::prefix::tokens_in_block(10, 4, 0) == 4);

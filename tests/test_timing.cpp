@@ -219,13 +219,15 @@ TEST_CASE("timing table: scattered points, interpolated by hand", "[simulate][ti
   // Across batches: a third of the way from batch 1 (10) to batch 4 (32).
   CHECK(tt->prefill_s(2, 512, 0, &far) == Approx((10 + 22.0 / 3) / 1000));
   CHECK(far.dim == -1);  // all within reach
-  // The 2048-token slot was measured at context 0 only: a context there is beyond reach, and
-  // the value is that slot's constant (40) halfway with slot 1024's 35.
+  // The 2048-token slot was measured at context 0 only: constant in context there (40), halfway
+  // with slot 1024's 35; such a slice is within reach up to twice the kind's largest context.
   CHECK(tt->prefill_s(1, 1536, 2048, &far) == Approx(0.0375));
+  CHECK(far.dim == -1);
+  (void)tt->prefill_s(1, 1536, 8192, &far);
+  CHECK(far.dim == -1);  // slot 1024: 2x its 4096; slot 2048: 2x the kind's 4096
+  (void)tt->prefill_s(1, 1536, 8193, &far);
   CHECK(far.dim == 2);
-  CHECK(far.largest == 0);
-  CHECK(far.batch == 1);
-  CHECK(far.tokens == 2048);
+  CHECK(far.largest == 4096);
   // Beyond twice batch 4's longest prompt, and beyond twice the largest batch.
   far = {};
   (void)tt->prefill_s(4, 2049, 0, &far);
@@ -450,7 +452,7 @@ TEST_CASE("timing table: bad tables name the file, the line and the reason", "[s
   CHECK_THROWS_WITH(sim::des::simulate(decoding, c), Contains("has no prefill rows"));
 }
 
-TEST_CASE("timing table: a config's relative table is next to the config; --timing-table wins",
+TEST_CASE("timing table: a config's relative table is next to the config - --timing-table wins",
           "[simulate][timing][api]") {
   const auto dir = std::filesystem::temp_directory_path() / ("kvtk_test_timing_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "cfg");
@@ -459,8 +461,13 @@ TEST_CASE("timing table: a config's relative table is next to the config; --timi
       << R"({"timing_table": "table.csv", "max_output_tokens": 1})";
   std::ofstream(dir / "bad.csv")
       << "kind,batch,tokens_per_request,context_tokens,ms\nprefill,1,1,0,x\n";
+  // Prompts within the table's reach (its longest is 2,048 tokens).
+  std::ofstream(dir / "trace.jsonl")
+      << "{\"kvtk_trace\": 1, \"block_tokens\": 512}\n"
+         "{\"arrival_s\": 0, \"input_length\": 1000, \"output_length\": 1, \"hash_ids\": [1, 2]}\n"
+         "{\"arrival_s\": 1, \"input_length\": 1500, \"output_length\": 1, \"hash_ids\": [1, 3, 4]}\n";
   sim::simulate_options o;
-  o.trace = KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl";
+  o.trace = (dir / "trace.jsonl").string();
   o.config_file = (dir / "cfg" / "sim.json").string();
   auto r = sim::run(o);
   CHECK(r.result["timing"]["file"] == (dir / "cfg" / "table.csv").string());

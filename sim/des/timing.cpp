@@ -54,8 +54,11 @@ double timing_table::points::at(const double x[3], table_far* far) const noexcep
   if (s.empty()) return 0;  // a kind without rows (the configs refuse the runs that need it)
   // Nested: context within a (batch, tokens) slice, tokens within a batch, then across batches.
   auto check = [&](int d, const double* a, std::size_t n, double b, double t) {
-    if (far != nullptr && far->dim < 0 && varies[d] && x[d] > reach * a[n - 1]) {
-      *far = {d, x[d], a[n - 1], b, t};
+    // A slice with one value is constant in that dimension: it is far only beyond the kind's
+    // reach (a profile's longest chunk is often measured at context 0 alone).
+    const double top = n > 1 ? a[n - 1] : largest[d];
+    if (far != nullptr && far->dim < 0 && varies[d] && x[d] > reach * top) {
+      *far = n > 1 ? table_far{d, x[d], top, b, t} : table_far{d, x[d], top, -1, -1};
     }
   };
   auto in_slot = [&](std::size_t k, double b) {

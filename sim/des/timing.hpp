@@ -19,7 +19,8 @@
 //    values outside the data; a dimension with one value in the whole kind is constant; the result
 //    is clamped at >= 0. On a full grid this is exactly the multilinear interpolation (the same
 //    lines, composed; tested against it). A query beyond twice the largest value measured in its
-//    slice (a dimension the kind varies) is "far": iteration_timing throws, naming the query,
+//    slice (one of a single value: twice the kind's largest; a dimension the kind varies) is
+//    "far": iteration_timing throws, naming the query,
 //    the slice and the distance, rather than extrapolate into nonsense. Several prefill parts
 //    are looked up as batch = parts, tokens_per_request = mean new tokens, context_tokens = mean
 //    context. The overheads add to the table's times (0 by default: leave them 0 when the table
@@ -99,6 +100,7 @@ class timing_table {
     std::vector<double> batch, tokens, context, s;  // s in seconds
     std::vector<std::uint32_t> tokens_first, rows_first;
     bool varies[3] = {false, false, false};  ///< the kind has several values of a dimension
+    double largest[3] = {0, 0, 0};           ///< the kind's largest value of each dimension
     bool complete = false;                   ///< every combination of the values is a row
     [[nodiscard]] double at(const double x[3], table_far* far) const noexcept;
   };

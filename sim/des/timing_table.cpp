@@ -124,6 +124,7 @@ timing_table::points make_points(const std::vector<row>& rows) {
     std::sort(v.begin(), v.end());
     distinct[d] = static_cast<std::size_t>(std::unique(v.begin(), v.end()) - v.begin());
     p.varies[d] = distinct[d] > 1;
+    p.largest[d] = v.back();
   }
   p.complete = rows.size() == distinct[0] * distinct[1] * distinct[2];
   return p;
