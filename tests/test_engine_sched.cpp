@@ -82,6 +82,27 @@ TEST_CASE("vllm-v0: whole prompts first, decodes wait", "[engine_sched]") {
   CHECK(r.summary["iterations"] == 4);
 }
 
+TEST_CASE("vllm-v0: the padded prefill budget and the block watermark (Vidur's vLLM rules)",
+          "[engine_sched]") {
+  // A (16 tokens) and B (48) arrive together, one output token each. Summed, 16 + 48 fit a
+  // budget of 64: one prefill 0-10. Padded, 2 x 48 = 96 does not: A 0-10, then B 10-20.
+  const auto t = make({{0, {1}, 1}, {0, {2, 3, 4}, 1}});
+  auto c = engine("vllm-v0", 100, 64);
+  check(sim::des::simulate(t, c).requests[1], 0.010, 0.010);
+  c.sched.padded_prefill_budget = true;
+  check(sim::des::simulate(t, c).requests[1], 0.020, 0.020);
+  // Watermark: 10 blocks, A takes 4 and B 5 (9 fit), but a 0.2 watermark keeps 2 free: after
+  // A only 6 are, 6 - 5 < 2, so B waits for A to finish.
+  const auto w = make({{0, {1, 2, 3, 4}, 1}, {0, {5, 6, 7, 8, 9}, 1}});
+  auto d = engine("vllm-v0", 10, 1000);
+  check(sim::des::simulate(w, d).requests[1], 0.010, 0.010);
+  d.sched.watermark_blocks_fraction = 0.2;
+  check(sim::des::simulate(w, d).requests[1], 0.020, 0.020);
+  // Both are vLLM V0's: other schedulers refuse them by name.
+  d.sched.scheduler = "vllm-v1";
+  CHECK_THROWS_WITH(sim::des::simulate(w, d), Catch::Contains("need scheduler vllm-v0"));
+}
+
 TEST_CASE("sglang: longest prefix first, the last admitted chunked", "[engine_sched]") {
   // X (keys 1 2, 1 output) prefills 0-10 and finishes, leaving [1 2] in the tree. Y (keys 5 6)
   // then Z (keys 1 2 3) wait. lpm: Z first (2 pages cached, 16 new tokens), then Y's first 24

@@ -26,7 +26,8 @@ const char* const known_keys[] = {
     "sparse", "efficiency", "compute_efficiency", "memory_efficiency", "iteration_overhead_s",
     "request_overhead_s",
     "timing_table", "scheduler", "engine", "max_num_batched_tokens", "max_num_seqs",
-    "schedule_policy", "gpu_memory_utilization", "async_scheduling", "arrivals", "closed_latency",
+    "schedule_policy", "gpu_memory_utilization", "async_scheduling", "padded_prefill_budget",
+    "watermark_blocks_fraction", "arrivals", "closed_latency",
     "num_gpu_blocks_override", "mem_fraction_static", "activation_reserve_gib",
     "cuda_graph_reserve_gib", "non_torch_reserve_gib", "page_tokens", "enable_prefix_caching"};
 
@@ -391,6 +392,13 @@ void read_scheduler(const nlohmann::json& j, des::engine_scheduler_config& s) {
   }
   read_string(j, "schedule_policy", s.schedule_policy);
   read_bool(j, "async_scheduling", s.async_scheduling);
+  read_bool(j, "padded_prefill_budget", s.padded_prefill_budget);
+  if (j.contains("watermark_blocks_fraction")) {
+    s.watermark_blocks_fraction = number(j, "watermark_blocks_fraction");
+    if (s.watermark_blocks_fraction >= 1) {
+      throw usage_error("config: 'watermark_blocks_fraction' must be in [0, 1)");
+    }
+  }
   if (j.contains("max_num_batched_tokens")) {
     s.max_num_batched_tokens = whole(j, "max_num_batched_tokens", 1ull << 32);
   }

@@ -73,6 +73,11 @@ void engine_scheduler_config::validate() const {
   if (!(mem_fraction_static >= 0 && mem_fraction_static <= 1)) {
     throw std::invalid_argument("mem_fraction_static must be in (0, 1] (0: not set)");
   }
+  if ((padded_prefill_budget || watermark_blocks_fraction > 0) &&
+      kind() != scheduler_kind::vllm_v0) {
+    throw std::invalid_argument("padded_prefill_budget and watermark_blocks_fraction are vLLM "
+                                "V0's: they need scheduler vllm-v0");
+  }
   if (mem_fraction_static > 0 && kind() != scheduler_kind::sglang) {
     throw std::invalid_argument("mem_fraction_static is SGLang's: it needs scheduler sglang "
                                 "(vLLM's is gpu_memory_utilization)");

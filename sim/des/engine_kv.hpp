@@ -179,6 +179,8 @@ class vllm_kv {
   void checkpoint(kv_request& /*q*/, std::uint64_t /*computed*/) {}
   [[nodiscard]] std::uint64_t cached_blocks() const { return pool_.cached_blocks(); }
   [[nodiscard]] std::uint64_t evictions() const { return pool_.evictions(); }
+  [[nodiscard]] std::uint64_t free_blocks() const { return pool_.free_blocks(); }
+  [[nodiscard]] std::uint64_t capacity() const { return pool_.capacity(); }
 
  private:
   void take(kv_request& q, std::uint64_t upto) {

@@ -42,6 +42,12 @@ struct engine_scheduler_config {
   std::uint32_t max_num_seqs = 1024;            ///< running requests per instance (vLLM
                                                 ///< max_num_seqs; SGLang max_running_requests)
   std::string schedule_policy = "lpm";          ///< sglang: lpm (longest prefix first) | fcfs
+  /// vllm-v0: a prefill batch's tokens counted as requests x its longest prompt (padded), as
+  /// Vidur's vLLM scheduler counts them, instead of their sum.
+  bool padded_prefill_budget = false;
+  /// vllm-v0: admit a prompt only when this share of the KV blocks stays free after it (vLLM
+  /// V0's BlockSpaceManager watermark, 0.01 there and in Vidur); 0 = none.
+  double watermark_blocks_fraction = 0;
   double gpu_memory_utilization = 0.9;  ///< KV blocks = this share of HBM less the weights
                                         ///< and the reserves, when no block count is given
   /// KV blocks per instance as the engine logs them ("# GPU blocks"; vLLM's

@@ -66,15 +66,22 @@ template <class KV>
 bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
   engine_instance& in = inst_[i];
   std::uint64_t budget = c_.sched.max_num_batched_tokens;
+  std::uint64_t longest = 0;  // padded_prefill_budget: the batch costs requests x its longest
   while (!in.waiting.empty() && in.running.size() < c_.sched.max_num_seqs) {
     const std::uint32_t r = in.waiting.front();
     // A prompt longer than the budget is admitted alone (V0 would refuse it outright).
     const bool alone = in.batch.empty();
+    if (c_.sched.padded_prefill_budget && !alone) {
+      const std::uint64_t tokens = w_.st(r).seq() - std::min(w_.st(r).seq(), peek_hit_tokens(i, r));
+      if ((in.batch.size() + 1) * std::max(longest, tokens) > c_.sched.max_num_batched_tokens) break;
+    }
+    if (!v0_watermark_ok(i, r)) break;
     if (!admit(i, r, alone ? w_.st(r).seq() : budget, true)) break;
     pop_waiting(i);
     in.running.push_back(r);
     in.batch.push_back(r);
     budget -= std::min(budget, w_.st(r).scheduled);
+    longest = std::max(longest, w_.st(r).scheduled);
   }
   if (!in.batch.empty()) return true;
   for (std::size_t k = 0; k < in.running.size();) {
@@ -90,6 +97,32 @@ bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
     ++k;
   }
   return !in.batch.empty();
+}
+
+// vLLM V0's watermark: the prompt's new blocks must leave watermark_blocks_fraction x the
+// blocks free (vLLM's accounting only; the others have no such rule).
+template <class KV>
+bool engine_sim<KV>::v0_watermark_ok(std::uint32_t i, std::uint32_t r) {
+  if (c_.sched.watermark_blocks_fraction <= 0) return true;
+  if constexpr (requires(KV k) { k.free_blocks(); }) {
+    const engine_request& q = w_.st(r);
+    const std::uint64_t need = blocks_for(q.seq(), bt_) - kv_[i].peek(q.kv, q.seq());
+    const auto mark = static_cast<std::uint64_t>(c_.sched.watermark_blocks_fraction *
+                                                 static_cast<double>(kv_[i].capacity()));
+    return kv_[i].free_blocks() >= need + mark;
+  } else {
+    return true;
+  }
+}
+
+// The tokens of request r's prompt cached at instance i (what an admission would hit).
+template <class KV>
+std::uint64_t engine_sim<KV>::peek_hit_tokens(std::uint32_t i, std::uint32_t r) {
+  if constexpr (requires(KV k) { k.peek(w_.st(0).kv, 1); }) {
+    return std::uint64_t{kv_[i].peek(w_.st(r).kv, w_.st(r).seq())} * bt_;
+  } else {
+    return 0;
+  }
 }
 
 template <class KV>

@@ -181,6 +181,8 @@ class engine_sim {
   bool schedule_v1(std::uint32_t i);
   bool schedule_v0(std::uint32_t i);
   bool schedule_sglang(std::uint32_t i);
+  bool v0_watermark_ok(std::uint32_t i, std::uint32_t r);
+  std::uint64_t peek_hit_tokens(std::uint32_t i, std::uint32_t r);
   bool admit(std::uint32_t i, std::uint32_t r, std::uint64_t budget, bool whole,
              std::uint64_t held = 0, std::uint64_t taken_pages = 0);
   // vLLM offload and KVBM, whose connectors load asynchronously (schedule_v1's waiting loop):
