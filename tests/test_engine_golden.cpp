@@ -19,7 +19,8 @@ namespace {
 
 using step = std::vector<std::array<std::uint64_t, 3>>;  // (request, new tokens, context), sorted
 
-std::vector<step> kvtk_steps(const nlohmann::json& golden, const std::string& dir) {
+std::vector<step> kvtk_steps(const nlohmann::json& golden, const std::string& dir,
+                             std::uint64_t& preemptions) {
   kvtk::sim::simulate_options o;
   o.trace = dir + "/" + golden["trace"].get<std::string>();
   o.engine = "sglang";
@@ -27,6 +28,7 @@ std::vector<step> kvtk_steps(const nlohmann::json& golden, const std::string& di
   for (const auto& [k, v] : golden["set"].items()) o.set.push_back(k + "=" + v.dump());
   o.iteration_log = true;
   const auto r = kvtk::sim::run(o);
+  preemptions = r.result["preemptions"].get<std::uint64_t>();
   std::map<std::uint64_t, step> by_iteration;
   for (const auto& it : r.iterations) {
     by_iteration[it.iteration].push_back({it.request, it.new_tokens, it.context_tokens});
@@ -54,7 +56,11 @@ TEST_CASE("sglang scheduler equals SGLang 0.5.23's scheduling code iteration by 
       REQUIRE(f);
       const auto golden = nlohmann::json::parse(f);
       const auto want = golden["steps"].get<std::vector<step>>();
-      const auto got = kvtk_steps(golden, dir);
+      std::uint64_t preemptions = 0;
+      const auto got = kvtk_steps(golden, dir, preemptions);
+      // SGLang's retractions (none in these runs: with fixed output lengths its budget holds
+      // back every running request's remaining output, so decode never runs short).
+      CHECK(preemptions == golden["retractions"].get<std::uint64_t>());
       CHECK(got.size() == want.size());
       std::size_t first = 0;
       while (first < std::min(got.size(), want.size()) && got[first] == want[first]) ++first;

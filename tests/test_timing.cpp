@@ -228,6 +228,14 @@ TEST_CASE("timing table: scattered points, interpolated by hand", "[simulate][ti
   (void)tt->prefill_s(1, 1536, 8193, &far);
   CHECK(far.dim == 2);
   CHECK(far.largest == 4096);
+  // Only context has that allowance: a batch measured at one short prompt stays its own reach.
+  const auto short8 = table(
+      "kind,batch,tokens_per_request,context_tokens,ms\n"
+      "prefill,1,512,0,10\nprefill,1,4096,0,80\nprefill,8,16,0,3\n");
+  far = {};
+  (void)short8->prefill_s(8, 2000, 0, &far);
+  CHECK(far.dim == 1);
+  CHECK(far.largest == 16);
   // Beyond twice batch 4's longest prompt, and beyond twice the largest batch.
   far = {};
   (void)tt->prefill_s(4, 2049, 0, &far);

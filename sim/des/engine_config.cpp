@@ -73,6 +73,9 @@ void engine_scheduler_config::validate() const {
   if (!(mem_fraction_static >= 0 && mem_fraction_static <= 1)) {
     throw std::invalid_argument("mem_fraction_static must be in (0, 1] (0: not set)");
   }
+  if (!(watermark_blocks_fraction >= 0 && watermark_blocks_fraction < 1)) {
+    throw std::invalid_argument("watermark_blocks_fraction must be in [0, 1)");
+  }
   if ((padded_prefill_budget || watermark_blocks_fraction > 0) &&
       kind() != scheduler_kind::vllm_v0) {
     throw std::invalid_argument("padded_prefill_budget and watermark_blocks_fraction are vLLM "
@@ -105,6 +108,10 @@ nlohmann::json engine_scheduler_config::describe() const {
     j["max_num_seqs"] = max_num_seqs;
     if (kind() == scheduler_kind::vllm_v1) j["async_scheduling"] = async_scheduling;
     if (kind() == scheduler_kind::sglang) j["schedule_policy"] = schedule_policy;
+    if (kind() == scheduler_kind::vllm_v0) {
+      j["padded_prefill_budget"] = padded_prefill_budget;
+      j["watermark_blocks_fraction"] = watermark_blocks_fraction;
+    }
   }
   return j;
 }

@@ -101,9 +101,9 @@ class sglang_hicache_kv {
     q.admitted = true;
     return a;
   }
-  /// The device prefix match would give (lpm ordering, routing), touching nothing.
   /// Free and evictable device pages (as sglang_kv::available_pages).
   [[nodiscard]] std::uint64_t available_pages() const { return h_.available(); }
+  /// The device prefix match would give (lpm ordering, routing), touching nothing.
   [[nodiscard]] std::uint32_t peek(const kv_request& q, std::uint64_t seq) const {
     const auto cap = static_cast<std::uint32_t>(
         std::min<std::uint64_t>((seq - 1) / bt_, q.prompt_keys.size()));

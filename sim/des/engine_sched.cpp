@@ -182,7 +182,7 @@ void engine_sim<KV>::arrive(std::uint32_t r) {
   // In the iterations the engine runs (chunks of the token budget): a whole long prompt as one
   // iteration could leave a timing table's reach although no real iteration does.
   if (router_ == router_kind::conductor) {
-    q.cold_prefill_s = timing_.chunked_prefill_s(0, q.L, c_.sched.max_num_batched_tokens);
+    q.cold_prefill_s = timing_.chunked_prefill_s(0, q.L, c_.sched.prefill_chunk());
   }
   const std::uint32_t i = route(q);
   q.inst = i;
@@ -209,7 +209,7 @@ std::uint32_t engine_sim<KV>::route(const engine_request& q) {
       const engine_instance& in = inst_[x];
       const std::uint64_t hit = kvtk::prefix::tokens_in_blocks(q.L, bt_, kv_[x].peek(q.kv, q.seq()));
       route_cost_[x] = std::max(0.0, in.busy_until - now_) + in.waiting_prefill_s +
-                       timing_.chunked_prefill_s(hit, q.L, c_.sched.max_num_batched_tokens);
+                       timing_.chunked_prefill_s(hit, q.L, c_.sched.prefill_chunk());
     }
     return routes_.least_cost(route_cost_, 0, route_weight_);
   }

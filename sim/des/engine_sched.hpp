@@ -68,6 +68,10 @@ struct engine_scheduler_config {
   bool async_scheduling = true;
   bool log_iterations = false;          ///< keep every iteration's batch (simulation_result)
   [[nodiscard]] bool engine_scheduler() const { return scheduler != "kvtk"; }
+  /// The most new tokens one iteration gives a prompt (0 = all of it): vllm-v0 never chunks.
+  [[nodiscard]] std::uint64_t prefill_chunk() const {
+    return scheduler == "vllm-v0" ? 0 : max_num_batched_tokens;
+  }
   /// The scheduler as an enum.  Throws: kvtk::unknown_name for an unknown name.
   [[nodiscard]] scheduler_kind kind() const { return scheduler_names.parse(scheduler); }
   /// The accounting in effect (engine resolved from auto).

@@ -99,14 +99,14 @@ bool engine_sim<KV>::schedule_v0(std::uint32_t i) {
   return !in.batch.empty();
 }
 
-// vLLM V0's watermark: the prompt's new blocks must leave watermark_blocks_fraction x the
-// blocks free (vLLM's accounting only; the others have no such rule).
+// vLLM V0's watermark: the prompt's blocks (all of them, as V0's can_allocate and Vidur count
+// them) must leave watermark_blocks_fraction x the blocks free (vLLM's accounting only).
 template <class KV>
 bool engine_sim<KV>::v0_watermark_ok(std::uint32_t i, std::uint32_t r) {
   if (c_.sched.watermark_blocks_fraction <= 0) return true;
   if constexpr (requires(KV k) { k.free_blocks(); }) {
     const engine_request& q = w_.st(r);
-    const std::uint64_t need = blocks_for(q.seq(), bt_) - kv_[i].peek(q.kv, q.seq());
+    const std::uint64_t need = blocks_for(q.seq(), bt_);
     const auto mark = static_cast<std::uint64_t>(c_.sched.watermark_blocks_fraction *
                                                  static_cast<double>(kv_[i].capacity()));
     return kv_[i].free_blocks() >= need + mark;
@@ -198,6 +198,10 @@ bool engine_sim<KV>::schedule_sglang(std::uint32_t i) {
     const bool cut = q.computed + q.scheduled < q.seq();
     held += page_up(q.scheduled) + page + (cut ? 0 : out_full(r));
     if (cut) in.chunked = r;
+    if (remaining() <= 0) {  // add_one_req returns budget_state(): NO_TOKEN, however many wait
+      if (running_before) in.full_at = static_cast<std::int64_t>(in.left);
+      break;
+    }
   }
   if (!in.batch.empty()) return true;
   // Decode: every running request needs a page for its next token; while one cannot get it,

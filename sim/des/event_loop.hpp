@@ -147,7 +147,7 @@ simulation_result run_events(Strategy& sim, const kvtk::prefix::prefix_trace_vie
                                   c.iteration_overhead_s, c.timing, c.request_overhead_s);
     const double kv = static_cast<double>(c.model.kv_bytes_per_token);
     const std::uint64_t chunk =
-        c.sched.engine_scheduler() ? c.sched.max_num_batched_tokens : c.chunk_tokens;
+        c.sched.engine_scheduler() ? c.sched.prefill_chunk() : c.chunk_tokens;
     queue.close_loop(closed_loop_plan::make(t, [&](std::uint32_t r) {
       if (!c.closed_latency_unloaded) return 0.0;
       return unloaded_latency_s(timing, kv, t.input_tokens(r), output_tokens_of(t, c, r), chunk);

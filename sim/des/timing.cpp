@@ -54,9 +54,11 @@ double timing_table::points::at(const double x[3], table_far* far) const noexcep
   if (s.empty()) return 0;  // a kind without rows (the configs refuse the runs that need it)
   // Nested: context within a (batch, tokens) slice, tokens within a batch, then across batches.
   auto check = [&](int d, const double* a, std::size_t n, double b, double t) {
-    // A slice with one value is constant in that dimension: it is far only beyond the kind's
-    // reach (a profile's longest chunk is often measured at context 0 alone).
-    const double top = n > 1 ? a[n - 1] : largest[d];
+    // A tokens slot measured at one context is constant in context: it is far only beyond the
+    // kind's reach (a profile's longest chunk is often measured at context 0 alone). Batches
+    // and tokens keep their slice's own reach: a batch measured at one short prompt must not
+    // price long ones.
+    const double top = n > 1 || d != 2 ? a[n - 1] : largest[d];
     if (far != nullptr && far->dim < 0 && varies[d] && x[d] > reach * top) {
       *far = n > 1 ? table_far{d, x[d], top, b, t} : table_far{d, x[d], top, -1, -1};
     }

@@ -19,7 +19,8 @@
 //    values outside the data; a dimension with one value in the whole kind is constant; the result
 //    is clamped at >= 0. On a full grid this is exactly the multilinear interpolation (the same
 //    lines, composed; tested against it). A query beyond twice the largest value measured in its
-//    slice (one of a single value: twice the kind's largest; a dimension the kind varies) is
+//    slice (a context slice of a single value: twice the kind's largest context; a dimension
+//    the kind varies) is
 //    "far": iteration_timing throws, naming the query,
 //    the slice and the distance, rather than extrapolate into nonsense. Several prefill parts
 //    are looked up as batch = parts, tokens_per_request = mean new tokens, context_tokens = mean

@@ -61,7 +61,7 @@ def main():
              "kind,batch,tokens_per_request,context_tokens,ms"]
     chunks = [16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
     contexts = [0, 256, 512, 1024, 2048, 3072, 4032]
-    for b in [1, 2, 4, 8, 16, 32, max_batch]:
+    for b in sorted({1, 2, 4, 8, 16, 32, max_batch}):
         for t in chunks:
             if b * t > max_tokens:
                 continue
