@@ -1,5 +1,6 @@
 # kvtk sweep: the executable runs the Python package's kvtk._sweep (docs/sweeps.md). Without a
-# Python that has the package it says how to get one and exits 2; with the project's venv
+# Python that has the package `--help` still prints the parser's help (built in) and says what a
+# sweep needs, and a sweep says how to get the package and exits 2; with the project's venv
 # (scripts/python installs it there before ctest runs), a dry run of the example spec lists its
 # cells and a real run's exit status comes back unchanged. The sweep itself is tested by pytest
 # (python/tests/test_sweep.py).
@@ -16,7 +17,24 @@ expect(2 "kvtk sweep: cannot run .*no-such-python .*pip install \"./python\\[swe
 file(WRITE ${WORK_DIR}/bare-python "#!/bin/sh\nexec python3 -I -S \"$@\"\n")
 file(CHMOD ${WORK_DIR}/bare-python PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 set(ENV{KVTK_SWEEP_PYTHON} ${WORK_DIR}/bare-python)
-expect(2 "kvtk sweep: the kvtk Python package is not importable" sweep --help)
+expect(2 "kvtk sweep: the kvtk Python package is not importable" sweep --spec x.yaml)
+expect(0 "usage: kvtk sweep .*--dry-run.*note: running a sweep needs the kvtk Python package" sweep --help)
+# The built-in help is the parser's (sim/cli/sweep_help.hpp): compared byte for byte where
+# python3 prints argparse help as 3.10-3.12 do.
+find_program(PY3 python3)
+if(PY3)
+  execute_process(COMMAND ${PY3} -I -S -c "import sys; print(int((3, 10) <= sys.version_info[:2] <= (3, 12)))"
+                  OUTPUT_VARIABLE same_format OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(same_format STREQUAL "1")
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env COLUMNS=80 ${PY3} -I -S ${ROOT}/tests/sweep_help.py
+                            ${ROOT}/python/kvtk/_sweep/__main__.py OUTPUT_VARIABLE want)
+    execute_process(COMMAND ${KVTK} sweep --help OUTPUT_VARIABLE got ERROR_QUIET)
+    if(NOT want STREQUAL got)
+      message(FATAL_ERROR "kvtk sweep --help differs from the parser's help: regenerate "
+                          "sim/cli/sweep_help.hpp (its header says how)\n--- parser:\n${want}\n--- kvtk:\n${got}")
+    endif()
+  endif()
+endif()
 
 set(venv ${ROOT}/build/nbvenv/bin/python)
 if(EXISTS ${venv})

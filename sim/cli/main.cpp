@@ -10,6 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/check_engine.hpp"
@@ -21,6 +24,7 @@
 #include "cli/replay.hpp"
 #include "cli/tune.hpp"
 #include "cli/simulate.hpp"
+#include "cli/sweep_help.hpp"
 #include "cli/sparse.hpp"
 #include "cli/trace_stats.hpp"
 #include "util/memory_budget.hpp"
@@ -80,6 +84,47 @@ constexpr const char* kUsage =
   std::exit(2);
 }
 
+// Whether `python` can import `module` (its output discarded): false when it cannot be run.
+bool python_imports(const std::string& python, const char* module) {
+  posix_spawn_file_actions_t quiet;
+  if (posix_spawn_file_actions_init(&quiet) != 0) return false;
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+  const std::string code = std::string("import ") + module;
+  char* args[] = {const_cast<char*>(python.c_str()), const_cast<char*>("-c"),
+                  const_cast<char*>(code.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, python.c_str(), &quiet, nullptr, args, environ);
+  posix_spawn_file_actions_destroy(&quiet);
+  if (rc != 0) return false;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return false;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// `kvtk sweep --help` answers without the Python package: the parser's help as built in
+// (sim/cli/sweep_help.hpp), then what a sweep itself needs. With the package, argparse answers.
+bool sweep_help_without_python(int argc, char** argv) {
+  bool help = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    help = help || a == "-h" || a == "--help";
+  }
+  if (!help) return false;
+  const char* env = std::getenv("KVTK_SWEEP_PYTHON");
+  const std::string python = env != nullptr && *env != '\0' ? env : "python3";
+  if (python_imports(python, "kvtk._sweep")) return false;
+  std::fputs(kvtk::sim::kSweepHelp, stdout);
+  std::fprintf(stderr,
+               "\nkvtk sweep: note: running a sweep needs the kvtk Python package, which %s "
+               "cannot import: pip install \"./python[sweep]\", or set KVTK_SWEEP_PYTHON to a "
+               "Python that has it\n",
+               python.c_str());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,7 +141,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (cmd == "sweep") exec_python("sweep", "kvtk._sweep", "sweep", 2, argc, argv);
+  if (cmd == "sweep") {
+    if (sweep_help_without_python(argc, argv)) return std::fflush(stdout) == 0 ? 0 : 1;
+    exec_python("sweep", "kvtk._sweep", "sweep", 2, argc, argv);
+  }
   if (cmd == "trace" && argc > 2 && std::string_view(argv[2]) == "record") {
     exec_python("trace record", "kvtk._record", "events", 3, argc, argv);
   }
