@@ -208,8 +208,7 @@ kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trac
   return h;
 }
 
-// A timing table must have the kinds the run needs (kvtk's scheduler: cluster::check_timing_table).
-static void check_table_kinds(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
+void check_table_kinds(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c) {
   if (!c.timing) return;
   const std::string& f = c.timing->source();
   if (!c.timing->has_prefill() && t.requests() > 0) {

@@ -103,6 +103,9 @@ kvtk::tier::sglang_hicache_config hicache_config(const kvtk::prefix::prefix_trac
 std::uint64_t distinct_pages(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// Throws std::invalid_argument for what the engine schedulers do not model (by name).
 void check_engine_config(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
+/// Throws std::invalid_argument when c's timing table lacks a kind the trace needs: prefill rows
+/// (any request), decode rows (a request with more than one output token). Every scheduler.
+void check_table_kinds(const kvtk::prefix::prefix_trace_view& t, const cluster_config& c);
 /// The simulation with an engine scheduler (cfg.sched.engine_scheduler()).
 /// Throws std::invalid_argument for a config the engine schedulers do not model.
 simulation_result simulate_engine(const kvtk::prefix::prefix_trace_view& t,

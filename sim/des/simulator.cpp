@@ -95,23 +95,7 @@ void cluster::validate() const {
   sparse_decoder::validate(c_.sparse);
 }
 
-void cluster::check_timing_table() const {
-  if (!c_.timing) return;
-  const std::string& f = c_.timing->source();
-  if (!c_.timing->has_prefill() && t_.requests() > 0) {
-    throw std::invalid_argument("timing table " + f + " has no prefill rows (every request "
-                                "prefills; docs/simulate.md \"Timing\")");
-  }
-  if (c_.timing->has_decode()) return;
-  for (std::uint32_t r = 0; r < t_.requests(); ++r) {
-    if (output_tokens(r) > 1) {
-      throw std::invalid_argument(
-          "timing table " + f + " has no decode rows, and request " + std::to_string(r) +
-          " (0-based) decodes " + std::to_string(output_tokens(r) - 1) +
-          " tokens (add decode rows, or cap outputs with max_output_tokens=1)");
-    }
-  }
-}
+void cluster::check_timing_table() const { check_table_kinds(t_, c_); }
 
 }  // namespace detail
 
