@@ -15,7 +15,9 @@
 #include "api/simulate.hpp"
 #include "des/outcomes.hpp"
 #include "des/simulator.hpp"
+#include "api/trace_options.hpp"
 #include "formats/mooncake_flat.hpp"
+#include "formats/requests.hpp"
 
 namespace {
 
@@ -226,4 +228,53 @@ TEST_CASE("kvtk simulate --csv streams the same rows as to_csv", "[simulate][str
   o.force = true;
   CHECK_NOTHROW(sim::run(o));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a JSONL trace streamed through a temporary kvtb simulates as the trace in memory",
+          "[simulate][stream]") {
+  // sim::run streams JSONL (loaded_trace::spill); des::simulate over the parsed trace is the
+  // reference. kvtk's scheduler and an engine scheduler, every bundled JSONL trace; the
+  // temporary file is gone once the trace is mapped.
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path();
+  auto spills = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(tmp)) {
+      n += e.path().filename().string().find("kvtk-trace.kvtb") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  };
+  const std::size_t before = spills();
+  for (const char* name : {"mooncake_fast25_conversation_trace.jsonl",
+                           "mooncake_fast25_synthetic_trace.jsonl", "kvtk_gen_mixed_1k.jsonl"}) {
+    for (const nlohmann::json& config :
+         {nlohmann::json{{"prefill_instances", 2}, {"local_cache", 2000}, {"max_output_tokens", 20}},
+          nlohmann::json{{"engine", "vllm"}, {"model", "qwen2.5-7b"}, {"gpu", "h100"},
+                         {"max_output_tokens", 20}}}) {
+      INFO(name << " " << config.dump());
+      sim::simulate_options o;
+      o.trace = std::string(KVTK_TRACES_DIR "/") + name;
+      o.config = config;
+      const auto streamed = sim::run(o);
+      std::string format = "auto";
+      std::uint32_t bt = 0;
+      sim::resolve_trace(o.trace, format, bt);
+      sim::read_report report;
+      const auto loaded = sim::loaded_trace::load(o.trace, *sim::parse_format_name(format), bt,
+                                                  sim::read_options{}, &report);
+      CHECK(loaded.memory_bytes() > 0);  // the reference is in memory
+      nlohmann::json j = config;
+      const auto cfg = sim::cluster_config_from_json(j, bt, {});
+      const auto reference = sim::des::simulate(loaded.view(), cfg);
+      CHECK(streamed.result.dump() == reference.summary.dump());
+      REQUIRE(streamed.requests.size() == reference.requests.size());
+      for (std::size_t i = 0; i < reference.requests.size(); ++i) {
+        if (streamed.requests[i].done != reference.requests[i].done ||
+            streamed.requests[i].hit_blocks != reference.requests[i].hit_blocks) {
+          FAIL("request " << i << " differs");
+        }
+      }
+    }
+  }
+  CHECK(spills() == before);
 }

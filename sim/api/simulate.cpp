@@ -143,8 +143,11 @@ simulate_result run(simulate_options o, const progress_callback& progress) {
   cfg.sched.log_iterations = o.iteration_log;
   read_report skipped;
   std::vector<std::string>& warnings = r.warnings;
-  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped, warnings, cfg.sparse.enabled);
+  // JSONL streams through a temporary kvtb file (memory bounded whatever the trace's length),
+  // except with sparse decode, which reads the file's decode-step records as well.
+  const loaded_trace loaded =
+      load_trace_for(o.trace, o.format, o.block_tokens, o.skip_invalid, skipped, warnings,
+                     cfg.sparse.enabled, 1, !cfg.sparse.enabled);
   check_decode_lengths(o, loaded, cfg);
   std::size_t recorded_requests = 0;
   if (cfg.sparse.enabled && skipped.decode_records > 0) {

@@ -198,12 +198,15 @@ void resolve_trace(const std::string& path, std::string& format, std::uint32_t& 
 loaded_trace load_trace_for(const std::string& path, std::string& format,
                             std::uint32_t& block_tokens, bool skip_invalid, read_report& report,
                             std::vector<std::string>& warnings, bool decode_records_used,
-                            unsigned threads) {
+                            unsigned threads, bool stream) {
   resolve_trace(path, format, block_tokens);
   read_options opts;
   opts.skip_invalid = skip_invalid;
-  auto t =
-      loaded_trace::load(path, *parse_format_name(format), block_tokens, opts, &report, threads);
+  const trace_format f = *parse_format_name(format);
+  const bool jsonl = f == trace_format::mooncake || f == trace_format::bailian ||
+                     f == trace_format::kvtk;
+  auto t = stream && jsonl ? loaded_trace::spill(path, f, block_tokens, opts, &report)
+                           : loaded_trace::load(path, f, block_tokens, opts, &report, threads);
   if (report.skipped_lines > 0 && t.view().requests() == 0) {
     // Nothing left to replay is not a result: say so rather than print empty tables.
     throw trace_error(path, 0,

@@ -72,10 +72,12 @@ kvtk::prefix::engine_accounting parse_engine(const std::string& text);
 /// Throws trace_error (the executable reports it and exits 1), also when every line was skipped.
 /// `decode_records_used`: the command reads the file's decode-step records itself (no note).
 /// `threads` > 1 parses JSONL in parallel (parse_jsonl_parallel; the same result).
+/// `stream`: a JSONL trace goes through a temporary kvtb file (loaded_trace::spill), so memory
+/// does not grow with the trace; the same trace.
 loaded_trace load_trace_for(const std::string& path, std::string& format,
                             std::uint32_t& block_tokens, bool skip_invalid, read_report& report,
                             std::vector<std::string>& warnings, bool decode_records_used = false,
-                            unsigned threads = 1);
+                            unsigned threads = 1, bool stream = false);
 
 /// Reads a JSON file for option `option` (e.g. "--tier-config"). Throws usage_error "option:
 /// cannot open 'path'" or "option: 'path' is not valid JSON: reason".

@@ -181,6 +181,13 @@ class loaded_trace {
   /// JSONL formats are parsed with `threads` threads (parse_jsonl_parallel).
   static loaded_trace load(const std::string& path, trace_format f, std::uint32_t block_tokens,
                            const read_options& opts, read_report* report, unsigned threads = 1);
+  /// As load(), for a JSONL format, in memory bounded by the request being parsed: the requests
+  /// are written as they are read to a temporary kvtb file (kvtb::writer: constant memory) in the
+  /// temporary directory, which is mapped and unlinked at once (the mapping keeps it until the
+  /// trace goes; signals remove it before). The same trace, report and errors as load().
+  /// Throws: as load(); trace_error naming the temporary directory when it cannot be written.
+  static loaded_trace spill(const std::string& path, trace_format f, std::uint32_t block_tokens,
+                            const read_options& opts, read_report* report);
 
  private:
   std::shared_ptr<const void> storage_;  // the prefix_trace or the mapping

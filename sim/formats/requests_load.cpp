@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -15,6 +16,7 @@
 #include "formats/kvtb.hpp"
 #include "formats/requests.hpp"
 #include "formats/requests_detail.hpp"
+#include "util/temp_file.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -249,6 +251,28 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f, std::ui
   trace_builder b(bt);
   for_each_request(path, f, bt, opts, report, [&](const request_record& r) { b.add(r); });
   return loaded_trace(b.finish());
+}
+
+loaded_trace loaded_trace::spill(const std::string& path, trace_format f,
+                                 std::uint32_t block_tokens, const read_options& opts,
+                                 read_report* report) {
+  std::error_code ec;
+  const std::string dir = std::filesystem::temp_directory_path(ec).string();
+  temp_file spool;
+  if (ec || !spool.create(dir, "kvtk-trace.kvtb")) {
+    throw trace_error(path, 0, "cannot create a temporary file in " + dir + " to stream the "
+                               "trace through: " + std::strerror(errno) +
+                               " (set TMPDIR to a writable folder)");
+  }
+  {
+    kvtb::writer w(spool.path(), block_tokens, /*force=*/true);
+    for_each_request(path, f, block_tokens, opts, report,
+                     [&](const request_record& r) { w.add(r); });
+    w.finish();
+  }
+  loaded_trace t = load(spool.path(), trace_format::kvtb, block_tokens, read_options{}, nullptr);
+  spool.discard();  // the mapping holds the file until the trace goes
+  return t;
 }
 
 }  // namespace kvtk::sim
