@@ -237,10 +237,13 @@ TEST_CASE("a JSONL trace streamed through a temporary kvtb simulates as the trac
   // temporary file is gone once the trace is mapped.
   namespace fs = std::filesystem;
   const fs::path tmp = fs::temp_directory_path();
+  // This process's temporaries only (their names carry the pid): other tests run beside it.
+  const std::string mine = ".kvtk-" + std::to_string(::getpid()) + "-";
   auto spills = [&] {
     std::size_t n = 0;
     for (const auto& e : fs::directory_iterator(tmp)) {
-      n += e.path().filename().string().find("kvtk-trace.kvtb") != std::string::npos ? 1 : 0;
+      const std::string f = e.path().filename().string();
+      n += f.find("kvtk-trace.kvtb") != std::string::npos && f.find(mine) != std::string::npos;
     }
     return n;
   };
