@@ -191,3 +191,10 @@ expect(2 "'page_tokens' \\(100\\) must divide the trace's block size \\(512" sim
 file(WRITE ${WORK_DIR}/short.csv "kind,batch,tokens_per_request,context_tokens,ms\nprefill,1,128,0,5\nprefill,1,256,0,9\n")
 expect(2 "timing table [^\n]*short.csv: a prefill iteration of batch 1, [0-9]+ tokens per request at context 0 is far outside the measured points"
        simulate --trace ${T} --timing-table ${WORK_DIR}/short.csv --set max_output_tokens=1)
+# A JSONL trace streams through a temporary kvtb; where the temporary directory cannot be used,
+# it is read into memory instead, with a warning, and the run goes on.
+set(saved_tmpdir "$ENV{TMPDIR}")
+set(ENV{TMPDIR} ${WORK_DIR}/no-such-dir)
+expect(0 "\"ttft_s\".*could not stream the trace through a temporary file"
+       simulate --trace ${T} --set max_output_tokens=4 --json -)
+set(ENV{TMPDIR} "${saved_tmpdir}")

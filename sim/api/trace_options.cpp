@@ -205,8 +205,19 @@ loaded_trace load_trace_for(const std::string& path, std::string& format,
   const trace_format f = *parse_format_name(format);
   const bool jsonl = f == trace_format::mooncake || f == trace_format::bailian ||
                      f == trace_format::kvtk;
-  auto t = stream && jsonl ? loaded_trace::spill(path, f, block_tokens, opts, &report)
-                           : loaded_trace::load(path, f, block_tokens, opts, &report, threads);
+  loaded_trace t;
+  bool in_memory = !(stream && jsonl);
+  if (!in_memory) {
+    try {
+      t = loaded_trace::spill(path, f, block_tokens, opts, &report);
+    } catch (const spill_failed& e) {
+      warnings.push_back(std::string("could not stream the trace through a temporary file (") +
+                         e.what() + "): read it into memory instead");
+      report = read_report{};
+      in_memory = true;
+    }
+  }
+  if (in_memory) t = loaded_trace::load(path, f, block_tokens, opts, &report, threads);
   if (report.skipped_lines > 0 && t.view().requests() == 0) {
     // Nothing left to replay is not a result: say so rather than print empty tables.
     throw trace_error(path, 0,

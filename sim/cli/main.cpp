@@ -84,10 +84,13 @@ constexpr const char* kUsage =
   std::exit(2);
 }
 
-// Whether `python` can import `module` (its output discarded): false when it cannot be run.
+extern "C" char** environ;
+
+// Whether `python` can import `module` (no stdin, its output discarded): false when it cannot.
 bool python_imports(const std::string& python, const char* module) {
   posix_spawn_file_actions_t quiet;
   if (posix_spawn_file_actions_init(&quiet) != 0) return false;
+  posix_spawn_file_actions_addopen(&quiet, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
   const std::string code = std::string("import ") + module;
@@ -119,7 +122,7 @@ bool sweep_help_without_python(int argc, char** argv) {
   std::fputs(kvtk::sim::kSweepHelp, stdout);
   std::fprintf(stderr,
                "\nkvtk sweep: note: running a sweep needs the kvtk Python package, which %s "
-               "cannot import: pip install \"./python[sweep]\", or set KVTK_SWEEP_PYTHON to a "
+               "cannot import (or cannot be run): pip install \"./python[sweep]\", or set KVTK_SWEEP_PYTHON to a "
                "Python that has it\n",
                python.c_str());
   return true;
@@ -142,7 +145,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "sweep") {
-    if (sweep_help_without_python(argc, argv)) return std::fflush(stdout) == 0 ? 0 : 1;
+    if (sweep_help_without_python(argc, argv)) {
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "kvtk sweep: cannot write standard output: %s\n", std::strerror(errno));
+        return 1;
+      }
+      return 0;
+    }
     exec_python("sweep", "kvtk._sweep", "sweep", 2, argc, argv);
   }
   if (cmd == "trace" && argc > 2 && std::string_view(argv[2]) == "record") {

@@ -149,6 +149,12 @@ class trace_builder {
   std::unordered_map<std::string, std::uint32_t> kind_index_;
 };
 
+/// loaded_trace::spill could not use the temporary directory (the message says why): the caller
+/// may load the trace into memory instead.
+struct spill_failed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// A trace ready to replay: owned in memory, or a mapped kvtb file (no parsing).
 class loaded_trace {
  public:
@@ -185,7 +191,9 @@ class loaded_trace {
   /// are written as they are read to a temporary kvtb file (kvtb::writer: constant memory) in the
   /// temporary directory, which is mapped and unlinked at once (the mapping keeps it until the
   /// trace goes; signals remove it before). The same trace, report and errors as load().
-  /// Throws: as load(); trace_error naming the temporary directory when it cannot be written.
+  /// Throws: as load() for the trace itself; spill_failed when the temporary file cannot be
+  /// created, written or mapped (a full or unwritable disk: the column buffers of
+  /// kvtb::writer are std::tmpfile()s, in /tmp whatever TMPDIR says).
   static loaded_trace spill(const std::string& path, trace_format f, std::uint32_t block_tokens,
                             const read_options& opts, read_report* report);
 

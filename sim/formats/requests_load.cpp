@@ -257,20 +257,30 @@ loaded_trace loaded_trace::spill(const std::string& path, trace_format f,
                                  std::uint32_t block_tokens, const read_options& opts,
                                  read_report* report) {
   std::error_code ec;
-  const std::string dir = std::filesystem::temp_directory_path(ec).string();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (ec) throw spill_failed("no temporary directory: " + ec.message());
   temp_file spool;
-  if (ec || !spool.create(dir, "kvtk-trace.kvtb")) {
-    throw trace_error(path, 0, "cannot create a temporary file in " + dir + " to stream the "
-                               "trace through: " + std::strerror(errno) +
-                               " (set TMPDIR to a writable folder)");
+  if (!spool.create(dir.string(), "kvtk-trace.kvtb")) {
+    throw spill_failed("cannot create a file in " + dir.string() + ": " + std::strerror(errno));
   }
-  {
+  try {
     kvtb::writer w(spool.path(), block_tokens, /*force=*/true);
     for_each_request(path, f, block_tokens, opts, report,
                      [&](const request_record& r) { w.add(r); });
     w.finish();
+  } catch (const trace_error&) {
+    throw;  // the trace itself: as load() reports it
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw spill_failed(e.what());  // the temporary files
   }
-  loaded_trace t = load(spool.path(), trace_format::kvtb, block_tokens, read_options{}, nullptr);
+  loaded_trace t;
+  try {
+    t = load(spool.path(), trace_format::kvtb, block_tokens, read_options{}, nullptr);
+  } catch (const std::exception& e) {
+    throw spill_failed(e.what());
+  }
   spool.discard();  // the mapping holds the file until the trace goes
   return t;
 }
