@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <kvtk/kvtk.hpp>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -161,7 +162,17 @@ TEST_CASE("latency_stats buckets: edge(b-1) < s <= edge(b)", "[simulate][stream]
     CHECK(s <= latency_stats::edge(b));
   }
   // Bucket edges themselves belong to the bucket they close.
-  for (std::size_t b = 1; b < 3000; b += 37) CHECK(latency_stats::bucket(latency_stats::edge(b)) == b);
+  // Every edge, and its neighbours on either side (the first guess comes from the bits).
+  for (std::size_t b = 1; b < latency_stats::buckets; ++b) {
+    const double e = latency_stats::edge(b);
+    REQUIRE(latency_stats::bucket(e) == b);
+    if (b + 1 < latency_stats::buckets) REQUIRE(latency_stats::bucket(std::nextafter(e, 1e300)) == b + 1);
+    if (b > 1) REQUIRE(latency_stats::bucket(std::nextafter(latency_stats::edge(b - 1), 1e300)) == b);
+  }
+  const double huge = std::numeric_limits<double>::max();
+  CHECK(latency_stats::bucket(huge) == latency_stats::buckets - 1);
+  CHECK(latency_stats::bucket(std::numeric_limits<double>::infinity()) == latency_stats::buckets - 1);
+  CHECK(latency_stats::bucket(std::nextafter(latency_stats::lo, 1.0)) == 1);
 }
 
 TEST_CASE("a streamed simulation equals one that keeps every outcome", "[simulate][stream]") {

@@ -74,7 +74,7 @@ struct request_state {
   std::uint64_t remaining = 0;  // output tokens still to produce
   double last_token = 0, tbt_sum = 0;
   std::uint64_t tbt_n = 0;
-  std::vector<kvtk::block_key> pinned;
+  std::vector<std::uint32_t> pinned;  // HBM slots pinned at arrival (a pinned entry never moves)
   double predicted_prefill_s = 0;
 };
 
@@ -135,6 +135,8 @@ class cluster {
   // At arrival: the hit run (local cache or pool), local hits pinned until the prefill finishes,
   // in-flight misses counted, and the request's own missing blocks marked in flight.
   void match_and_pin(std::uint32_t i, std::uint32_t r);
+  match_result match_and_pin_hbm(instance& in, std::span<const kvtk::block_key> b,
+                                 std::vector<std::uint32_t>& pinned);
 
   void start_prefill(std::uint32_t i, std::uint32_t r);
 

@@ -68,6 +68,36 @@ cluster::match_result cluster::match(instance& in, std::span<const kvtk::block_k
   return m;
 }
 
+// match() with HBM, dispatching on its policy once per request (the hot path of a simulation):
+// HBM table probes are prefetched a few blocks ahead, and the HBM hits of the run are pinned by
+// slot as they are found (their slots are kept for the unpin).
+cluster::match_result cluster::match_and_pin_hbm(instance& in, std::span<const kvtk::block_key> b,
+                                                 std::vector<std::uint32_t>& pinned) {
+  constexpr std::size_t ahead = 8;
+  return in.tiers->with_top([&](auto& top) {
+    for (std::size_t k = 0; k < std::min(ahead, b.size()); ++k) top.prefetch(b[k]);
+    match_result m;
+    for (; m.hit < b.size(); ++m.hit) {
+      if (m.hit + ahead < b.size()) top.prefetch(b[m.hit + ahead]);
+      const kvtk::block_key k = b[m.hit];
+      if (const std::uint32_t slot = top.find(k); slot != top.npos) {
+        if (top.pin_slot(slot)) pinned.push_back(slot);
+        continue;
+      }
+      if (dram_has(in, k)) {
+        ++m.dram;
+        continue;
+      }
+      if (pool_has(k)) {
+        ++m.pool;
+        continue;
+      }
+      break;
+    }
+    return m;
+  });
+}
+
 std::unordered_map<kvtk::block_key, std::uint32_t>& cluster::in_flight(std::uint32_t i) {
   return pool_ ? pool_in_flight_ : prefill_[i].in_flight;
 }
@@ -76,7 +106,8 @@ void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
   instance& in = prefill_[i];
   const auto b = t_.cacheable(r, p_);
   const std::uint64_t L = t_.input_tokens(r);
-  const match_result m = match(in, b);
+  auto& pinned = w_.st(r).pinned;
+  const match_result m = in.hbm ? match_and_pin_hbm(in, b, pinned) : match(in, b);
   const std::uint64_t h = m.hit;
   auto& flying = in_flight(i);
   std::uint64_t inflight = 0;
@@ -87,11 +118,6 @@ void cluster::match_and_pin(std::uint32_t i, std::uint32_t r) {
   o.dram_blocks = m.dram;
   o.inflight_miss_blocks = inflight;
   o.hit_tokens = kvtk::prefix::tokens_in_blocks(L, bt_, h);
-  for (std::uint64_t k = 0; k < h; ++k) {
-    if (in.hbm && in.tiers->pin(b[k])) {
-      w_.st(r).pinned.push_back(b[k]);
-    }
-  }
   for (std::uint64_t k = h; k < b.size(); ++k) ++flying[b[k]];
 }
 

@@ -136,8 +136,12 @@ void cluster::on_prefill_done(std::uint32_t i, std::uint32_t r) {
   // update evicts as an unpinned replay would), and the instance's tiers take the request as
   // tier_hierarchy::process does (kvtk replay --tiers's semantics): the blocks enter HBM in
   // order, written through to DRAM.
-  for (kvtk::block_key k : w_.st(r).pinned) in.tiers->unpin(k);
-  w_.st(r).pinned.clear();
+  if (auto& pinned = w_.st(r).pinned; !pinned.empty()) {
+    in.tiers->with_top([&](auto& top) {
+      for (const std::uint32_t slot : pinned) top.unpin_slot(slot);
+    });
+    pinned.clear();
+  }
   if (served_.size() < b.size()) served_.resize(b.size());
   if (in.tiers) in.tiers->process(b, served_, hint, [&](std::uint32_t) { return bt_; });
   if (pool_) {  // the prefill's results are shared: every block the pool lacks is written to it
@@ -184,7 +188,7 @@ void cluster::start_decode_step(instance& in, std::uint32_t i, bool decode_pool)
   std::uint64_t recalls = 0, prefetched = 0;
   for (std::uint32_t r : in.stepping) {
     auto& e = w_.at(r);
-    const std::uint64_t tokens = t_.input_tokens(r) + e.out.output_tokens;
+    const std::uint64_t tokens = e.out.input_tokens + e.out.output_tokens;  // not the trace's page
     context += static_cast<double>(tokens);
     if (c_.sparse.enabled) {
       // The prefill gave the first token: this is decode step output_tokens - 1.

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -97,9 +98,19 @@ class latency_stats {
   /// bucket also takes everything larger).
   static std::size_t bucket(double s) noexcept {
     if (!(s > lo)) return 0;
-    auto b = static_cast<std::size_t>(
-        std::min(std::ceil(std::log(s / lo) / std::log(ratio)), static_cast<double>(buckets - 1)));
-    while (b > 1 && edge(b - 1) >= s) --b;  // the logarithm can be off by one either way
+    if (!(s <= edge(buckets - 2))) return buckets - 1;  // beyond the last edge, +inf included
+    // A first guess from the exponent and the top 8 mantissa bits (a table of log2(1 + j/256)):
+    // below the true log2(s) by less than log2(1 + 1/256), under half a bucket, so the two
+    // loops below move it by at most one. No logarithm: token gaps bin millions of values.
+    const auto bits = std::bit_cast<std::uint64_t>(s);
+    const double log2_s = static_cast<double>(static_cast<int>((bits >> 52) & 0x7ff) - 1023) +
+                          log2_mantissa()[(bits >> 44) & 0xff];
+    // Constants need not be exact either: only the first guess depends on them.
+    constexpr double log2_lo = -19.931568569324174, per_log2 = 1 / 0.014355292977070041;
+    const double guess = (log2_s - log2_lo) * per_log2;
+    auto b = guess < 1 ? std::size_t{1}
+                       : std::min(static_cast<std::size_t>(guess) + 1, buckets - 1);
+    while (b > 1 && edge(b - 1) >= s) --b;
     while (b + 1 < buckets && edge(b) < s) ++b;
     return b;
   }
@@ -117,6 +128,14 @@ class latency_stats {
     last_s_ = s;
     last_b_ = bucket(s);
     ++hist_[last_b_];
+  }
+  static const std::array<double, 256>& log2_mantissa() noexcept {
+    static const std::array<double, 256> table = [] {
+      std::array<double, 256> t{};
+      for (std::size_t j = 0; j < 256; ++j) t[j] = std::log2(1.0 + static_cast<double>(j) / 256);
+      return t;
+    }();
+    return table;
   }
   static const std::array<double, buckets>& edges() noexcept {
     static const std::array<double, buckets> table = [] {

@@ -159,8 +159,20 @@ class block_cache {
   /// Complexity: O(1) expected.  Throws: nothing.
   bool pin(block_key key) noexcept {
     const std::uint32_t s = table_.find(key);
-    if (s == npos) return false;
-    node_type& n = nodes_[s];
+    return s != npos && pin_slot(s);
+  }
+  /// Effects: decrements the pin count. Returns false, changing nothing, if the key is absent or
+  /// not pinned.  Complexity: O(1) expected.  Throws: nothing.
+  bool unpin(block_key key) noexcept {
+    const std::uint32_t s = table_.find(key);
+    return s != npos && unpin_slot(s);
+  }
+  /// pin() and unpin() of the resident entry in `slot` (from find() or access()), without looking
+  /// its key up again: a caller that pins a request's blocks while matching them and unpins them
+  /// later keeps the slots (a pinned entry never moves).
+  /// Requires: slot holds a resident entry.  Complexity: O(1).  Throws: nothing.
+  bool pin_slot(std::uint32_t slot) noexcept {
+    node_type& n = nodes_[slot];
     if (n.pins >= hidden_bit - 1) return false;  // at the maximum, or hidden
     if (n.pins++ == 0) {
       ++pinned_entries_;
@@ -168,12 +180,8 @@ class block_cache {
     }
     return true;
   }
-  /// Effects: decrements the pin count. Returns false, changing nothing, if the key is absent or
-  /// not pinned.  Complexity: O(1) expected.  Throws: nothing.
-  bool unpin(block_key key) noexcept {
-    const std::uint32_t s = table_.find(key);
-    if (s == npos) return false;
-    node_type& n = nodes_[s];
+  bool unpin_slot(std::uint32_t slot) noexcept {
+    node_type& n = nodes_[slot];
     if (n.pins == 0 || (n.pins & hidden_bit) != 0) return false;
     if (--n.pins == 0) {
       --pinned_entries_;
@@ -344,6 +352,13 @@ class block_cache {
       release(*v, s);
       ++stats_.evictions;
       on_evict_(v->key, s);
+    }
+    // A full cache evicts again at the next insert: start loading the next victim's table entry
+    // and the node after it now (their misses were most of a simulated miss's cost).
+    if constexpr (requires(const container_type& p) { p.next_victims(); }) {
+      const auto [next, after] = policy_.next_victims();
+      if (next) table_.prefetch(next->key);
+      if (after) __builtin_prefetch(after);
     }
   }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 
 #include "kvtk/concepts.hpp"
 #include "kvtk/detail/intrusive.hpp"
@@ -43,6 +44,15 @@ struct lru {
     }
     void on_erase(Node& n) noexcept { list_.erase(list_.iterator_to(n)); }
     [[nodiscard]] std::size_t size() const noexcept { return list_.size(); }
+    /// Effects: the next two victims when none is pinned (null past the end): a hint, so that a
+    /// cache can prefetch their table entries and nodes before it evicts them (block_cache).
+    /// Complexity: O(1).
+    [[nodiscard]] std::pair<const Node*, const Node*> next_victims() const noexcept {
+      auto it = list_.begin();
+      if (it == list_.end()) return {nullptr, nullptr};
+      const Node* first = &*it;
+      return {first, ++it == list_.end() ? nullptr : &*it};
+    }
 
     /// Visits resident nodes from LRU to MRU.
     template <class F>

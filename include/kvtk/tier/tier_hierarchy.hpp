@@ -124,19 +124,32 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
     core_.begin_request(keys);
     // The request's keys are known up front: start every tier's table misses now.
     core_.prefetch(keys);
-    std::uint32_t h = 0;
-    for (; h < keys.size(); ++h) {
-      const std::size_t t = tier_of(keys[h]);
-      if (t == tiers()) break;
-      served[h] = static_cast<std::uint8_t>(t);
-      core_.count_hit(t, token_of(h));
-    }
-    access_hint hint = base;
-    for (std::uint32_t i = 0; i < keys.size(); ++i) {
-      hint.depth = i;
-      update(keys[i], i, i < h, hint);
-    }
-    return h;
+    // One dispatch on tier 0's policy per request, not one per probe (the simulator's hot path).
+    return core_.with(0, [&](auto& top) {
+      std::uint32_t h = 0;
+      for (; h < keys.size(); ++h) {
+        const std::size_t t = top.contains(keys[h]) ? 0 : core_.lower_tier_of(keys[h]);
+        if (t == tiers()) break;
+        served[h] = static_cast<std::uint8_t>(t);
+        core_.count_hit(t, token_of(h));
+      }
+      access_hint hint = base;
+      for (std::uint32_t i = 0; i < keys.size(); ++i) {
+        hint.depth = i;
+        update(top, keys[i], i, i < h, hint);
+      }
+      return h;
+    });
+  }
+
+  /// Requires: f does not throw.
+  /// Effects: returns f(c) for tier 0's block_cache c (its concrete policy type), so that a
+  /// caller making many lookups, pins or unpins dispatches on the policy once, not per call. f
+  /// may read c and pin, unpin or touch through it; it must not insert or erase (the hierarchy's
+  /// cascade would be bypassed).  Complexity: one variant dispatch plus f.  Throws: nothing.
+  template <class F>
+  decltype(auto) with_top(F&& f) noexcept {
+    return core_.with(0, f);
   }
 
   /// Effects: engine pins in the top tier (a pinned block is never evicted, hence never
@@ -172,13 +185,15 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
     if constexpr (observed) core_.drain(obs_);
   }
 
-  // Step 2 of the semantics for block i, key k; in_run: i < the hit length.
-  void update(block_key k, std::uint32_t i, bool in_run, const access_hint& hint) noexcept {
+  // Step 2 of the semantics for block i, key k; in_run: i < the hit length. c: tier 0's cache.
+  template <class TopCache>
+  void update(TopCache& c, block_key k, std::uint32_t i, bool in_run,
+              const access_hint& hint) noexcept {
     const hierarchy_config& cfg = core_.config();
     const bool inclusive = cfg.mode == inclusion::inclusive;
-    const std::uint32_t top = core_.find(0, k);
+    const std::uint32_t top = c.find(k);
     if (top != npos) {
-      core_.with(0, [&](auto& c) { c.touch(top, hint); });
+      c.touch(top, hint);
       if (inclusive && cfg.write.kind == write_policy::write_through_selective &&
           ++top_hits_[top] == cfg.write.selective_hits) {
         core_.copy_down(k, i);
@@ -197,7 +212,7 @@ class tier_hierarchy<type_list<Ps...>, Observer> {
       core_.take(s, k);
       if (!promote) core_.count_superseded(s);
     }
-    const access_outcome o = core_.with(0, [&](auto& c) { return c.access(k, hint); });
+    const access_outcome o = c.access(k, hint);
     drain();
     if (o.result == access_result::rejected) {
       // Everything in tier 0 is pinned by the engine: the block stays where it was.
