@@ -127,6 +127,12 @@ EOF
     fi
     measure "x40 oracleGeneral kvtk $p 10k --no-opt" "$kvtk" replay --trace "$x40" \
       --format oracle-general --index flat --policy "$p" --capacity 10000 --no-opt --timings
+    measure "x40 oracleGeneral kvtk $p 10k --no-opt --no-ideal" "$kvtk" replay --trace "$x40" \
+      --format oracle-general --index flat --policy "$p" --capacity 10000 --no-opt --no-ideal \
+      --timings
+    measure "x40 oracleGeneral kvtk $p 10k --no-opt --threads 2" "$kvtk" replay --trace "$x40" \
+      --format oracle-general --index flat --policy "$p" --capacity 10000 --no-opt --threads 2 \
+      --timings
   done
   measure "x40 oracleGeneral kvtk lru 10k +opt" "$kvtk" replay --trace "$x40" \
     --format oracle-general --index flat --policy lru --capacity 10000 --timings

@@ -89,6 +89,32 @@ TEST_CASE("validate reports bad options before any work", "[api]") {
   CHECK(o.block_tokens == 512);
 }
 
+TEST_CASE("the ideal pass beside the jobs (2+ threads) gives the one-thread trace summary",
+          "[api][replay]") {
+  const std::string flat = KVTK_TEST_DATA_DIR "/small.oracleGeneral.bin";
+  for (const std::string& path : {conversation, flat}) {
+    replay_options o;
+    o.trace = path;
+    o.index = {"flat"};
+    o.policy = {"lru", "arc"};
+    o.capacity = {"10", "1000"};
+    o.opt = false;
+    o.threads = 1;
+    const auto one = kvtk::sim::run(o);
+    REQUIRE_FALSE(one.trace["ideal_block_hit_ratio"].is_null());
+    for (unsigned threads : {2u, 3u}) {
+      INFO(path << " threads " << threads);
+      o.threads = threads;
+      const auto r = kvtk::sim::run(o);
+      CHECK(r.trace == one.trace);
+      REQUIRE(r.results.size() == one.results.size());
+      for (std::size_t i = 0; i < r.results.size(); ++i) {
+        CHECK(r.results[i]["block_hits"] == one.results[i]["block_hits"]);
+      }
+    }
+  }
+}
+
 TEST_CASE("run() equals a direct replay through the headers, and reports progress", "[api]") {
   replay_options o;
   o.trace = conversation;

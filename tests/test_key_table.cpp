@@ -63,3 +63,95 @@ TEST_CASE("key_table rejects impossible sizes", "[key_table]") {
   REQUIRE(t.memory_bytes() == 128);
   REQUIRE_FALSE(t.erase(42));  // erase of a missing key is a no-op
 }
+
+// ghost_lists against a model of N std::deques with the documented pool-full rule (small
+// max_entries, many takes from the middle, keys with equal low halves).
+#include <deque>
+#include <kvtk/detail/ghost_list.hpp>
+
+namespace {
+template <unsigned N>
+void ghost_lists_match_model(std::uint32_t max_entries, std::uint64_t seed) {
+  kvtk::detail::ghost_lists<N> g(max_entries);
+  struct ghost {
+    std::uint64_t key;
+    std::uint32_t weight;
+  };
+  std::deque<ghost> model[N];
+  std::size_t held = 0;
+  std::mt19937_64 rng(seed);
+  const std::uint64_t universe = max_entries * 3ull + 5;
+  auto where = [&](std::uint64_t k) {
+    for (unsigned l = 0; l < N; ++l) {
+      for (const ghost& x : model[l]) {
+        if (x.key == k) return static_cast<int>(l);
+      }
+    }
+    return g.none;
+  };
+  auto drop_oldest = [&](unsigned l) {
+    if (model[l].empty()) return;
+    model[l].pop_front();
+    --held;
+  };
+  for (int op = 0; op < 60000; ++op) {
+    const std::uint64_t k = (rng() % universe) << (rng() % 2 ? 40 : 0);
+    const unsigned l = static_cast<unsigned>(rng() % N);
+    const unsigned what = static_cast<unsigned>(rng() % 10);
+    const int in = where(k);
+    REQUIRE(g.find(k) == in);
+    if (what < 5 && in == g.none) {
+      const auto w = static_cast<std::uint32_t>(rng() % 4);
+      if (held == max_entries) {
+        unsigned victim = l;
+        while (model[victim].empty()) victim = (victim + 1) % N;
+        drop_oldest(victim);
+      }
+      model[l].push_back({k, w});
+      ++held;
+      g.push(l, k, w);
+    } else if (what < 8) {
+      REQUIRE(g.take(k) == in);
+      if (in != g.none) {
+        auto& m = model[in];
+        for (auto it = m.begin(); it != m.end(); ++it) {
+          if (it->key == k) {
+            m.erase(it);
+            --held;
+            break;
+          }
+        }
+      }
+    } else {
+      drop_oldest(l);
+      g.pop(l);
+    }
+    for (unsigned u = 0; u < N; ++u) {
+      REQUIRE(g.size(u) == model[u].size());
+      std::uint64_t w = 0;
+      for (const ghost& x : model[u]) w += x.weight;
+      REQUIRE(g.weight(u) == w);
+    }
+    if (op % 97 == 0) {
+      for (unsigned u = 0; u < N; ++u) {
+        std::vector<std::uint64_t> order;
+        g.for_each(u, [&](std::uint64_t key, std::uint32_t) { order.push_back(key); });
+        std::vector<std::uint64_t> want;
+        for (const ghost& x : model[u]) want.push_back(x.key);
+        REQUIRE(order == want);
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("ghost_lists match a model of FIFO deques (order, weights, the pool-full rule)",
+          "[key_table][ghost]") {
+  for (std::uint32_t cap : {1u, 2u, 4u, 17u, 64u}) {
+    INFO("max_entries " << cap);
+    ghost_lists_match_model<1>(cap, cap);
+    ghost_lists_match_model<2>(cap, cap + 100);
+    ghost_lists_match_model<3>(cap, cap + 200);
+  }
+  CHECK_THROWS_AS(kvtk::detail::ghost_lists<2>(0), std::invalid_argument);
+}

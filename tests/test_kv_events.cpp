@@ -61,8 +61,17 @@ std::string b64(const std::vector<std::uint8_t>& bytes) {
 
 // The example's requests as a trace (LoRA fields renamed away: the recordings left LoRA out),
 // with vLLM's block keys or SGLang's page keys.
+// (Each made once per test process, and removed when the process exits.)
 const std::string& requests_trace(const std::string& engine = "vllm") {
-  static std::map<std::string, std::string> paths;
+  struct removed_at_exit : std::map<std::string, std::string> {
+    ~removed_at_exit() {
+      for (const auto& [name, path] : *this) {
+        std::error_code ec;
+        fs::remove(path, ec);
+      }
+    }
+  };
+  static removed_at_exit paths;
   if (const auto it = paths.find(engine); it != paths.end()) return it->second;
   return paths[engine] = [&] {
     kvtk::sim::trace_import_options o;

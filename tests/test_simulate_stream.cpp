@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <kvtk/kvtk.hpp>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <vector>
 
+#include "api/replay.hpp"
 #include "api/simulate.hpp"
+#include "api/trace_stats.hpp"
 #include "des/outcomes.hpp"
 #include "des/simulator.hpp"
 #include "api/trace_options.hpp"
@@ -291,4 +295,67 @@ TEST_CASE("a JSONL trace streamed through a temporary kvtb simulates as the trac
     }
   }
   CHECK(spills() == before);
+}
+
+namespace {
+// Sets an environment variable for one scope (tests run one per process under ctest).
+struct scoped_env {
+  std::string name;
+  std::optional<std::string> old;
+  scoped_env(std::string n, const std::string& value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) old = v;
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~scoped_env() {
+    if (old) {
+      ::setenv(name.c_str(), old->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+};
+bool mentions_streaming(const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) {
+    if (w.find("could not stream the trace") != std::string::npos) return true;
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("replay and trace stats stream a JSONL trace over KVTK_STREAM_BYTES, with equal results",
+          "[simulate][stream][replay]") {
+  const std::string trace = KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl";
+  sim::replay_options r;
+  r.trace = trace;
+  r.index = {"radix", "flat"};
+  r.policy = {"lru", "s3fifo"};
+  r.capacity = {"1000", "20000"};
+  r.opt = false;
+  sim::trace_stats_options s;
+  s.trace = trace;
+  const auto replay_mem = sim::run(r);
+  const auto stats_mem = sim::run(s);
+  scoped_env always("KVTK_STREAM_BYTES", "0");
+  const auto replay_streamed = sim::run(r);
+  const auto stats_streamed = sim::run(s);
+  CHECK_FALSE(mentions_streaming(replay_streamed.warnings));
+  CHECK(replay_streamed.trace == replay_mem.trace);
+  REQUIRE(replay_streamed.results.size() == replay_mem.results.size());
+  for (std::size_t i = 0; i < replay_mem.results.size(); ++i) {
+    CHECK(replay_streamed.results[i]["block_hits"] == replay_mem.results[i]["block_hits"]);
+    CHECK(replay_streamed.results[i]["token_hits"] == replay_mem.results[i]["token_hits"]);
+  }
+  CHECK(sim::to_json(stats_streamed).dump() == sim::to_json(stats_mem).dump());
+  {
+    // The spill really runs: with no usable temporary directory it falls back, and says so.
+    scoped_env nowhere("TMPDIR", "/nonexistent-kvtk-tmpdir");
+    CHECK(mentions_streaming(sim::run(r).warnings));
+    CHECK(mentions_streaming(sim::run(s).warnings));
+    // Next uses (the optimum) need the whole trace first: no spill, so no warning.
+    sim::replay_options with_opt = r;
+    with_opt.opt = true;
+    CHECK_FALSE(mentions_streaming(sim::run(with_opt).warnings));
+  }
+  scoped_env bad("KVTK_STREAM_BYTES", "12x");
+  CHECK_THROWS_WITH(sim::run(r), Catch::Contains("KVTK_STREAM_BYTES: '12x'"));
 }

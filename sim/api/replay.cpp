@@ -164,6 +164,16 @@ outcome run_job(const job& j, const loaded_trace& t, const plan& p,
   return o;
 }
 
+// The trace's cacheable block references (the progress total).
+std::uint64_t block_refs_of(const prefix_trace_view& t, partial_block pb) {
+  if (t.unit_requests() && t.request_block_tokens.empty() && t.block_tokens > 0) {
+    return t.keys.size();  // one whole block per request (replay_requests's unit layout)
+  }
+  std::uint64_t refs = 0;
+  for (std::size_t r = 0; r < t.requests(); ++r) refs += t.cacheable(r, pb).size();
+  return refs;
+}
+
 // Ideal: every distinct block fits (the same counts as an unbounded LRU): from the next uses
 // when they were needed anyway, else one pass with a set (in slices, releasing mapped pages).
 ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb, const next_use_column& next,
@@ -181,9 +191,7 @@ ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb, const next_u
     }
     return counter.result();
   }
-  for (std::size_t r = 0; r < t.requests(); ++r) {  // the reference count only
-    ideal.counts.block_refs += t.cacheable(r, pb).size();
-  }
+  ideal.counts.block_refs = block_refs_of(t, pb);  // the reference count only
   return ideal;
 }
 
@@ -436,9 +444,12 @@ struct replayed {
   double optimum_seconds = 0;                      // summed over capacities
 };
 
+// ideal_beside: the ideal pass (ideal_of) runs as one more task beside the jobs (with two or
+// more threads and no next uses), filling *ideal_beside; ideal_refs is then block_refs_of.
 replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace& loaded,
                      const next_use_column& next, std::uint64_t ideal_refs,
-                     double trace_days, const progress_callback& progress) {
+                     double trace_days, const progress_callback& progress,
+                     ideal_counts* ideal_beside) {
   const prefix_trace_view& t = loaded.view();
   replayed r;
   r.results.resize(p.jobs.size());
@@ -455,7 +466,15 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
   check_job_memory(o, p, t.keys.size(), total, opt_caps.size());
   // Which index the optimum runs, decided once for every capacity (replay_optimum's rule).
   const bool opt_flat = !opt_caps.empty() && detail::optimum_runs_flat(loaded, p.pb);
-  detail::parallel_for(o.threads, total, [&](std::size_t i) {
+  // The ideal pass, when it runs beside the jobs, is item 0: started first, as it is as long as
+  // a job.
+  const std::size_t extra = ideal_beside != nullptr ? 1 : 0;
+  detail::parallel_for(o.threads, total + extra, [&](std::size_t item) {
+    if (item < extra) {
+      *ideal_beside = ideal_of(loaded, p.pb, next, true);
+      return;
+    }
+    const std::size_t i = item - extra;
     if (i < p.jobs.size()) {
       r.results[i] = run_job(p.jobs[i], loaded, p, next, bar, trace_days);
       return;
@@ -478,8 +497,12 @@ replay_result run(replay_options o, const progress_callback& progress) {
   const plan p = make_plan(o);
   read_report skipped;
   std::vector<std::string> warnings;
-  loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped, warnings, false, o.threads);
+  // A large JSONL trace is streamed through a temporary kvtb unless next uses are needed: their
+  // pass reads the whole trace first, and a sidecar named after an unlinked temporary would be
+  // left behind (convert to kvtb for that; docs/formats.md "Streaming").
+  const bool stream = stream_text_trace(o.trace) && !needs_next_use(o, p);
+  loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens, o.skip_invalid,
+                                       skipped, warnings, false, o.threads, stream);
   // Session signals only when some policy reads them (inferring sessions costs a pass).
   const std::string sessions = reads_session(p) ? loaded.attach_session_signals() : "";
   const prefix_trace_view& t = loaded.view();
@@ -488,14 +511,19 @@ replay_result run(replay_options o, const progress_callback& progress) {
                                    ? next_uses_for(o.trace, loaded, p.pb, o.next_use_cache)
                                    : next_use_column{};
   clock->lap("next_use");
-  const ideal_counts ideal = ideal_of(loaded, p.pb, next, o.ideal);
+  // With two threads or more, the ideal pass runs beside the replay jobs (it is one more pass
+  // over the trace, as long as an LRU job); its phase time is then 0 and the replay's includes it.
+  const bool ideal_beside = o.threads >= 2 && o.ideal && next.empty();
+  ideal_counts ideal;
+  if (!ideal_beside) ideal = ideal_of(loaded, p.pb, next, o.ideal);
+  const std::uint64_t refs = ideal_beside ? block_refs_of(t, p.pb) : ideal.counts.block_refs;
   clock->lap("ideal");
   const double trace_days =
       t.arrival_s.size() > 1 ? (t.arrival_s.back() - t.arrival_s.front()) / 86400.0 : 0.0;
   std::uint64_t output_tokens = 0;
   for (const std::uint64_t out : t.output_length) output_tokens += out;
-  const replayed done =
-      replay_jobs(o, p, loaded, next, ideal.counts.block_refs, trace_days, progress);
+  const replayed done = replay_jobs(o, p, loaded, next, refs, trace_days, progress,
+                                    ideal_beside ? &ideal : nullptr);
   clock->lap("replay");
 
   replay_result r;

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
@@ -193,6 +194,22 @@ void resolve_trace(const std::string& path, std::string& format, std::uint32_t& 
   if (!f) throw usage_error("--format: unknown format '" + format + "'");
   format = std::string(format_name(*f));
   if (block_tokens == 0) block_tokens = default_block_tokens(path, *f);
+}
+
+bool stream_text_trace(const std::string& path) {
+  std::uint64_t limit = std::uint64_t{256} << 20;
+  if (const char* env = std::getenv("KVTK_STREAM_BYTES"); env != nullptr && *env != '\0') {
+    const std::string text = env;
+    try {
+      if (text.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument("");
+      limit = std::stoull(text);
+    } catch (const std::exception&) {
+      throw usage_error("KVTK_STREAM_BYTES: '" + text + "' is not a decimal number of bytes");
+    }
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  return static_cast<std::uint64_t>(st.st_size) > limit || limit == 0;
 }
 
 loaded_trace load_trace_for(const std::string& path, std::string& format,

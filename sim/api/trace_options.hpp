@@ -79,6 +79,13 @@ loaded_trace load_trace_for(const std::string& path, std::string& format,
                             std::vector<std::string>& warnings, bool decode_records_used = false,
                             unsigned threads = 1, bool stream = false);
 
+/// Whether replay and trace stats should stream the JSONL trace at `path` (load_trace_for's
+/// `stream`) rather than parse it into memory: when it is larger than 256 MiB, or than
+/// $KVTK_STREAM_BYTES bytes when that is set (0: always). In memory, --threads parses in
+/// parallel; streamed, memory does not grow with the trace (docs/formats.md "Streaming").
+/// Throws usage_error when KVTK_STREAM_BYTES is not a decimal number of bytes.
+bool stream_text_trace(const std::string& path);
+
 /// Reads a JSON file for option `option` (e.g. "--tier-config"). Throws usage_error "option:
 /// cannot open 'path'" or "option: 'path' is not valid JSON: reason".
 nlohmann::json read_json_file(const std::string& option, const std::string& path);

@@ -242,8 +242,9 @@ trace_stats_result run(trace_stats_options o) {
   auto clock = std::make_shared<phase_clock>();
   read_report skipped;
   std::vector<std::string>& warnings = r.warnings;
-  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens,
-                                                  o.skip_invalid, skipped, warnings);
+  const loaded_trace loaded = load_trace_for(o.trace, o.format, o.block_tokens, o.skip_invalid,
+                                             skipped, warnings, false, 1,
+                                             stream_text_trace(o.trace));
   const prefix_trace_view& t = loaded.view();
 
   clock->lap("read");
