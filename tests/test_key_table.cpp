@@ -95,7 +95,8 @@ void ghost_lists_match_model(std::uint32_t max_entries, std::uint64_t seed) {
     --held;
   };
   for (int op = 0; op < 60000; ++op) {
-    const std::uint64_t k = (rng() % universe) << (rng() % 2 ? 40 : 0);
+    const std::uint64_t id = rng() % universe;
+    const std::uint64_t k = rng() % 2 ? id << 40 : id;  // equal low halves too
     const unsigned l = static_cast<unsigned>(rng() % N);
     const unsigned what = static_cast<unsigned>(rng() % 10);
     const int in = where(k);

@@ -177,6 +177,11 @@ TEST_CASE("latency_stats buckets: edge(b-1) < s <= edge(b)", "[simulate][stream]
   CHECK(latency_stats::bucket(huge) == latency_stats::buckets - 1);
   CHECK(latency_stats::bucket(std::numeric_limits<double>::infinity()) == latency_stats::buckets - 1);
   CHECK(latency_stats::bucket(std::nextafter(latency_stats::lo, 1.0)) == 1);
+  for (double s : {std::numeric_limits<double>::quiet_NaN(), -1.0, 0.0,
+                   -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::denorm_min(),
+                   latency_stats::lo}) {
+    CHECK(latency_stats::bucket(s) == 0);
+  }
 }
 
 TEST_CASE("a streamed simulation equals one that keeps every outcome", "[simulate][stream]") {
@@ -333,12 +338,13 @@ TEST_CASE("replay and trace stats stream a JSONL trace over KVTK_STREAM_BYTES, w
   r.opt = false;
   sim::trace_stats_options s;
   s.trace = trace;
+  // The reference in memory, whatever the environment says (the bundled trace is under 256 MiB).
+  scoped_env default_threshold("KVTK_STREAM_BYTES", "");
   const auto replay_mem = sim::run(r);
   const auto stats_mem = sim::run(s);
   scoped_env always("KVTK_STREAM_BYTES", "0");
   const auto replay_streamed = sim::run(r);
   const auto stats_streamed = sim::run(s);
-  CHECK_FALSE(mentions_streaming(replay_streamed.warnings));
   CHECK(replay_streamed.trace == replay_mem.trace);
   REQUIRE(replay_streamed.results.size() == replay_mem.results.size());
   for (std::size_t i = 0; i < replay_mem.results.size(); ++i) {

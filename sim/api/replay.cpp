@@ -176,8 +176,9 @@ std::uint64_t block_refs_of(const prefix_trace_view& t, partial_block pb) {
 
 // Ideal: every distinct block fits (the same counts as an unbounded LRU): from the next uses
 // when they were needed anyway, else one pass with a set (in slices, releasing mapped pages).
+// release: drop the mapped pages passed (not when jobs read the same pages beside it).
 ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb, const next_use_column& next,
-                      bool want_ideal) {
+                      bool want_ideal, bool release = true) {
   const prefix_trace_view& t = loaded.view();
   ideal_counts ideal;
   if (!next.empty()) return detail::ideal_sliced(loaded, pb, next);
@@ -187,7 +188,7 @@ ideal_counts ideal_of(const loaded_trace& loaded, partial_block pb, const next_u
     for (std::size_t r = 0; r < t.requests(); r += slice) {
       const std::size_t end = std::min(t.requests(), r + slice);
       counter.add(t, pb, r, end);
-      loaded.release(r, end);
+      if (release) loaded.release(r, end);
     }
     return counter.result();
   }
@@ -471,7 +472,7 @@ replayed replay_jobs(const replay_options& o, const plan& p, const loaded_trace&
   const std::size_t extra = ideal_beside != nullptr ? 1 : 0;
   detail::parallel_for(o.threads, total + extra, [&](std::size_t item) {
     if (item < extra) {
-      *ideal_beside = ideal_of(loaded, p.pb, next, true);
+      *ideal_beside = ideal_of(loaded, p.pb, next, true, false);
       return;
     }
     const std::size_t i = item - extra;

@@ -345,6 +345,7 @@ class block_cache {
 
   template <class Pred>
   void make_room(std::uint32_t size, Pred pred) noexcept {
+    if (used_ + size <= capacity_ && free_count_ != 0) return;  // not full: nothing to evict
     while (used_ + size > capacity_ || free_count_ == 0) {
       node_type* v = policy_.evict(pred);
       // Cannot be null: the checks in insert_missing guarantee enough unpinned entries.
