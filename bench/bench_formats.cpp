@@ -7,6 +7,7 @@
 //    as kvtb, mapped, and replayed through radix LRU at 10,000 / 100,000 blocks;
 //    items/s = block refs per second, the mapping and validation included.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -58,10 +59,23 @@ const std::string& kvtk10() {
   return text;
 }
 
+// The benchmark's kvtb files: named after the process (two runs never collide, and a file an
+// interrupted run left behind does not stop the next) and removed when the process exits.
 std::string temp_kvtb(const std::string& name, const std::function<void(kvtk::sim::trace_writer&)>& fill,
                       std::uint32_t bt) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("kvtk_bench_" + name + ".kvtb")).string();
+  struct removed_at_exit : std::vector<std::string> {
+    ~removed_at_exit() {
+      for (const std::string& p : *this) {
+        std::error_code ec;
+        std::filesystem::remove(p, ec);
+      }
+    }
+  };
+  static removed_at_exit made;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kvtk_bench_" + std::to_string(::getpid()) + "_" + name + ".kvtb"))
+                               .string();
+  made.push_back(path);
   auto w = kvtk::sim::trace_writer::open(path, kvtk::sim::trace_format::kvtb, bt);
   fill(*w);
   w->finish();

@@ -297,6 +297,15 @@ TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors
   }
   REQUIRE(fs::file_size(kvtk_path) > (std::size_t{3} << 20));
   const std::string conv = KVTK_TRACES_DIR "/mooncake_fast25_conversation_trace.jsonl";
+  // oracleGeneral is read in parts with pread (the same ids, in order).
+  const std::string og = KVTK_TEST_DATA_DIR "/small.oracleGeneral.bin";
+  const auto og_one = loaded_trace::load(og, trace_format::oracle_general, 0, {}, nullptr, 1);
+  REQUIRE(og_one.view().keys.size() > 8);
+  for (unsigned threads : {2u, 3u, 7u, 1000u}) {
+    const auto many = loaded_trace::load(og, trace_format::oracle_general, 0, {}, nullptr, threads);
+    CHECK(std::equal(many.view().keys.begin(), many.view().keys.end(), og_one.view().keys.begin(),
+                     og_one.view().keys.end()));
+  }
   for (const auto& [path, f] :
        {std::pair{conv, trace_format::mooncake}, std::pair{kvtk_path, trace_format::kvtk}}) {
     const loaded_trace one = loaded_trace::load(path, f, 0, {}, nullptr, 1);

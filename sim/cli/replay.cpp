@@ -55,7 +55,8 @@ po::options_description describe(replay_options& o, replay_args& l) {
       "skip: cache full blocks only; cache: also the partial last block (how Mooncake's "
       "published hit ratios count)")(
       "threads", po::value(&o.threads)->default_value(1),
-      "worker threads (also parse JSONL traces in parallel; results do not depend on it)")(
+      "worker threads (also parse JSONL and read oracleGeneral traces in parallel, and run the "
+      "ideal pass beside the jobs; results do not depend on it)")(
       "json", po::value(&l.json_out), "write JSON results to a file, or - for stdout")(
       "csv", po::value(&l.csv_out), "write CSV results to a file, or - for stdout")(
       "no-opt", "skip the offline optimum (opt_fraction)")(

@@ -29,7 +29,9 @@ std::vector<std::uint64_t> parse_oracle_general(const std::string& bytes, const 
 /// oracle-general. Throws trace_error when none fits.
 std::string detect_flat_format(const std::string& path);
 
-/// Loads a flat trace of `format` ("mooncake", "ids", "oracle-general" or "auto").
-std::vector<std::uint64_t> load_flat(const std::string& path, const std::string& format);
+/// Loads a flat trace of `format` ("mooncake", "ids", "oracle-general" or "auto"). threads >= 2:
+/// an oracleGeneral file is read in that many parts at once (the same ids).
+std::vector<std::uint64_t> load_flat(const std::string& path, const std::string& format,
+                                     unsigned threads = 1);
 
 }  // namespace kvtk::sim

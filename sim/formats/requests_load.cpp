@@ -241,7 +241,7 @@ loaded_trace loaded_trace::load(const std::string& path, trace_format f, std::ui
     // The unit layout (prefix_trace_view): the ids are the keys, 8 bytes per reference.
     kvtk::prefix::prefix_trace t;
     t.block_tokens = bt;
-    t.keys = load_flat(path, std::string(format_name(f)));
+    t.keys = load_flat(path, std::string(format_name(f)), threads);
     std::vector<std::uint64_t>().swap(t.offsets);
     return loaded_trace(std::move(t));
   }
