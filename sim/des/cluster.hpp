@@ -113,6 +113,7 @@ class cluster {
   // Leading run resident in the instance's HBM cache, its DRAM tier or the pool (the fastest
   // holder serves each block).
   match_result match(instance& in, std::span<const kvtk::block_key> b);
+  bool held_below(instance& in, kvtk::block_key k, match_result& m);
   // The prefill of tokens [cached, total): one iteration, or chunk_tokens-sized ones.
   double compute_s(std::uint64_t cached_tokens, std::uint64_t total) const;
   // Loading hits from DRAM (host link) and the pool, one after the other: alpha + n beta +

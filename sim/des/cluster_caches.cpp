@@ -50,20 +50,24 @@ bool cluster::dram_has(instance& in, kvtk::block_key k) {
   return dram < in.tiers->tiers() && in.tiers->holds(dram, k);
 }
 
+// A block the instance's HBM lacks: counted as a DRAM or pool hit when one of them holds it.
+bool cluster::held_below(instance& in, kvtk::block_key k, match_result& m) {
+  if (dram_has(in, k)) {
+    ++m.dram;
+    return true;
+  }
+  if (pool_has(k)) {
+    ++m.pool;
+    return true;
+  }
+  return false;
+}
+
 cluster::match_result cluster::match(instance& in, std::span<const kvtk::block_key> b) {
   match_result m;
   for (; m.hit < b.size(); ++m.hit) {
     const kvtk::block_key k = b[m.hit];
-    if (local_has(in, k)) continue;
-    if (dram_has(in, k)) {
-      ++m.dram;
-      continue;
-    }
-    if (pool_has(k)) {
-      ++m.pool;
-      continue;
-    }
-    break;
+    if (!local_has(in, k) && !held_below(in, k, m)) break;
   }
   return m;
 }
@@ -82,17 +86,9 @@ cluster::match_result cluster::match_and_pin_hbm(instance& in, std::span<const k
       const kvtk::block_key k = b[m.hit];
       if (const std::uint32_t slot = top.find(k); slot != top.npos) {
         if (top.pin_slot(slot)) pinned.push_back(slot);
-        continue;
+      } else if (!held_below(in, k, m)) {
+        break;
       }
-      if (dram_has(in, k)) {
-        ++m.dram;
-        continue;
-      }
-      if (pool_has(k)) {
-        ++m.pool;
-        continue;
-      }
-      break;
     }
     return m;
   });
