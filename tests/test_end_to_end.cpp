@@ -3,6 +3,8 @@
 // replay; the unit layout of flat traces vs the same trace in the general layout (every index,
 // every policy, the optimum); the loaded trace's bytes per reference.
 #include <unistd.h>
+#include <algorithm>
+#include <cstring>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -305,6 +307,30 @@ TEST_CASE("parallel JSONL reading gives the sequential reader's trace and errors
     const auto many = loaded_trace::load(og, trace_format::oracle_general, 0, {}, nullptr, threads);
     CHECK(std::equal(many.view().keys.begin(), many.view().keys.end(), og_one.view().keys.begin(),
                      og_one.view().keys.end()));
+  }
+  {
+    // Parts larger than the 3 MiB read chunk (several preads each), and a size that is not a
+    // whole number of records: the same ids, and the same error, with or without threads.
+    const std::string big = (fs::temp_directory_path() /
+                             ("kvtk-og-" + std::to_string(::getpid()) + ".bin")).string();
+    std::string bytes(24 * 400'000, '\0');
+    std::mt19937_64 rng(7);
+    for (std::size_t r = 0; r < 400'000; ++r) {
+      const std::uint64_t id = rng();
+      std::memcpy(bytes.data() + r * 24 + 4, &id, 8);
+    }
+    std::ofstream(big, std::ios::binary) << bytes;
+    const auto one = loaded_trace::load(big, trace_format::oracle_general, 0, {}, nullptr, 1);
+    const auto two = loaded_trace::load(big, trace_format::oracle_general, 0, {}, nullptr, 2);
+    CHECK(one.view().keys.size() == 400'000);
+    CHECK(std::equal(two.view().keys.begin(), two.view().keys.end(), one.view().keys.begin(),
+                     one.view().keys.end()));
+    std::ofstream(big, std::ios::binary | std::ios::app) << "x";
+    CHECK(load_error(big, trace_format::oracle_general, 2) ==
+          load_error(big, trace_format::oracle_general, 1));
+    CHECK_THAT(load_error(big, trace_format::oracle_general, 2),
+               Catch::Contains("not a whole number of 24-byte"));
+    fs::remove(big);
   }
   for (const auto& [path, f] :
        {std::pair{conv, trace_format::mooncake}, std::pair{kvtk_path, trace_format::kvtk}}) {

@@ -2,6 +2,7 @@
 #include "formats/trace_limits.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <exception>
 #include <vector>
@@ -147,15 +149,9 @@ std::vector<std::uint64_t> load_ids(const std::string& path) {
 }
 
 // Records [first, last) of an oracleGeneral file into ids[first, last), by pread from the
-// thread's own descriptor (one part of a parallel load).
-static void read_oracle_part(const std::string& path, std::uint64_t first, std::uint64_t last,
-                             std::uint64_t* ids) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
-  std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* d) {
-    ::close(*d);
-    delete d;
-  });
+// shared descriptor fd (one part of a parallel load; pread keeps no file position).
+static void read_oracle_part(const std::string& path, int fd, std::uint64_t first,
+                             std::uint64_t last, std::uint64_t* ids) {
   std::vector<char> buf(std::min<std::uint64_t>(read_chunk, (last - first) * record_bytes));
   std::uint64_t r = first;
   while (r < last) {
@@ -165,12 +161,56 @@ static void read_oracle_part(const std::string& path, std::uint64_t first, std::
       const ssize_t n = ::pread(fd, buf.data() + got, want - got,
                                 static_cast<off_t>(r * record_bytes + got));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw trace_error(path, 0, std::string("read error: ") + std::strerror(errno));
+      if (n < 0) throw trace_error(path, 0, "read error");  // as the sequential reader says
       if (n == 0) throw trace_error(path, 0, "file changed while being read");
       got += static_cast<std::uint64_t>(n);
     }
     for (std::uint64_t i = 0; i < want; i += record_bytes) ids[r++] = record_id(buf.data() + i);
   }
+}
+
+// The ids of an n-record oracleGeneral file read in `parts` ranges at once, one per thread, from
+// one descriptor (so a file replaced by rename meanwhile is not mixed in). Parts whose thread
+// cannot be started run on the calling thread.
+static std::vector<std::uint64_t> read_oracle_parallel(const std::string& path, std::uint64_t n,
+                                                       std::uint64_t parts) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw trace_error(path, 0, std::string("cannot open file: ") + std::strerror(errno));
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_fd{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != n * record_bytes) {
+    throw trace_error(path, 0, "file changed while being read");
+  }
+  std::vector<std::uint64_t> ids(n);
+  std::vector<std::exception_ptr> errors(parts);
+  auto part = [&](std::uint64_t i) {
+    try {
+      read_oracle_part(path, fd, n * i / parts, n * (i + 1) / parts, ids.data());
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(parts);
+  std::uint64_t started = 1;  // part 0 is the calling thread's
+  try {
+    for (; started < parts; ++started) pool.emplace_back(part, started);
+  } catch (const std::system_error&) {
+    // No more threads: the parts not started run here, after part 0.
+  }
+  part(0);
+  for (std::uint64_t i = started; i < parts; ++i) part(i);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != n * record_bytes) {
+    throw trace_error(path, 0, "file changed while being read");
+  }
+  return ids;
 }
 
 std::vector<std::uint64_t> load_oracle_general(const std::string& path, unsigned threads) {
@@ -182,28 +222,7 @@ std::vector<std::uint64_t> load_oracle_general(const std::string& path, unsigned
                           "(truncated or not this format)");
   }
   const std::uint64_t n = size / record_bytes;
-  if (threads >= 2 && n >= 2) {
-    // Parallel parts, each thread reading its own range (the records' ids are independent).
-    const std::uint64_t parts = std::min<std::uint64_t>(threads, n);
-    std::vector<std::uint64_t> ids(n);
-    std::vector<std::exception_ptr> errors(parts);
-    std::vector<std::thread> pool;
-    auto part = [&](std::uint64_t i) {
-      try {
-        read_oracle_part(path, n * i / parts, n * (i + 1) / parts, ids.data());
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    };
-    for (std::uint64_t i = 1; i < parts; ++i) pool.emplace_back(part, i);
-    part(0);
-    for (std::thread& t : pool) t.join();
-    for (const std::exception_ptr& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-    if (file_size(path) != size) throw trace_error(path, 0, "file changed while being read");
-    return ids;
-  }
+  if (threads >= 2 && n >= 2) return read_oracle_parallel(path, n, std::min<std::uint64_t>(threads, n));
   std::vector<std::uint64_t> ids;
   ids.reserve(size / record_bytes);
   for_each_chunk(path, read_chunk, [&](const char* p, std::size_t n) {
