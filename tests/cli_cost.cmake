@@ -24,6 +24,14 @@ expect(0 "\"estimates\"" cost --from ${WORK_DIR}/r.json --per-day --json -)
 execute_process(COMMAND ${KVTK} replay --trace ${T} --tier-config ${CMAKE_CURRENT_LIST_DIR}/data/tiers/three.json
                 --model deepseek-v3 --json ${WORK_DIR}/t.json RESULT_VARIABLE rc)
 expect(0 "\"tier_rent_usd\": [0-9.]+[1-9]" cost --from ${WORK_DIR}/t.json --model deepseek-v3 --gpu h800 --json -)
+# An engine offload tier priced in its spec (vLLM's CPU tier at 2.5 USD/GB-month): its rent too.
+execute_process(COMMAND ${KVTK} replay --trace ${T} --engine vllm --capacity 2000 --no-opt
+                --offload cpu:8000:lru:2.5 --model deepseek-v3 --json ${WORK_DIR}/o.json
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "replay --offload failed")
+endif()
+expect(0 "\"tier_rent_usd\": [0-9.]+[1-9]" cost --from ${WORK_DIR}/o.json --model deepseek-v3 --gpu h800 --json -)
 execute_process(COMMAND ${KVTK} simulate --trace ${T} --set local_cache=3Mtok --pricing deepseek-v3.2
                 --json ${WORK_DIR}/s.json RESULT_VARIABLE rc)
 expect(0 "\"flops_exact\": true" cost --from ${WORK_DIR}/s.json --model deepseek-v3 --gpu h800 --json -)

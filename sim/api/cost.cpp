@@ -116,8 +116,14 @@ struct pricer {
     const double saved_usd = gpu_s * kc::usd_per_gpu_second(cp);
     double tier_usd = 0, transfer_usd = 0;
     if (tiers != nullptr) {
-      for (const auto& row : (*tiers)["tiers"]) tier_usd += row.value("usd_per_month", 0.0);
-      transfer_usd = (*tiers)["load_time"].value("total_s", 0.0) * scale * kc::usd_per_gpu_second(cp);
+      // A --tiers row's hierarchy, or an --offload row's engine tiers (priced rows carry
+      // usd_per_month; an offload row has no load_time: its loads are not timed).
+      if (const auto it = tiers->find("tiers"); it != tiers->end()) {
+        for (const auto& row : *it) tier_usd += row.value("usd_per_month", 0.0);
+      }
+      if (const auto it = tiers->find("load_time"); it != tiers->end()) {
+        transfer_usd = it->value("total_s", 0.0) * scale * kc::usd_per_gpu_second(cp);
+      }
     }
     const double rent = tier_usd * days / 30.0;
     e["self_hosted"] = {
@@ -152,9 +158,11 @@ struct pricer {
     out["estimates"] = nlohmann::json::array();
     for (const auto& r : j["results"]) {
       const double th = r.at("token_hits").get<double>(), tr = r.at("token_refs").get<double>();
+      const nlohmann::json* tiers = r.contains("tiers")     ? &r["tiers"]
+                                    : r.contains("offload") ? &r["offload"]
+                                                            : nullptr;
       nlohmann::json e = estimate({th * scale, (tr - th) * scale, out_tokens * scale}, 0, false,
-                                  r.contains("tiers") ? &r["tiers"] : nullptr,
-                                  o.per_day ? 1.0 : span / 86400.0, scale);
+                                  tiers, o.per_day ? 1.0 : span / 86400.0, scale);
       e["index"] = r["index"];
       e["policy"] = r["policy"];
       e["capacity_blocks"] = r["capacity_blocks"];
