@@ -15,7 +15,7 @@
 #include "api/index_runs.hpp"
 #include "api/next_uses.hpp"
 #include "api/options_json.hpp"
-#include "api/parallel.hpp"
+#include "util/parallel.hpp"
 #include "api/replay_plan.hpp"
 #include "api/text.hpp"
 #include "api/trace_options.hpp"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "api/options_json.hpp"
-#include "api/parallel.hpp"
+#include "util/parallel.hpp"
 #include "api/usage_error.hpp"
 #include "formats/jsonl_scan.hpp"
 #include "formats/line_reader.hpp"

@@ -13,12 +13,10 @@
 #include <filesystem>
 #include <memory>
 #include <string_view>
-#include <system_error>
-#include <thread>
-#include <exception>
 #include <vector>
 
 #include "formats/mooncake_flat.hpp"
+#include "util/parallel.hpp"
 
 namespace kvtk::sim {
 
@@ -170,8 +168,7 @@ static void read_oracle_part(const std::string& path, int fd, std::uint64_t firs
 }
 
 // The ids of an n-record oracleGeneral file read in `parts` ranges at once, one per thread, from
-// one descriptor (so a file replaced by rename meanwhile is not mixed in). Parts whose thread
-// cannot be started run on the calling thread.
+// one descriptor (so a file replaced by rename meanwhile is not mixed in).
 static std::vector<std::uint64_t> read_oracle_parallel(const std::string& path, std::uint64_t n,
                                                        std::uint64_t parts) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -185,28 +182,9 @@ static std::vector<std::uint64_t> read_oracle_parallel(const std::string& path, 
     throw trace_error(path, 0, "file changed while being read");
   }
   std::vector<std::uint64_t> ids(n);
-  std::vector<std::exception_ptr> errors(parts);
-  auto part = [&](std::uint64_t i) {
-    try {
-      read_oracle_part(path, fd, n * i / parts, n * (i + 1) / parts, ids.data());
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(parts);
-  std::uint64_t started = 1;  // part 0 is the calling thread's
-  try {
-    for (; started < parts; ++started) pool.emplace_back(part, started);
-  } catch (const std::system_error&) {
-    // No more threads: the parts not started run here, after part 0.
-  }
-  part(0);
-  for (std::uint64_t i = started; i < parts; ++i) part(i);
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  detail::parallel_for(parts, parts, [&](std::size_t i) {
+    read_oracle_part(path, fd, n * i / parts, n * (i + 1) / parts, ids.data());
+  });
   if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != n * record_bytes) {
     throw trace_error(path, 0, "file changed while being read");
   }

@@ -21,13 +21,11 @@
 #include <istream>
 #include <optional>
 #include <streambuf>
-#include <exception>
-#include <system_error>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "formats/requests.hpp"
+#include "util/parallel.hpp"
 
 namespace kvtk::sim {
 namespace {
@@ -281,30 +279,11 @@ kvtk::prefix::prefix_trace parse_jsonl_parallel(const std::string& path, trace_f
   const std::size_t parts = cuts.size() - 1;
 
   std::vector<chunk_result> chunks(parts);
-  std::vector<std::thread> pool;
-  pool.reserve(parts);
-  // Anything but a trace error (std::bad_alloc on a huge trace) is passed back, not let escape
-  // a thread (std::terminate).
-  std::vector<std::exception_ptr> failures(parts);
-  auto parse = [&](std::size_t i) {
-    try {
-      parse_chunk(chunks[i], fd.fd, cuts, i, size, path, f, bt, opts);
-    } catch (...) {
-      failures[i] = std::current_exception();
-    }
-  };
-  std::size_t started = 1;  // chunk 0 is the calling thread's
-  try {
-    for (; started < parts; ++started) pool.emplace_back(parse, started);
-  } catch (const std::system_error&) {
-    // No more threads (a process limit): the chunks not started are parsed here.
-  }
-  parse(0);
-  for (std::size_t i = started; i < parts; ++i) parse(i);
-  for (auto& t : pool) t.join();
-  for (const std::exception_ptr& e : failures) {
-    if (e) std::rethrow_exception(e);
-  }
+  // Trace errors stay in the chunks (the first in file order is thrown below); anything else
+  // (std::bad_alloc on a huge trace) comes back from parallel_for.
+  detail::parallel_for(parts, parts, [&](std::size_t i) {
+    parse_chunk(chunks[i], fd.fd, cuts, i, size, path, f, bt, opts);
+  });
 
   throw_first_error(chunks, fd.fd, cuts, path);
   kvtk::prefix::prefix_trace out = std::move(chunks[0].trace);

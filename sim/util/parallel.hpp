@@ -1,6 +1,8 @@
-// sim/api/parallel.hpp — runs n independent work items on up to `threads` threads (the calling
+// sim/util/parallel.hpp — runs n independent work items on up to `threads` threads (the calling
 // thread included), each item once, in no fixed order. The first exception any item throws stops
-// the others after their current item and is rethrown to the caller.
+// the others after their current item and is rethrown to the caller. When the system refuses a
+// thread (a process limit), the threads already running, the caller's included, do the rest.
+// (The replay jobs, the parallel JSONL parse and the parallel oracleGeneral read use it.)
 #pragma once
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -29,7 +32,12 @@ void parallel_for(std::size_t threads, std::size_t n, Item&& item) {
     }
   };
   std::vector<std::thread> pool;
-  for (std::size_t w = 1; w < std::min(threads, n); ++w) pool.emplace_back(worker);
+  pool.reserve(std::min(threads, n));
+  try {
+    for (std::size_t w = 1; w < std::min(threads, n); ++w) pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // No more threads: the items are pulled from the cursor, so the running workers take them.
+  }
   worker();
   for (auto& th : pool) th.join();
   if (failure) std::rethrow_exception(failure);
