@@ -18,7 +18,7 @@ file(WRITE ${WORK_DIR}/bare-python "#!/bin/sh\nexec python3 -I -S \"$@\"\n")
 file(CHMOD ${WORK_DIR}/bare-python PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 set(ENV{KVTK_SWEEP_PYTHON} ${WORK_DIR}/bare-python)
 expect(2 "kvtk sweep: the kvtk Python package is not importable" sweep --spec x.yaml)
-expect(0 "usage: kvtk sweep .*--dry-run.*note: running a sweep needs the kvtk Python package" sweep --help)
+expect(0 "usage: kvtk sweep .*--dry-run.*kvtk sweep: note: running it needs the kvtk Python package" sweep --help)
 # The built-in help is the parser's (sim/cli/sweep_help.hpp): compared byte for byte where
 # python3 prints argparse help as 3.10-3.12 do.
 find_program(PY3 python3)

@@ -1,4 +1,4 @@
-# tests/sweep_help.py — prints the argparse help of kvtk sweep (python/kvtk/_sweep/__main__.py, given
+# tests/sweep_help.py — prints the argparse help of kvtk sweep or kvtk report (the __main__.py given
 # as the argument) without importing the kvtk package: the text sim/cli/sweep_help.hpp holds.
 import importlib.util, os, sys
 os.environ["COLUMNS"] = "80"

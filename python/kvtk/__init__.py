@@ -22,7 +22,7 @@ __version__: str = _kvtk.__version__
 __all__ = [
     "__version__", "BlockCache", "PrefixTree", "Trace", "TraceError", "load_trace", "replay", "mrc", "tune", "compare", "simulate",
     "cost", "sparse", "trace_stats", "trace_gen", "import_trace", "anonymize_trace", "check_engine", "record_events", "results_frame", "ReplayResults", "sweep",
-    "read_sweep",
+    "read_sweep", "report",
 ]
 
 Progress = Optional[Callable[[int, int], Any]]
@@ -397,6 +397,27 @@ def sweep(spec: Union[dict, str, "os.PathLike[str]"], backend: str = "local",
                         workers=workers, address=address, resume=resume, force=force,
                         retries=retries, pool=pool, log=log)
     return summary.rows if out is None else summary.path
+
+
+def report(trace: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"],
+           engine: str = "vllm", gpu: str = "h200", model: str = "qwen2.5-7b", gpus: int = 1,
+           gpu_blocks: Optional[int] = None, pricing: str = "deepseek-v3.2",
+           gpu_hour: float = 2.0, efficiency: float = 0.5, dram_usd_per_gb_month: float = 2.5,
+           threads: int = 0, force: bool = False, progress: bool = False) -> str:
+    """``kvtk report``: one self-contained HTML page from a trace (the trace at a glance, hit
+    ratio against capacity with the tuned policy on held-out data, the engine's offload tier at
+    several sizes with its money, the recommended size, engine flags, and the kvtk commands that
+    reproduce every number). Needs matplotlib (pip install "./python[report]"). An existing
+    `out` is replaced only with force=True. progress=True prints each step on stderr. Returns
+    the absolute path written; raises ValueError (kvtk._report.ReportError) for input the
+    report cannot be built from. docs/report.md."""
+    from ._report.build import stderr_log
+    from ._report.write import write_report
+
+    return write_report(trace, out, force=force, log=stderr_log if progress else None,
+                        engine=engine, gpu=gpu, model=model, gpus=gpus, gpu_blocks=gpu_blocks,
+                        pricing=pricing, gpu_hour=gpu_hour, efficiency=efficiency,
+                        dram_usd_per_gb_month=dram_usd_per_gb_month, threads=threads)
 
 
 def read_sweep(path: Union[str, "os.PathLike[str]"]) -> list:

@@ -22,6 +22,7 @@
 #include "cli/move.hpp"
 #include "cli/mrc.hpp"
 #include "cli/replay.hpp"
+#include "cli/report_help.hpp"
 #include "cli/tune.hpp"
 #include "cli/simulate.hpp"
 #include "cli/sweep_help.hpp"
@@ -48,13 +49,15 @@ constexpr const char* kUsage =
     "  compare   replay a flat block trace through eviction policies and capacities\n"
     "  sweep     run a grid of replay/mrc/simulate/cost cells locally or on a Ray cluster\n"
     "            (the Python package's kvtk._sweep; docs/sweeps.md)\n"
+    "  report    one self-contained HTML page from a trace: hit ratio against capacity, tier\n"
+    "            sizes and their money, engine flags (the Python package's; docs/report.md)\n"
     "\n"
     "'kvtk <command> --help' describes a command; 'kvtk --version' prints the version.\n";
 
-// `kvtk sweep` and `kvtk trace record` are the Python package's (python/kvtk/_sweep,
-// python/kvtk/_record.py): sweep cells call the bound library from worker processes or Ray tasks
-// and write Parquet through pyarrow; the recorder subscribes with pyzmq. The executable has none
-// of these. exec keeps the exit code, stdin/stdout and Ctrl-C as they are.
+// `kvtk sweep`, `kvtk report` and `kvtk trace record` are the Python package's
+// (python/kvtk/_sweep, _report, _record.py): sweep cells call the bound library from worker
+// processes or Ray tasks and write Parquet through pyarrow; the report draws its plots with
+// matplotlib; the recorder subscribes with pyzmq. The executable has none of these. exec keeps the exit code, stdin/stdout and Ctrl-C as they are.
 [[noreturn]] void exec_python(const char* command, const char* module, const char* extra,
                               int first_arg, int argc, char** argv) {
   const char* env = std::getenv("KVTK_SWEEP_PYTHON");
@@ -107,9 +110,11 @@ bool python_imports(const std::string& python, const char* module) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-// `kvtk sweep --help` answers without the Python package: the parser's help as built in
-// (sim/cli/sweep_help.hpp), then what a sweep itself needs. With the package, argparse answers.
-bool sweep_help_without_python(int argc, char** argv) {
+// `kvtk sweep --help` and `kvtk report --help` answer without the Python package: the parser's
+// help as built in (sim/cli/sweep_help.hpp, report_help.hpp), then what the command itself needs.
+// With the package, argparse answers.
+bool help_without_python(const char* command, const char* module, const char* built_in,
+                         const char* extra, int argc, char** argv) {
   bool help = false;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -118,14 +123,28 @@ bool sweep_help_without_python(int argc, char** argv) {
   if (!help) return false;
   const char* env = std::getenv("KVTK_SWEEP_PYTHON");
   const std::string python = env != nullptr && *env != '\0' ? env : "python3";
-  if (python_imports(python, "kvtk._sweep")) return false;
-  std::fputs(kvtk::sim::kSweepHelp, stdout);
+  if (python_imports(python, module)) return false;
+  std::fputs(built_in, stdout);
   std::fprintf(stderr,
-               "\nkvtk sweep: note: running a sweep needs the kvtk Python package, which %s "
-               "cannot import (or cannot be run): pip install \"./python[sweep]\", or set KVTK_SWEEP_PYTHON to a "
-               "Python that has it\n",
-               python.c_str());
+               "\nkvtk %s: note: running it needs the kvtk Python package, which %s "
+               "cannot import (or cannot be run): pip install \"./python[%s]\", or set "
+               "KVTK_SWEEP_PYTHON to a Python that has it\n",
+               command, python.c_str(), extra);
   return true;
+}
+
+// `kvtk sweep` / `kvtk report`: the built-in help, else the Python module.
+[[noreturn]] void python_command(const char* command, const char* module, const char* built_in,
+                                 const char* extra, int argc, char** argv) {
+  if (help_without_python(command, module, built_in, extra, argc, argv)) {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "kvtk %s: cannot write standard output: %s\n", command,
+                   std::strerror(errno));
+      std::exit(1);
+    }
+    std::exit(0);
+  }
+  exec_python(command, module, extra, 2, argc, argv);
 }
 
 }  // namespace
@@ -144,15 +163,9 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (cmd == "sweep") {
-    if (sweep_help_without_python(argc, argv)) {
-      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-        std::fprintf(stderr, "kvtk sweep: cannot write standard output: %s\n", std::strerror(errno));
-        return 1;
-      }
-      return 0;
-    }
-    exec_python("sweep", "kvtk._sweep", "sweep", 2, argc, argv);
+  if (cmd == "sweep") python_command("sweep", "kvtk._sweep", kvtk::sim::kSweepHelp, "sweep", argc, argv);
+  if (cmd == "report") {
+    python_command("report", "kvtk._report", kvtk::sim::kReportHelp, "report", argc, argv);
   }
   if (cmd == "trace" && argc > 2 && std::string_view(argv[2]) == "record") {
     exec_python("trace record", "kvtk._record", "events", 3, argc, argv);

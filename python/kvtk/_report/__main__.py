@@ -20,7 +20,7 @@ exit status: 0 written, 2 bad arguments, input or output, 130 interrupted
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvtk report", description="One self-contained HTML page "
-                                "from a request trace: what a bigger cache or a better policy "
+                                "from a request trace: what a bigger cache or a better\npolicy "
                                 "would save, how big each tier should be, the engine flags.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", required=True, help="request trace (any format kvtk reads)")

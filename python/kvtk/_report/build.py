@@ -76,7 +76,7 @@ class Report:
     sources: Sources = field(default_factory=Sources)
     steps: list = field(default_factory=list)
     notes: dict = field(default_factory=dict)      # section -> sentences about the input
-    arrivals: Optional[np.ndarray] = None           # arrival times (s), or None without times
+    arrivals: Optional[np.ndarray] = None           # arrival times (s)
     reuse: Optional[np.ndarray] = None              # reuse distances in block references
     gpu_blocks: int = 0
     block_bytes: float = 0.0
@@ -84,7 +84,6 @@ class Report:
     tune_caps: list = field(default_factory=list)
     tier_sizes: list = field(default_factory=list)  # offload rows 1.. (row 0: the GPU alone)
     best_row: int = 0
-    per_day: bool = True
 
     def note(self, section: str, text: str) -> None:
         self.notes.setdefault(section, []).append(text)
@@ -135,13 +134,11 @@ def _stats(rep: Report, trace: str, start: Log) -> Step:
     if stats["block_refs"] == 0:
         raise ReportError(f"{trace}: no prompt fills one block of {stats['trace']['block_tokens']} "
                           "tokens, so nothing is cacheable")
+    if not stats.get("span_s"):
+        raise ReportError(f"{trace}: no arrival times (or all at one instant); a report needs "
+                          "them: the GPU's capacity comes from kvtk simulate and money is per day")
     t = _call("load", kvtk.load_trace, trace)
-    if stats.get("span_s") and len(t.arrival_s):
-        rep.arrivals = np.asarray(t.arrival_s, dtype=float)
-    else:
-        rep.per_day = False
-        rep.note("trace", "The trace has no arrival times (or all at one instant): no arrival "
-                 "plot, and money is per trace, not per day.")
+    rep.arrivals = np.asarray(t.arrival_s, dtype=float)
     rep.reuse = reuse_distances(t)
     return step
 
@@ -257,13 +254,13 @@ def _offload(rep: Report, trace: str, start: Log) -> Step:
 
 def _cost(rep: Report, trace: str, start: Log) -> Step:
     s = rep.settings
-    argv = ["kvtk", "cost", "--from", "offload.json"] + (["--per-day"] if rep.per_day else [])
+    argv = ["kvtk", "cost", "--from", "offload.json", "--per-day"]
     argv += ["--model", s.model, "--gpu", s.gpu, "--gpu-hour", repr(float(s.gpu_hour)),
              "--efficiency", repr(float(s.efficiency)), "--pricing", s.pricing, "--json", "cost.json"]
-    step = Step("cost", "money per " + ("day" if rep.per_day else "trace") + " of each row (cost)", argv)
+    step = Step("cost", "money per day of each row (cost)", argv)
     start(step.title)
     # gpus_per_instance is a simulate key; the cost of GPU time is per GPU-hour of work done.
-    cost = _call("cost", kvtk.cost, from_result=rep.sources.docs["offload"], per_day=rep.per_day,
+    cost = _call("cost", kvtk.cost, from_result=rep.sources.docs["offload"], per_day=True,
                  model=s.model, gpu=s.gpu, gpu_hour=float(s.gpu_hour),
                  efficiency=float(s.efficiency), pricing=s.pricing)
     rep.sources.docs["cost"] = cost

@@ -23,7 +23,7 @@ main { max-width: 980px; margin: 0 auto; padding: 16px 20px 48px; }
 h1 { font-size: 1.6em; margin: 0.4em 0 0.1em; }
 h2 { font-size: 1.25em; margin: 1.8em 0 0.4em; border-bottom: 2px solid #1b1b1b; }
 h3 { font-size: 1.05em; margin: 1.2em 0 0.3em; }
-p, li { overflow-wrap: anywhere; }
+p, li, h1, h2, h3 { overflow-wrap: anywhere; }
 .sub { color: #555; margin: 0 0 1em; }
 .decision { border: 2px solid #1b1b1b; padding: 8px 16px; background: #f6f6f6; }
 .decision li { margin: 0.3em 0; }
@@ -115,9 +115,9 @@ def _even_formula(i: int) -> str:
 
 def _first_to_pay(rep: Report):
     """The tier row with the highest break-even price (the first to pay as memory gets
-    cheaper), or None without tiers or without per-day figures."""
+    cheaper), or None without tiers."""
     rows = range(1, len(rep.tier_sizes) + 1)
-    if not rep.per_day or not rows:
+    if not rows:
         return None
     return max(rows, key=lambda i: (rep.sources.value(_even_formula(i)), -i))
 
@@ -148,7 +148,7 @@ def _decision(rep: Report) -> str:
                      f"blocks already hold the trace's working set: every reuse hits (ideal "
                      f"{src.span('stats', 'ideal_block_hit_ratio', 'pct')}).")
     b = rep.best_row
-    unit = "day" if rep.per_day else "trace"
+    unit = "day"
     if b == 0:
         size = "<b>How big should each tier be?</b> No lower tier pays at these prices: the GPU alone has the highest net"
     else:
@@ -182,10 +182,11 @@ def _glance(rep: Report) -> str:
     if st.get("sessions"):
         rows += [["sessions (inferred from prefixes)", src.span("stats", "sessions.sessions", "int")],
                  ["requests in multi-request sessions", src.span("stats", "sessions.requests_in_multi_request_sessions", "int")]]
-    if st.get("span_s"):
-        rows += [["time span", src.span("stats", "span_s", "s")],
-                 ["arrival rate (requests/s)", src.span("stats", "arrival_rate_per_s", "f2")],
-                 ["inter-arrival coefficient of variation", src.span("stats", "inter_arrival_cv", "f2")]]
+    rows.append(["time span", src.span("stats", "span_s", "s")])
+    for key, label in (("arrival_rate_per_s", "arrival rate (requests/s)"),
+                       ("inter_arrival_cv", "inter-arrival coefficient of variation")):
+        if st.get(key) is not None:
+            rows.append([label, src.span("stats", key, "f2")])
     if st.get("reuse_distance_block_refs"):
         rows.append(["reuse distance, block references: p50 / p90 / p99",
                      " / ".join(src.span("stats", f"reuse_distance_block_refs.{q}", "int") for q in ("p50", "p90", "p99"))])
@@ -252,7 +253,7 @@ def _capacity(rep: Report) -> str:
 def _tiers(rep: Report) -> str:
     src, s = rep.sources, rep.settings
     tier_name = "CPU" if s.engine == "vllm" else "host"
-    unit = "day" if rep.per_day else "trace"
+    unit = "day"
     out = ['<section id="tiers"><h2>3. Tiers</h2>', notes(rep, "tiers")]
     n = len(rep.tier_sizes) + 1
     rows, gpu_r, tier_r, saved, rent, net, labels = [], [], [], [], [], [], []
@@ -273,11 +274,11 @@ def _tiers(rep: Report) -> str:
                           src.span("offload", f"{tk}.1.capacity_bytes", "gib")]
             g = src.derived(f"{{offload:{tk}.0.hit_blocks}} / {row_refs}", "pct")
             t = src.derived(f"{{offload:{tk}.1.hit_blocks}} / {row_refs}", "pct")
-            scale = f" * 86400 / {{stats:span_s}}" if rep.per_day else ""
+            scale = " * 86400 / {stats:span_s}"
             loaded = src.derived(f"{{offload:{tk}.1.bytes_loaded}}{scale}", "gib")
             # The DRAM price at which this tier's net equals the GPU alone's: its extra GPU time
             # saved per GB of tier and month.
-            even = src.derived(_even_formula(i), "f2") if rep.per_day else "&mdash;"
+            even = src.derived(_even_formula(i), "f2")
             gpu_r.append(src.value(f"{{offload:{tk}.0.hit_blocks}} / {row_refs}"))
             tier_r.append(src.value(f"{{offload:{tk}.1.hit_blocks}} / {row_refs}"))
         saved.append(src.get("cost", f"{est}.compute_usd_saved"))
@@ -320,8 +321,8 @@ def _money(rep: Report) -> str:
     src, s = rep.sources, rep.settings
     b = rep.best_row
     k = f"estimates.{b}"
-    unit = "day" if rep.per_day else "trace"
-    month = rep.per_day
+    unit = "day"
+    month = True
 
     def pair(key: str, fmt: str) -> list:
         cells = [src.span("cost", f"{k}.{key}", fmt)]
@@ -343,15 +344,17 @@ def _money(rep: Report) -> str:
     assumptions = list(est["assumptions"]) + list(est["self_hosted"]["assumptions"])
     cap = src.docs["capacity"]["result"]["kv_capacity"]
     own_assumptions = [
-        f"GPU KV capacity: {cap['source']} {cap['fraction']:g} of {s.gpus}x {s.gpu}'s HBM less "
-        f"the bf16 weights, no activation or CUDA-graph reserve (an upper bound; presets' HBM is "
-        f"decimal, so the engine's own count is a few percent lower: pass --gpu-blocks with it)",
+        (f"GPU KV capacity: {cap['blocks']:,} blocks as given (--gpu-blocks)"
+         if cap["source"] == "num_gpu_blocks_override" else
+         f"GPU KV capacity: {cap['source']} {cap.get('fraction', 0):g} of {s.gpus}x {s.gpu}'s HBM "
+         f"less the bf16 weights, no activation or CUDA-graph reserve (an upper bound; presets' "
+         f"HBM is decimal, so the engine's own count is a few percent lower: pass --gpu-blocks "
+         f"with it)"),
         f"the API view prices every token at the {s.pricing} table; the self-hosted view runs "
         f"{s.model} on {s.gpu} at {s.efficiency:g} of peak FLOP/s and ${s.gpu_hour:g} per GPU-hour",
         f"{'CPU' if s.engine == 'vllm' else 'host'} memory at ${s.dram_usd_per_gb_month:g} per "
         f"GB-month, 30-day months",
-        ("per day = the trace's counts x 86,400 s / its span (the traffic of the trace, repeated)"
-         if rep.per_day else "no arrival times: figures are for the trace as a whole"),
+        "per day = the trace's counts x 86,400 s / its span (the traffic of the trace, repeated)",
         "hits counted as the engine counts them (its own replay: GPU prefix cache, then the tier)",
     ]
     out = ['<section id="money"><h2>4. Money</h2>',

@@ -25,6 +25,12 @@ def _svg(fig: Figure, name: str) -> str:
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
     text = buf.getvalue()
     text = re.sub(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*", "", text)
+    # Element ids (figure_1, patch_1, ... and the clip paths) are unique within one SVG only:
+    # prefixed with the figure's name, with every reference to them, they stay unique on a page.
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{name}-{m.group(1)}"', text)
+    text = re.sub(r'#([A-Za-z_][\w.\-]*)',
+                  lambda m: f"#{name}-{m.group(1)}" if m.group(1) in ids else m.group(0), text)
     return text.replace("<svg ", f'<svg role="img" aria-labelledby="{name}-title" ', 1)
 
 
