@@ -102,7 +102,10 @@ def _row_key(rep: Report, i: int, key: str) -> str:
 
 
 def _tier_label(rep: Report, i: int) -> str:
-    return "none" if i == 0 else f"{rep.tier_sizes[i - 1] * rep.block_bytes / 2**30:,.0f}"
+    if i == 0:
+        return "none"
+    gib = rep.tier_sizes[i - 1] * rep.block_bytes / 2**30
+    return f"{gib:,.0f}" if gib >= 10 else f"{gib:.2g}"
 
 
 def _even_formula(i: int) -> str:
@@ -115,11 +118,12 @@ def _even_formula(i: int) -> str:
 
 def _first_to_pay(rep: Report):
     """The tier row with the highest break-even price (the first to pay as memory gets
-    cheaper), or None without tiers."""
+    cheaper), or None when no tier saves more GPU time than the GPU alone."""
     rows = range(1, len(rep.tier_sizes) + 1)
     if not rows:
         return None
-    return max(rows, key=lambda i: (rep.sources.value(_even_formula(i)), -i))
+    best = max(rows, key=lambda i: (rep.sources.value(_even_formula(i)), -i))
+    return best if rep.sources.value(_even_formula(best)) > 0 else None  # else no tier adds hits
 
 
 def _tune_at_gpu(rep: Report):

@@ -11,7 +11,7 @@ import re
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, PercentFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, PercentFormatter
 
 INK = ("#1b1b1b", "#4d6fa8", "#b5651d", "#6a9a4b", "#888888")
 RC = {"svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 10,
@@ -40,7 +40,13 @@ def _figure(width: float = 7.2, height: float = 3.4) -> Figure:
 
 
 def _thousands(x, _pos=None) -> str:
-    return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+    return f"{x:,.0f}" if x >= 1 and float(x).is_integer() else f"{x:,.3g}"
+
+
+def _log_x(axis) -> None:
+    """A log axis labelled at its decades only, as plain numbers."""
+    axis.set_major_formatter(FuncFormatter(_thousands))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def arrivals(arrival_s: np.ndarray) -> str:
@@ -55,6 +61,7 @@ def arrivals(arrival_s: np.ndarray) -> str:
         ax.set_xlabel("minutes since the first request")
         ax.set_ylabel("requests per minute")
         ax.set_xlim(edges[0], edges[-1])
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_formatter(FuncFormatter(_thousands))
         return _svg(fig, "fig-arrivals")
 
@@ -77,7 +84,8 @@ def reuse(distances: np.ndarray) -> str:
             ax.set_xscale("log")
         ax.set_xlabel("reuse distance (block references since the block's last reference)")
         ax.set_ylabel("references")
-        ax.xaxis.set_major_formatter(FuncFormatter(_thousands))
+        _log_x(ax.xaxis)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_formatter(FuncFormatter(_thousands))
         return _svg(fig, "fig-reuse")
 
@@ -86,7 +94,7 @@ def hit_ratio(curve: list, tune: list, gpu_blocks: int, gpu_label: str, block_by
     """The exact LRU curve and the optimum against capacity, the tuned policies' holdout figures
     as markers, the GPU's capacity marked; capacity in blocks below, GiB above."""
     with matplotlib.rc_context(RC):
-        fig = _figure(height=3.8)
+        fig = _figure(height=4.4)
         ax = fig.add_subplot()
         caps = [p["capacity_blocks"] for p in curve]
         ax.plot(caps, [p["opt_block_hit_ratio"] for p in curve], color=INK[0], linestyle="--",
@@ -108,14 +116,16 @@ def hit_ratio(curve: list, tune: list, gpu_blocks: int, gpu_label: str, block_by
         ax.set_xscale("log")
         ax.set_xlabel("cache capacity (blocks)")
         ax.set_ylabel("block hit ratio")
-        ax.set_ylim(0, max(0.05, max(p["opt_block_hit_ratio"] for p in curve) * 1.1))
+        top_ratio = max([p["opt_block_hit_ratio"] for p in curve] +
+                        [r[k]["block_hit_ratio"] for r in tune for k in ("chosen", "lru", "optimum")])
+        ax.set_ylim(0, max(0.05, top_ratio * 1.1))
         ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-        ax.xaxis.set_major_formatter(FuncFormatter(_thousands))
+        _log_x(ax.xaxis)
         gib = block_bytes / 2**30
         top = ax.secondary_xaxis("top", functions=(lambda b: b * gib, lambda g: g / gib))
         top.set_xlabel("cache capacity (GiB of KV for the model)")
-        top.xaxis.set_major_formatter(FuncFormatter(_thousands))
-        ax.legend(loc="upper left", fontsize=8.5)
+        _log_x(top.xaxis)
+        fig.legend(loc="outside lower center", ncols=2, fontsize=8.5)
         return _svg(fig, "fig-mrc")
 
 
@@ -135,7 +145,7 @@ def tiers(labels: list, gpu_ratio: list, tier_ratio: list, best: int, tier_name:
         ax.set_ylabel("block hit ratio")
         ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
         ax.set_ylim(0, max(0.05, max(g + t for g, t in zip(gpu_ratio, tier_ratio)) * 1.18))
-        ax.legend(loc="upper left")
+        fig.legend(loc="outside right upper", fontsize=8.5)
         return _svg(fig, "fig-tiers")
 
 
@@ -154,7 +164,5 @@ def money(labels: list, saved: list, rent: list, net: list, best: int, unit: str
         ax.set_xticks(x, labels, fontsize=8.5)
         ax.set_xlabel("lower tier size (GiB)")
         ax.set_ylabel(f"USD per {unit}")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}" if abs(v) >= 10
-                                                   else f"{v:,.1f}"))
-        ax.legend(loc="lower left", fontsize=8.5)
+        fig.legend(loc="outside right upper", fontsize=8.5)
         return _svg(fig, "fig-money")
