@@ -102,6 +102,7 @@ def build_report(settings: Settings, log: Optional[Log] = None) -> Report:
     rep = Report(settings)
     log = log or (lambda line: None)
     trace = settings.trace
+    _call("cost", kvtk.cost, hit_ratio=0.0, input_tokens=1, pricing=settings.pricing)  # fail early
     steps = [_stats, _capacity, _mrc, _tune, _offload, _cost]
     for i, run in enumerate(steps, 1):
         started = time.perf_counter()
@@ -119,7 +120,9 @@ def _call(what: str, fn, *args, **kwargs):
     except kvtk.TraceError as e:
         raise ReportError(str(e)) from None
     except ValueError as e:
-        raise ReportError(f"{what}: {e}") from None
+        hint = (" (kvtk report: --gpus N, or --gpu-blocks N)"
+                if "gpus_per_instance" in str(e) else "")
+        raise ReportError(f"{what}: {e}{hint}") from None
 
 
 def _stats(rep: Report, trace: str, start: Log) -> Step:

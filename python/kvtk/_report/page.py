@@ -302,7 +302,7 @@ def _tiers(rep: Report) -> str:
     if n > 1:
         out.append(figure(plots.tiers(labels, gpu_r, tier_r, rep.best_row, tier_name), "fig-tiers",
                           f"Block hit ratio by {tier_name} tier size: the GPU's hits and the tier's."))
-        out.append(figure(plots.money(labels, saved, rent, net, rep.best_row, unit), "fig-money",
+        out.append(figure(plots.money(labels, saved, rent, net, rep.best_row, unit, tier_name), "fig-money",
                           f"USD per {unit} by {tier_name} tier size: GPU time saved by all hits, the "
                           "tier's rent, and the net (saved less rent). The circled point is recommended."))
     head = [f"{tier_name} tier (blocks)", "GiB", "GPU hits", "tier hits", "all hits",

@@ -149,7 +149,8 @@ def tiers(labels: list, gpu_ratio: list, tier_ratio: list, best: int, tier_name:
         return _svg(fig, "fig-tiers")
 
 
-def money(labels: list, saved: list, rent: list, net: list, best: int, unit: str) -> str:
+def money(labels: list, saved: list, rent: list, net: list, best: int, unit: str,
+          tier_name: str) -> str:
     """Per tier size: GPU time saved, tier rent and their difference, in USD per day."""
     with matplotlib.rc_context(RC):
         fig = _figure(height=3.2)
@@ -162,7 +163,7 @@ def money(labels: list, saved: list, rent: list, net: list, best: int, unit: str
                    zorder=3, label="recommended (highest net)")
         ax.axhline(0, color=INK[4], linewidth=0.8)
         ax.set_xticks(x, labels, fontsize=8.5)
-        ax.set_xlabel("lower tier size (GiB)")
+        ax.set_xlabel(f"{tier_name} tier size (GiB)")
         ax.set_ylabel(f"USD per {unit}")
         fig.legend(loc="outside right upper", fontsize=8.5)
         return _svg(fig, "fig-money")

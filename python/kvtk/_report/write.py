@@ -40,6 +40,8 @@ def write_report(trace, out, force: bool = False, log: Optional[Log] = None, **s
     trace = os.fspath(trace)
     out = check_output(out, trace, force)
     rep = build_report(Settings(trace=trace, **settings), log)
+    if log:
+        log("drawing the page (matplotlib) ...")
     text = render(rep)
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
