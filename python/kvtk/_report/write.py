@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from typing import Optional
 
 from .build import Log, ReportError, Settings, build_report
@@ -42,7 +43,10 @@ def write_report(trace, out, force: bool = False, log: Optional[Log] = None, **s
     rep = build_report(Settings(trace=trace, **settings), log)
     if log:
         log("drawing the page (matplotlib) ...")
+    started = time.perf_counter()
     text = render(rep)
+    if log:
+        log(f"drew the page: {time.perf_counter() - started:.1f} s")
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
         with open(tmp, "x", encoding="utf-8") as f:
