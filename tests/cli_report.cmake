@@ -24,22 +24,8 @@ expect(0 "usage: kvtk report .*--gpu-blocks.*kvtk report: note: running it needs
 if(EXISTS ${WORK_DIR}/r.html)
   message(FATAL_ERROR "a report that could not run wrote ${WORK_DIR}/r.html")
 endif()
-# The built-in help is the parser's (sim/cli/report_help.hpp): compared byte for byte where
-# python3 prints argparse help as 3.10-3.12 do.
-find_program(PY3 python3)
-if(PY3)
-  execute_process(COMMAND ${PY3} -I -S -c "import sys; print(int((3, 10) <= sys.version_info[:2] <= (3, 12)))"
-                  OUTPUT_VARIABLE same_format OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(same_format STREQUAL "1")
-    execute_process(COMMAND ${CMAKE_COMMAND} -E env COLUMNS=80 ${PY3} -I -S ${ROOT}/tests/sweep_help.py
-                            ${ROOT}/python/kvtk/_report/__main__.py OUTPUT_VARIABLE want)
-    execute_process(COMMAND ${KVTK} report --help OUTPUT_VARIABLE got ERROR_QUIET)
-    if(NOT want STREQUAL got)
-      message(FATAL_ERROR "kvtk report --help differs from the parser's help: regenerate "
-                          "sim/cli/report_help.hpp (its header says how)\n--- parser:\n${want}\n--- kvtk:\n${got}")
-    endif()
-  endif()
-endif()
+# The built-in help is the parser's (sim/cli/report_help.hpp).
+expect_builtin_help(report ${ROOT}/python/kvtk/_report/__main__.py)
 
 # With matplotlib in the venv (the report extra), the module answers.
 set(venv ${ROOT}/build/nbvenv/bin/python)

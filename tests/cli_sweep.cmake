@@ -19,22 +19,8 @@ file(CHMOD ${WORK_DIR}/bare-python PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXEC
 set(ENV{KVTK_SWEEP_PYTHON} ${WORK_DIR}/bare-python)
 expect(2 "kvtk sweep: the kvtk Python package is not importable" sweep --spec x.yaml)
 expect(0 "usage: kvtk sweep .*--dry-run.*kvtk sweep: note: running it needs the kvtk Python package" sweep --help)
-# The built-in help is the parser's (sim/cli/sweep_help.hpp): compared byte for byte where
-# python3 prints argparse help as 3.10-3.12 do.
-find_program(PY3 python3)
-if(PY3)
-  execute_process(COMMAND ${PY3} -I -S -c "import sys; print(int((3, 10) <= sys.version_info[:2] <= (3, 12)))"
-                  OUTPUT_VARIABLE same_format OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(same_format STREQUAL "1")
-    execute_process(COMMAND ${CMAKE_COMMAND} -E env COLUMNS=80 ${PY3} -I -S ${ROOT}/tests/sweep_help.py
-                            ${ROOT}/python/kvtk/_sweep/__main__.py OUTPUT_VARIABLE want)
-    execute_process(COMMAND ${KVTK} sweep --help OUTPUT_VARIABLE got ERROR_QUIET)
-    if(NOT want STREQUAL got)
-      message(FATAL_ERROR "kvtk sweep --help differs from the parser's help: regenerate "
-                          "sim/cli/sweep_help.hpp (its header says how)\n--- parser:\n${want}\n--- kvtk:\n${got}")
-    endif()
-  endif()
-endif()
+# The built-in help is the parser's (sim/cli/sweep_help.hpp).
+expect_builtin_help(sweep ${ROOT}/python/kvtk/_sweep/__main__.py)
 
 set(venv ${ROOT}/build/nbvenv/bin/python)
 if(EXISTS ${venv})

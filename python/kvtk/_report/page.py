@@ -208,6 +208,15 @@ def _glance(rep: Report) -> str:
     return "".join(out)
 
 
+def _capacity_cells(src, step: str, row: str) -> list:
+    """A capacity in blocks (row.capacity_blocks of step's JSON), tokens and GiB of the model's KV."""
+    blocks = f"{{{step}:{row}.capacity_blocks}}"
+    block_bytes = "{capacity:result.kv_capacity.bytes} / {capacity:result.kv_capacity.blocks}"
+    return [src.span(step, f"{row}.capacity_blocks", "int"),
+            src.derived(f"{blocks} * {{mrc:trace.block_tokens}}", "int"),
+            src.derived(f"{blocks} * {block_bytes}", "gib")]
+
+
 def _capacity(rep: Report) -> str:
     src, s = rep.sources, rep.settings
     curve = src.docs["mrc"]["curve"]
@@ -219,14 +228,11 @@ def _capacity(rep: Report) -> str:
                   "optimum (a proven bound: no policy does better) over the whole trace; markers: the "
                   "policy tune chose on the first half, LRU and the optimum, all on the second half. "
                   "Dotted: the GPU's own capacity.")]
-    gib = "{capacity:result.kv_capacity.bytes} / {capacity:result.kv_capacity.blocks}"
     if tune:
         rows = []
         for i, r in enumerate(tune):
             k = f"results.{i}"
-            rows.append([src.span("tune", k + ".capacity_blocks", "int"),
-                         src.derived(f"{{tune:{k}.capacity_blocks}} * {{mrc:trace.block_tokens}}", "int"),
-                         src.derived(f"{{tune:{k}.capacity_blocks}} * {gib}", "gib"),
+            rows.append(_capacity_cells(src, "tune", k) + [
                          src.span("tune", k + ".chosen.index", "str") + " / " + src.span("tune", k + ".chosen.policy", "str"),
                          src.span("tune", k + ".chosen.block_hit_ratio", "pct"),
                          src.span("tune", k + ".lru.block_hit_ratio", "pct"),
@@ -242,9 +248,7 @@ def _capacity(rep: Report) -> str:
     rows = []
     for i, p in enumerate(curve):
         k = f"curve.{i}"
-        rows.append([src.span("mrc", k + ".capacity_blocks", "int"),
-                     src.derived(f"{{mrc:{k}.capacity_blocks}} * {{mrc:trace.block_tokens}}", "int"),
-                     src.derived(f"{{mrc:{k}.capacity_blocks}} * {gib}", "gib"),
+        rows.append(_capacity_cells(src, "mrc", k) + [
                      src.span("mrc", k + ".block_hit_ratio", "pct"),
                      src.span("mrc", k + ".token_hit_ratio", "pct"),
                      src.span("mrc", k + ".opt_block_hit_ratio", "pct")])
