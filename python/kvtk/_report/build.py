@@ -54,7 +54,9 @@ class Settings:
             if not math.isfinite(v) or v < 0 or (name == "efficiency" and not 0 < v <= 1):
                 raise ReportError(f"--{name.replace('_', '-')} {v}: "
                                   + ("a share in (0, 1]" if name == "efficiency" else "a number >= 0"))
-        if self.threads <= 0:
+        if self.threads < 0:
+            raise ReportError(f"--threads {self.threads}: a number >= 0 (0 = one per core)")
+        if self.threads == 0:
             self.threads = os.cpu_count() or 1
 
 
@@ -178,10 +180,7 @@ def _capacity(rep: Report, trace: str, start: Log) -> Step:
     sim.pop("requests", None)
     rep.sources.docs["capacity"] = sim
     cap = sim["result"]["kv_capacity"]
-    rep.gpu_blocks = int(cap["blocks"])
-    if rep.gpu_blocks < 1 or cap["bytes"] <= 0:
-        raise ReportError(f"{s.model} on {s.gpus}x {s.gpu}: no KV blocks fit (weights "
-                          f"{cap['weights_bytes'] / 1e9:.0f} GB); add GPUs with --gpus")
+    rep.gpu_blocks = int(cap["blocks"])  # >= 1: simulate refuses a model that leaves none
     rep.block_bytes = cap["bytes"] / cap["blocks"]
     return step
 
@@ -201,20 +200,24 @@ def _mrc(rep: Report, trace: str, start: Log) -> Step:
 
 
 def tune_capacities(gpu_blocks: int, saturation: int) -> list:
-    """The GPU's capacity and three round ones across the curve, all under the saturation."""
+    """The GPU's capacity and three round ones across the curve, all under the saturation; a
+    round one within 10 % of the GPU's adds nothing to see and is left out."""
     caps = {gpu_blocks} if gpu_blocks < saturation else set()
     for share in (0.02, 0.1, 0.4):
         c = saturation * share
         if c >= 1:
             e = 10 ** max(0, int(math.floor(math.log10(c))) - 1)
-            caps.add(max(1, int(round(c / e) * e)))
+            c = max(1, int(round(c / e) * e))
+            if not (gpu_blocks < saturation and abs(c - gpu_blocks) <= 0.1 * gpu_blocks):
+                caps.add(c)
     return sorted(c for c in caps if c < saturation)
 
 
 def _tune(rep: Report, trace: str, start: Log) -> Optional[Step]:
     rep.tune_caps = tune_capacities(rep.gpu_blocks, rep.saturation)
     if not rep.tune_caps:
-        rep.note("mrc", "The working set is a single block: no capacity to tune at.")
+        rep.note("capacity", "The working set is at most one block: there is no capacity to "
+                 "tune a policy at.")
         return None
     step = Step("tune", "the best online policy, chosen on the first half (tune)",
                 ["kvtk", "tune", "--trace", trace, "--capacity", ",".join(map(str, rep.tune_caps)),
@@ -225,18 +228,20 @@ def _tune(rep: Report, trace: str, start: Log) -> Optional[Step]:
     return step
 
 
-def tier_sizes(gpu_blocks: int, saturation: int) -> list:
+def tier_sizes(gpu_blocks: int, saturation: int, engine: str = "vllm") -> list:
     """Lower-tier sizes in blocks: multiples of the GPU's capacity under the working set, then
-    the working set itself (a tier that holds every block the trace reuses)."""
+    the working set itself (a tier that holds every block the trace reuses). SGLang's host pool
+    must be larger than the device pool (its HostKVCache asserts it), so SGLang starts at 2x."""
     if gpu_blocks >= saturation:
         return []
-    sizes = [gpu_blocks * m for m in TIER_MULTIPLES if gpu_blocks * m < saturation]
-    return sizes + [saturation]
+    least = 2 if engine == "sglang" else 1
+    sizes = [gpu_blocks * m for m in TIER_MULTIPLES if m >= least and gpu_blocks * m < saturation]
+    return sizes + [max(saturation, least * gpu_blocks)]
 
 
 def _offload(rep: Report, trace: str, start: Log) -> Step:
     s = rep.settings
-    rep.tier_sizes = tier_sizes(rep.gpu_blocks, rep.saturation)
+    rep.tier_sizes = tier_sizes(rep.gpu_blocks, rep.saturation, s.engine)
     medium = "cpu" if s.engine == "vllm" else "host"
     price = repr(float(s.dram_usd_per_gb_month))
     specs = [f"{medium}:{n}:lru:{price}" for n in rep.tier_sizes]
@@ -252,6 +257,12 @@ def _offload(rep: Report, trace: str, start: Log) -> Step:
     rep.sources.docs["offload"] = result.result
     if len(result) != len(specs) + 1:
         raise ReportError(f"replay returned {len(result)} rows for {len(specs)} tier sizes")
+    lost = max(r.get("engine_state", {}).get("unscheduled_requests", 0) for r in result)
+    if lost:
+        for section in ("tiers", "money"):
+            rep.note(section, f"{lost:,} requests never ran in the engine's replay: their "
+                     f"prompts need more blocks than the GPU's {rep.gpu_blocks:,}. They count as "
+                     "misses in every row and in the money; a real engine would refuse them.")
     return step
 
 
@@ -267,6 +278,15 @@ def _cost(rep: Report, trace: str, start: Log) -> Step:
                  model=s.model, gpu=s.gpu, gpu_hour=float(s.gpu_hour),
                  efficiency=float(s.efficiency), pricing=s.pricing)
     rep.sources.docs["cost"] = cost
-    nets = [e["self_hosted"]["net_usd"] for e in cost["estimates"]]
-    rep.best_row = max(range(len(nets)), key=lambda i: (nets[i], -i))  # ties: the smaller tier
+    rep.best_row = recommended_row([e["self_hosted"]["net_usd"] for e in cost["estimates"]])
     return step
+
+
+NET_TOLERANCE = 0.01  # a larger tier for under 1 % more net is not worth its memory
+
+
+def recommended_row(nets: list) -> int:
+    """The smallest row (rows go GPU alone, then tiers by size) whose net is within 1 % of the
+    highest net; the GPU alone's net is GPU time saved with no rent, so the highest is >= 0."""
+    top = max(nets)
+    return next(i for i, n in enumerate(nets) if n >= top - NET_TOLERANCE * abs(top))

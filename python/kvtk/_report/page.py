@@ -154,14 +154,16 @@ def _decision(rep: Report) -> str:
     b = rep.best_row
     unit = "day"
     if b == 0:
-        size = "<b>How big should each tier be?</b> No lower tier pays at these prices: the GPU alone has the highest net"
+        size = ("<b>How big should each tier be?</b> No tier is worth its memory at these prices: "
+                "the GPU alone nets the most (or within 1 % of it)")
     else:
-        size = (f"<b>How big should each tier be?</b> A {_tier_label(rep, b)} GiB "
-                f"({src.span('offload', f'results.{b}.offload.tiers.1.capacity_blocks', 'int')}-block) "
-                f"{'CPU' if s.engine == 'vllm' else 'host'} tier has the highest net")
+        size = (f"<b>How big should each tier be?</b> A {'CPU' if s.engine == 'vllm' else 'host'} "
+                f"tier of {_tier_label(rep, b)} GiB "
+                f"({src.span('offload', f'results.{b}.offload.tiers.1.capacity_blocks', 'int')} blocks) "
+                "has the highest net (or within 1 % of it)")
     first = _first_to_pay(rep) if b == 0 else None
     cheaper = "" if first is None else (
-        f" A {_tier_label(rep, first)} GiB tier would pay first, below "
+        f" A tier of {_tier_label(rep, first)} GiB would pay first, below "
         f"{src.derived(_even_formula(first), 'usd')} per GB-month of memory.")
     items.append(f"{size}: {src.span('cost', f'estimates.{b}.self_hosted.net_usd', 'usd')} per {unit} "
                  f"(GPU time saved less tier rent; <a href='#tiers'>section 3</a>).{cheaper}")
@@ -315,12 +317,17 @@ def _tiers(rep: Report) -> str:
     out.append(table(head, rows, rep.best_row))
     if rep.best_row == 0 and n > 1:
         out.append(f"<p><b>Recommendation: no {tier_name} tier.</b> At ${s.dram_usd_per_gb_month:g}"
-                   f"/GB-month no size saves more GPU time than it costs. The last column is the "
+                   f"/GB-month no size nets more than 1 % above the GPU alone. The last column is the "
                    f"memory price below which each size would beat the GPU alone (memory already "
                    f"paid for costs 0 here).</p>")
     elif n > 1:
-        out.append(f"<p><b>Recommendation: a {_tier_label(rep, rep.best_row)} GiB {tier_name} tier</b> "
-                   f"(the highest net; a tie goes to the smaller tier).</p>")
+        out.append(f"<p><b>Recommendation: a {tier_name} tier of {_tier_label(rep, rep.best_row)} GiB</b> "
+                   f"(the smallest size within 1 % of the highest net: a larger tier for less is "
+                   f"not worth its memory).</p>")
+    if n > 1:
+        out.append(f"<p>The {tier_name} tier is the host's DRAM: sizes beyond a server's memory "
+                   "need a disk or remote tier behind it (LMCache, KVBM, vLLM's fs tier: "
+                   "kvtk replay --offload, docs/tiers.md).</p>")
     out.append("</section>")
     return "".join(out)
 
@@ -365,7 +372,7 @@ def _money(rep: Report) -> str:
         "per day = the trace's counts x 86,400 s / its span (the traffic of the trace, repeated)",
         "hits counted as the engine counts them (its own replay: GPU prefix cache, then the tier)",
     ]
-    out = ['<section id="money"><h2>4. Money</h2>',
+    out = ['<section id="money"><h2>4. Money</h2>', notes(rep, "money"),
            f"<p>At the recommended configuration ({config}), from the {e(s.pricing)} price table "
            f"({e(est.get('valid', ''))}) and the self-hosted view.</p>",
            "<h3>API bill</h3>", table(head, api), "<h3>Self-hosted GPU time</h3>", table(head, own),
@@ -381,13 +388,15 @@ def _todo(rep: Report) -> str:
     results = src.docs["offload"]["results"]
     serve = ("vllm serve $MODEL" if s.engine == "vllm"
              else "python -m sglang.launch_server --model-path $MODEL")
+    if s.gpus > 1:  # the capacity above is for this many GPUs per instance
+        serve += (f" --tensor-parallel-size {s.gpus}" if s.engine == "vllm" else f" --tp-size {s.gpus}")
     n = len(results)
     if b > 0:
         out.append(f"<h3>Engine flags for the recommended tier</h3><pre id='flags'>{e(serve)} "
                    f"{e(results[b]['offload']['engine_flags'])}</pre>")
     else:
         out.append(f"<h3>Engine flags</h3><p>No offload tier: keep {e(s.engine)}'s prefix cache "
-                   f"as it is (no --kv-transfer-config / hierarchical cache).</p>")
+                   f"as it is (no --kv-transfer-config / hierarchical cache):</p><pre>{e(serve)}</pre>")
         alt = _first_to_pay(rep)
         if alt is not None:
             out.append(f"<p>If your memory costs less than {src.derived(_even_formula(alt), 'usd')} "
@@ -399,11 +408,21 @@ def _todo(rep: Report) -> str:
                "block size should be replayed with a trace hashed at that size.</p>")
     i = _tune_at_gpu(rep)
     if i is not None:
-        rec = src.docs["tune"]["results"][i]["recommendation"]["command"]
-        out.append("<h3>Policy</h3><p>tune's choice at the GPU's capacity, for a prefix cache "
-                   "whose policy kvtk provides (its headers in your engine; "
-                   "docs/policy-quality.md); the engine's own GPU pool keeps its LRU:</p>"
-                   f"<pre>{e(rec)}</pre>")
+        r = src.docs["tune"]["results"][i]
+        k = f"results.{i}"
+        out.append("<h3>Policy</h3>")
+        if r["chosen"]["block_hit_ratio"] > r["lru"]["block_hit_ratio"]:
+            out.append("<p>tune's choice at the GPU's capacity beat LRU on the held-out half "
+                       f"({src.span('tune', k + '.chosen.block_hit_ratio', 'pct')} against "
+                       f"{src.span('tune', k + '.lru.block_hit_ratio', 'pct')}), for a prefix cache "
+                       "whose policy kvtk provides (its headers in your engine; "
+                       "docs/policy-quality.md); the engine's own GPU pool keeps its LRU:</p>"
+                       f"<pre>{e(r['recommendation']['command'])}</pre>")
+        else:
+            out.append(f"<p>Keep LRU: tune's choice on the first half "
+                       f"({src.span('tune', k + '.chosen.policy', 'str')}) did not beat it on the "
+                       f"held-out half ({src.span('tune', k + '.chosen.block_hit_ratio', 'pct')} "
+                       f"against {src.span('tune', k + '.lru.block_hit_ratio', 'pct')}).</p>")
     out.append(f"<h3>Reproduce every number</h3><p>Run in <code>{e(os.getcwd())}</code>; each command "
                "writes the JSON its numbers come from (NAME.json):</p>")
     out.append("<ol class='steps'>")

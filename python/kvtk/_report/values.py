@@ -49,7 +49,8 @@ def format_value(v: Any, fmt: str) -> str:
     if fmt == "pct":
         return f"{100.0 * v:.1f}\u202f%"
     if fmt == "usd":
-        return ("\u2212" if v < 0 else "") + f"${abs(v):,.2f}"
+        text = f"${abs(v):,.2f}"
+        return ("\u2212" if v < 0 and text != "$0.00" else "") + text
     if fmt == "gib":
         return f"{v / 2**30:,.1f}\u202fGiB"
     if fmt == "gb":

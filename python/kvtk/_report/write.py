@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 import time
 from typing import Optional
 
@@ -47,19 +48,30 @@ def write_report(trace, out, force: bool = False, log: Optional[Log] = None, **s
     text = render(rep)
     if log:
         log(f"drew the page: {time.perf_counter() - started:.1f} s")
-    tmp = f"{out}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "x", encoding="utf-8") as f:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp",
+                                   dir=os.path.dirname(out))
+    except OSError as e:
+        raise ReportError(f"{out}: cannot write: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
         check_output(out, trace, force)  # nothing appeared in its place meanwhile
         os.replace(tmp, out)
     except OSError as e:
         raise ReportError(f"{out}: cannot write: {e.strerror or e}") from None
     finally:
-        if os.path.exists(tmp):
+        if os.path.exists(tmp):  # ours: mkstemp made it
             os.unlink(tmp)
     if log:
         log(f"wrote {out} ({len(text.encode()) / 1024:,.0f} KiB)")
     return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
