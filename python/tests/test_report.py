@@ -3,7 +3,7 @@ kvtk executable on the bundled conversation trace; every number on it against th
 commands it lists (run again with the executable); the page self-contained; rendered in headless
 Chromium with no network (no console error, nothing overflowing, every plot drawn) at a desktop
 and a phone width, and screenshot to PNG; bad input refused or reported. Chromium tests skip
-without it unless KVTK_REQUIRE_REPORT_DEPS=1 (scripts/python sets it; scripts/install-deps
+without it unless KVTK_REQUIRE_REPORT_DEPS=1 (scripts/python sets it; scripts/install-deps --test
 installs Debian's chromium)."""
 import html
 import html.parser
@@ -107,6 +107,11 @@ def test_the_recommendation_is_the_smallest_within_one_percent_of_the_highest_ne
     assert recommended_row([5.0, 6.0, 7.0]) == 2
     assert recommended_row([0.0, -1.0]) == 0
     _, page = built
+    check_recommendation(page)
+    assert "beat LRU on the held-out half" in page  # section 5: tune's choice is pasted
+
+
+def check_recommendation(page):
     spans = Spans()
     spans.feed(page)
     nets = {int(s["data-key"].split(".")[1]): float(s["data-value"]) for s in spans.spans
@@ -116,6 +121,16 @@ def test_the_recommendation_is_the_smallest_within_one_percent_of_the_highest_ne
     assert f'data-key="estimates.{best}.self_hosted.net_usd"' in bold
     money = page[page.index('id="money"'):page.index('id="todo"')]
     assert f"estimates.{best}.self_hosted.net_usd" in money
+    return best, nets
+
+
+def test_memory_already_paid_for(tmp_path):
+    """At a memory price of 0 every tier nets more than a smaller one: the 1 % rule, not the
+    highest net, picks the size, and its flags are the ones to paste."""
+    page = pathlib.Path(kvtk.report(CONVERSATION, tmp_path / "r.html", dram_usd_per_gb_month=0)).read_text()
+    best, nets = check_recommendation(page)
+    assert 0 < best < max(nets, key=nets.get)
+    assert "Engine flags for the recommended tier" in page
 
 
 def test_grids():
@@ -125,6 +140,7 @@ def test_grids():
     assert tier_sizes(1000, 1000) == []
     assert tune_capacities(3804, 147881) == [3000, 3804, 15000, 59000]
     assert tune_capacities(3800, 190000) == [3800, 19000, 76000]  # not 3,800 twice
+    assert tune_capacities(3804, 190000) == [3804, 19000, 76000]  # 3,800 is within 10 %
     assert tune_capacities(10, 5) == [2]
 
 
@@ -187,7 +203,7 @@ def chromium():
     if exe is None:
         if os.environ.get("KVTK_REQUIRE_REPORT_DEPS") == "1":
             pytest.fail("chromium is not installed and KVTK_REQUIRE_REPORT_DEPS=1 "
-                        "(scripts/install-deps installs it)")
+                        "(scripts/install-deps --test installs it)")
         pytest.skip("chromium is not installed (apt-get install chromium)")
     return exe
 
@@ -266,6 +282,7 @@ def test_bad_settings_are_refused(tmp_path):
                             (dict(model="gpt-5"), "simulate: .*gpt-5"),
                             (dict(gpus=0), "--gpus 0"), (dict(efficiency=1.5), "efficiency"),
                             (dict(threads=-3), "--threads -3"), (dict(pricing="nope"), "nope"),
+                            (dict(model="llama-3-70b"), r"no KV blocks.*--gpus N"),
                             (dict(gpu_hour=float("nan")), "gpu-hour")]:
         with pytest.raises(ValueError, match=message):
             kvtk.report(CONVERSATION, tmp_path / "r.html", **kwargs)
@@ -287,6 +304,7 @@ def test_two_requests_give_a_page_without_nan(tmp_path):
     text = re.sub(r"<[^>]+>", " ", page)
     assert not re.search(r"\b(nan|NaN|inf|Infinity)\b", text)
     assert '<figure id="fig-mrc">' in page
+    assert "Keep LRU" in page  # tune's choice did not beat LRU on the held-out half
 
 
 def test_requests_the_engine_never_ran_are_named(tmp_path):

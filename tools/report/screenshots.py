@@ -4,7 +4,7 @@
 
 Writes report_<section>.png: the page with every other section hidden, rendered by headless
 Chromium with no network at 1,100 px, trimmed of the empty space below, as a palette PNG.
-Needs chromium (scripts/install-deps) and Pillow (matplotlib's dependency, in the venv).
+Needs chromium (scripts/install-deps --test) and Pillow (matplotlib's dependency, in the venv).
 """
 import os
 import pathlib

@@ -13,7 +13,7 @@ import os
 import kvtk
 
 from . import plots
-from .build import DAYS_PER_MONTH, Report
+from .build import DAYS_PER_MONTH, NET_TOLERANCE, Report
 
 CSS = """
 :root { color-scheme: light; }
@@ -109,16 +109,18 @@ def _tier_label(rep: Report, i: int) -> str:
 
 
 def _even_formula(i: int) -> str:
-    """The memory price (USD per GB-month) at which row i's tier nets what the GPU alone does:
-    the extra GPU time it saves per day, over its GB, times the days of a month."""
+    """The memory price (USD per GB-month) below which row i's tier nets more than the GPU
+    alone's net / (1 - NET_TOLERANCE), so that the GPU alone is no longer within the tolerance
+    of it (build.recommended_row): its GPU time saved per day less that, over its GB, times the
+    days of a month. (The GPU alone pays no rent: its net is its GPU time saved.)"""
     return (f"({{cost:estimates.{i}.self_hosted.compute_usd_saved}} - "
-            f"{{cost:estimates.0.self_hosted.compute_usd_saved}}) * {DAYS_PER_MONTH}"
+            f"{{cost:estimates.0.self_hosted.compute_usd_saved}} / {1 - NET_TOLERANCE!r}) * {DAYS_PER_MONTH}"
             f" / ({{offload:results.{i}.offload.tiers.1.capacity_bytes}} / 1e9)")
 
 
 def _first_to_pay(rep: Report):
-    """The tier row with the highest break-even price (the first to pay as memory gets
-    cheaper), or None when no tier saves more GPU time than the GPU alone."""
+    """The tier row with the highest break-even price (the first to beat the GPU alone by the
+    tolerance as memory gets cheaper), or None when none would at any price."""
     rows = range(1, len(rep.tier_sizes) + 1)
     if not rows:
         return None
@@ -153,7 +155,10 @@ def _decision(rep: Report) -> str:
                      f"{src.span('stats', 'ideal_block_hit_ratio', 'pct')}).")
     b = rep.best_row
     unit = "day"
-    if b == 0:
+    if not rep.tier_sizes:
+        size = ("<b>How big should each tier be?</b> No tier can add a hit: the GPU holds the "
+                "working set. The GPU alone nets")
+    elif b == 0:
         size = ("<b>How big should each tier be?</b> No tier is worth its memory at these prices: "
                 "the GPU alone nets the most (or within 1 % of it)")
     else:
@@ -163,9 +168,9 @@ def _decision(rep: Report) -> str:
                 "has the highest net (or within 1 % of it)")
     first = _first_to_pay(rep) if b == 0 else None
     cheaper = "" if first is None else (
-        f" A tier of {_tier_label(rep, first)} GiB would pay first, below "
-        f"{src.derived(_even_formula(first), 'usd')} per GB-month of memory.")
-    items.append(f"{size}: {src.span('cost', f'estimates.{b}.self_hosted.net_usd', 'usd')} per {unit} "
+        f" A tier of {_tier_label(rep, first)} GiB would be the first to net over 1 % more, "
+        f"with memory below {src.derived(_even_formula(first), 'usd')} per GB-month.")
+    items.append(f"{size}{'' if not rep.tier_sizes else ':'} {src.span('cost', f'estimates.{b}.self_hosted.net_usd', 'usd')} per {unit} "
                  f"(GPU time saved less tier rent; <a href='#tiers'>section 3</a>).{cheaper}")
     items.append("<b>What to put in the engine's flags?</b> <a href='#todo'>Section 5</a>, ready to paste.")
     return ('<div class="decision"><ul>' + "".join(f"<li>{x}</li>" for x in items) + "</ul></div>")
@@ -313,13 +318,13 @@ def _tiers(rep: Report) -> str:
                           "tier's rent, and the net (saved less rent). The circled point is recommended."))
     head = [f"{tier_name} tier (blocks)", "GiB", "GPU hits", "tier hits", "all hits",
             f"loaded per {unit}", f"GPU time saved per {unit}", f"tier rent per {unit}",
-            f"net per {unit}", "break-even $/GB-month"]
+            f"net per {unit}", "pays below $/GB-month"]
     out.append(table(head, rows, rep.best_row))
     if rep.best_row == 0 and n > 1:
         out.append(f"<p><b>Recommendation: no {tier_name} tier.</b> At ${s.dram_usd_per_gb_month:g}"
                    f"/GB-month no size nets more than 1 % above the GPU alone. The last column is the "
-                   f"memory price below which each size would beat the GPU alone (memory already "
-                   f"paid for costs 0 here).</p>")
+                   f"memory price below which each size would (memory already paid for costs 0 "
+                   f"here).</p>")
     elif n > 1:
         out.append(f"<p><b>Recommendation: a {tier_name} tier of {_tier_label(rep, rep.best_row)} GiB</b> "
                    f"(the smallest size within 1 % of the highest net: a larger tier for less is "
@@ -400,8 +405,8 @@ def _todo(rep: Report) -> str:
         alt = _first_to_pay(rep)
         if alt is not None:
             out.append(f"<p>If your memory costs less than {src.derived(_even_formula(alt), 'usd')} "
-                       f"per GB-month (or is already paid for), the first tier to pay is "
-                       f"{_tier_label(rep, alt)} GiB:</p><pre id='flags'>{e(serve)} "
+                       f"per GB-month (or is already paid for), the first tier to net over 1 % "
+                       f"more than the GPU alone is {_tier_label(rep, alt)} GiB:</p><pre id='flags'>{e(serve)} "
                        f"{e(results[alt]['offload']['engine_flags'])}</pre>")
     out.append(f"<p>$MODEL is your {e(s.model)} checkpoint. The block size is the trace's "
                f"({src.span('mrc', 'trace.block_tokens', 'int')} tokens): an engine running another "
@@ -411,7 +416,9 @@ def _todo(rep: Report) -> str:
         r = src.docs["tune"]["results"][i]
         k = f"results.{i}"
         out.append("<h3>Policy</h3>")
-        if r["chosen"]["block_hit_ratio"] > r["lru"]["block_hit_ratio"]:
+        if r["chosen"]["policy"] == "lru" and r["chosen"]["index"] == "radix":
+            out.append("<p>Keep LRU: tune chose it on the first half of the trace.</p>")
+        elif r["chosen"]["block_hit_ratio"] > r["lru"]["block_hit_ratio"]:
             out.append("<p>tune's choice at the GPU's capacity beat LRU on the held-out half "
                        f"({src.span('tune', k + '.chosen.block_hit_ratio', 'pct')} against "
                        f"{src.span('tune', k + '.lru.block_hit_ratio', 'pct')}), for a prefix cache "

@@ -160,7 +160,7 @@ def money(labels: list, saved: list, rent: list, net: list, best: int, unit: str
         ax.plot(x, rent, color=INK[2], marker="s", linestyle="--", linewidth=1.6, label="tier rent")
         ax.plot(x, net, color=INK[0], marker="D", linestyle="-.", linewidth=2.0, label="net")
         ax.scatter([best], [net[best]], s=160, facecolor="none", edgecolor=INK[0], linewidth=1.6,
-                   zorder=3, label="recommended (highest net)")
+                   zorder=3, label="recommended")
         ax.axhline(0, color=INK[4], linewidth=0.8)
         ax.set_xticks(x, labels, fontsize=8.5)
         ax.set_xlabel(f"{tier_name} tier size (GiB)")

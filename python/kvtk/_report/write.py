@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
+import secrets
 import time
 from typing import Optional
 
@@ -48,30 +48,34 @@ def write_report(trace, out, force: bool = False, log: Optional[Log] = None, **s
     text = render(rep)
     if log:
         log(f"drew the page: {time.perf_counter() - started:.1f} s")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp",
-                                   dir=os.path.dirname(out))
-    except OSError as e:
-        raise ReportError(f"{out}: cannot write: {e.strerror or e}") from None
+    fd, tmp = _create_temporary(out)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644 & ~_umask())
         check_output(out, trace, force)  # nothing appeared in its place meanwhile
         os.replace(tmp, out)
     except OSError as e:
         raise ReportError(f"{out}: cannot write: {e.strerror or e}") from None
     finally:
-        if os.path.exists(tmp):  # ours: mkstemp made it
+        if os.path.exists(tmp):  # ours: _create_temporary made it
             os.unlink(tmp)
     if log:
         log(f"wrote {out} ({len(text.encode()) / 1024:,.0f} KiB)")
     return out
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _create_temporary(out: str):
+    """A new file beside `out` (O_EXCL: never one that exists), mode 0666 less the umask as any
+    file the user writes; (descriptor, path)."""
+    for _ in range(100):
+        tmp = f"{out}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                           0o666), tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise ReportError(f"{out}: cannot write: {e.strerror or e}") from None
+    raise ReportError(f"{out}: cannot write: no free temporary name beside it")
