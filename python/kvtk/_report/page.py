@@ -208,9 +208,10 @@ def _glance(rep: Report) -> str:
                           "Arrivals: requests per minute over the trace's span."))
     out.append(figure(plots.reuse(rep.reuse), "fig-reuse",
                       f"Reuse distance: for each of the {len(rep.reuse):,} references to a block "
-                      "referenced before, how many block references came in between (log scale). "
-                      "An LRU cache of C blocks hits roughly the references left of C distinct "
-                      "blocks; prefix sharing makes distinct blocks fewer than references."))
+                      "referenced before, how far back its last reference was, in block references (log "
+                      "scale). A flat LRU cache of C blocks serves every reference left of C (the "
+                      "distinct blocks in between are fewer still), so that mass is a floor on its "
+                      "hits."))
     out.append("</section>")
     return "".join(out)
 

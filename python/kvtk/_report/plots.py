@@ -61,7 +61,7 @@ def arrivals(arrival_s: np.ndarray) -> str:
         ax.set_xlabel("minutes since the first request")
         ax.set_ylabel("requests per minute")
         ax.set_xlim(edges[0], edges[-1])
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
         ax.yaxis.set_major_formatter(FuncFormatter(_thousands))
         return _svg(fig, "fig-arrivals")
 
@@ -85,7 +85,7 @@ def reuse(distances: np.ndarray) -> str:
         ax.set_xlabel("reuse distance (block references since the block's last reference)")
         ax.set_ylabel("references")
         _log_x(ax.xaxis)
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
         ax.yaxis.set_major_formatter(FuncFormatter(_thousands))
         return _svg(fig, "fig-reuse")
 
