@@ -283,7 +283,10 @@ def test_bad_settings_are_refused(tmp_path):
                             (dict(gpus=0), "--gpus 0"), (dict(efficiency=1.5), "efficiency"),
                             (dict(threads=-3), "--threads -3"), (dict(pricing="nope"), "nope"),
                             (dict(model="llama-3-70b"), r"no KV blocks.*--gpus N"),
-                            (dict(gpu_hour=float("nan")), "gpu-hour")]:
+                            (dict(gpu_hour=float("nan")), "gpu-hour"),
+                            (dict(gpu_hour=1e308), r"--gpu-hour 1e\+308: USD in \[0, 1e6\]"),
+                            (dict(dram_usd_per_gb_month=1e7), "dram-usd-per-gb-month"),
+                            (dict(efficiency=1e-300), "efficiency")]:
         with pytest.raises(ValueError, match=message):
             kvtk.report(CONVERSATION, tmp_path / "r.html", **kwargs)
     (tmp_path / "r.html").write_text("keep")

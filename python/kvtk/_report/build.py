@@ -49,11 +49,14 @@ class Settings:
             raise ReportError(f"--gpus {self.gpus}: a number >= 1")
         if self.gpu_blocks is not None and self.gpu_blocks < 1:
             raise ReportError(f"--gpu-blocks {self.gpu_blocks}: a number >= 1")
-        for name in ("gpu_hour", "efficiency", "dram_usd_per_gb_month"):
+        # Prices up to 1e6 USD (replay's own bound on a tier's price): beyond it the money
+        # overflows to no number at all.
+        for name, low, high, what in (("gpu_hour", 0.0, 1e6, "USD in [0, 1e6]"),
+                                      ("dram_usd_per_gb_month", 0.0, 1e6, "USD in [0, 1e6]"),
+                                      ("efficiency", 1e-6, 1.0, "a share in [1e-6, 1]")):
             v = getattr(self, name)
-            if not math.isfinite(v) or v < 0 or (name == "efficiency" and not 0 < v <= 1):
-                raise ReportError(f"--{name.replace('_', '-')} {v}: "
-                                  + ("a share in (0, 1]" if name == "efficiency" else "a number >= 0"))
+            if not (math.isfinite(v) and low <= v <= high):
+                raise ReportError(f"--{name.replace('_', '-')} {v}: {what}")
         if self.threads < 0:
             raise ReportError(f"--threads {self.threads}: a number >= 0 (0 = one per core)")
         if self.threads == 0:
@@ -278,7 +281,11 @@ def _cost(rep: Report, trace: str, start: Log) -> Step:
                  model=s.model, gpu=s.gpu, gpu_hour=float(s.gpu_hour),
                  efficiency=float(s.efficiency), pricing=s.pricing)
     rep.sources.docs["cost"] = cost
-    rep.best_row = recommended_row([e["self_hosted"]["net_usd"] for e in cost["estimates"]])
+    nets = [e["self_hosted"]["net_usd"] for e in cost["estimates"]]
+    if not all(isinstance(n, (int, float)) and math.isfinite(n) for n in nets):
+        raise ReportError(f"cost: a net of {nets} is not a finite number (prices or efficiency "
+                          "out of range)")
+    rep.best_row = recommended_row(nets)
     return step
 
 
